@@ -1,0 +1,1 @@
+//! Harness manifests and builds.

@@ -1,0 +1,11 @@
+//! rewind-fuzz: a schedule-space fuzzer for multithreaded Linux programs.
+//!
+//! The target runs in a single-vCPU KVM machine whose monitor implements the
+//! Linux system-call interface itself, so that the thread schedule is an input
+//! and the same input gives the same run, step for step.
+
+pub mod cpu;
+pub mod harness;
+pub mod layout;
+pub mod machine;
+pub mod memory;

@@ -1,0 +1,216 @@
+//! The guest's x86-64 four-level page tables, owned and written by the monitor.
+//!
+//! The guest never writes them (it has no kernel). A leaf entry that is not
+//! present may still hold a page: `PTE_KEEP` marks a page whose contents must
+//! survive while its mapping is inaccessible (`mprotect(PROT_NONE)`).
+
+use super::phys::{PageAllocator, PhysError, PhysMemory};
+use crate::layout::{PAGE_SIZE, PHYS_PML4};
+
+/// Present.
+pub const PTE_P: u64 = 1;
+/// Writable.
+pub const PTE_W: u64 = 1 << 1;
+/// User-accessible.
+pub const PTE_U: u64 = 1 << 2;
+/// Accessed (set in advance so the CPU never has to write the tables).
+pub const PTE_A: u64 = 1 << 5;
+/// Dirty (likewise).
+pub const PTE_D: u64 = 1 << 6;
+/// Large page (in a directory entry).
+pub const PTE_PS: u64 = 1 << 7;
+/// Global.
+pub const PTE_G: u64 = 1 << 8;
+/// Software bit: the entry owns the page in its address field even when not present.
+pub const PTE_KEEP: u64 = 1 << 9;
+/// No-execute.
+pub const PTE_NX: u64 = 1 << 63;
+/// The physical-address field.
+pub const PTE_ADDR: u64 = 0x000f_ffff_ffff_f000;
+
+/// Access rights of a user page.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct Prot {
+    pub read: bool,
+    pub write: bool,
+    pub exec: bool,
+}
+
+impl Prot {
+    pub const NONE: Prot = Prot {
+        read: false,
+        write: false,
+        exec: false,
+    };
+    pub const RW: Prot = Prot {
+        read: true,
+        write: true,
+        exec: false,
+    };
+
+    /// From Linux's `PROT_*` bits.
+    pub fn from_linux(bits: u64) -> Prot {
+        Prot {
+            read: bits & 1 != 0,
+            write: bits & 2 != 0,
+            exec: bits & 4 != 0,
+        }
+    }
+
+    /// Whether any access at all is allowed (x86 cannot express write- or
+    /// exec-only pages: both imply read, as on Linux).
+    pub fn accessible(self) -> bool {
+        self.read || self.write || self.exec
+    }
+
+    /// The leaf-entry flags for a page with these rights.
+    pub fn pte_flags(self) -> u64 {
+        if !self.accessible() {
+            return PTE_KEEP;
+        }
+        let mut f = PTE_P | PTE_U | PTE_A | PTE_D;
+        if self.write {
+            f |= PTE_W;
+        }
+        if !self.exec {
+            f |= PTE_NX;
+        }
+        f
+    }
+
+    /// Whether going from `self` to `to` takes a right away (which needs the
+    /// guest's cached translations invalidated).
+    pub fn loses_rights_to(self, to: Prot) -> bool {
+        (self.accessible() && !to.accessible())
+            || (self.write && !to.write)
+            || (self.exec && !to.exec)
+    }
+}
+
+/// Index of `va` in the table at `level` (3 = PML4 ... 0 = page table).
+fn index(va: u64, level: u32) -> u64 {
+    (va >> (12 + 9 * level)) & 0x1ff
+}
+
+/// The guest's page tables rooted at `PHYS_PML4`.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct PageTables;
+
+impl PageTables {
+    /// Guest-physical address of the leaf entry for `va`, creating the
+    /// intermediate tables when `alloc` is given.
+    fn leaf_slot(
+        &self,
+        mem: &PhysMemory,
+        va: u64,
+        mut alloc: Option<&mut PageAllocator>,
+    ) -> Result<Option<u64>, PhysError> {
+        let mut table = PHYS_PML4;
+        for level in (1..=3).rev() {
+            let slot = table + index(va, level) * 8;
+            let e = mem.read_u64(slot);
+            if e & PTE_P == 0 {
+                let Some(a) = alloc.as_deref_mut() else {
+                    return Ok(None);
+                };
+                let fresh = a.alloc(mem)?;
+                mem.write_u64(slot, fresh | PTE_P | PTE_W | PTE_U | PTE_A);
+                table = fresh;
+            } else {
+                table = e & PTE_ADDR;
+            }
+        }
+        Ok(Some(table + index(va, 0) * 8))
+    }
+
+    /// The leaf entry for `va` (0 when there is none).
+    pub fn get(&self, mem: &PhysMemory, va: u64) -> u64 {
+        match self.leaf_slot(mem, va, None) {
+            Ok(Some(slot)) => mem.read_u64(slot),
+            _ => 0,
+        }
+    }
+
+    /// Sets the leaf entry for `va`, creating intermediate tables.
+    pub fn set(
+        &self,
+        mem: &PhysMemory,
+        alloc: &mut PageAllocator,
+        va: u64,
+        pte: u64,
+    ) -> Result<(), PhysError> {
+        let slot = self.leaf_slot(mem, va, Some(alloc))?.expect("created");
+        mem.write_u64(slot, pte);
+        Ok(())
+    }
+
+    /// Clears the leaf entry for `va` and returns what it held.
+    pub fn clear(&self, mem: &PhysMemory, va: u64) -> u64 {
+        match self.leaf_slot(mem, va, None) {
+            Ok(Some(slot)) => {
+                let old = mem.read_u64(slot);
+                if old != 0 {
+                    mem.write_u64(slot, 0);
+                }
+                old
+            }
+            _ => 0,
+        }
+    }
+
+    /// Translates a user virtual address to guest-physical, if present.
+    pub fn translate(&self, mem: &PhysMemory, va: u64) -> Option<u64> {
+        let e = self.get(mem, va);
+        (e & PTE_P != 0).then(|| (e & PTE_ADDR) + (va & (PAGE_SIZE - 1)))
+    }
+}
+
+/// The page a leaf entry owns, present or kept.
+pub fn owned_page(pte: u64) -> Option<u64> {
+    (pte & (PTE_P | PTE_KEEP) != 0).then_some(pte & PTE_ADDR)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_mapped_page_translates_and_a_cleared_one_does_not() {
+        let mem = PhysMemory::new(4 << 20).unwrap();
+        let mut alloc = PageAllocator::new(mem.size());
+        let pt = PageTables;
+        let page = alloc.alloc(&mem).unwrap();
+        let va = 0x5555_5555_4000;
+        pt.set(&mem, &mut alloc, va, page | Prot::RW.pte_flags())
+            .unwrap();
+        assert_eq!(pt.translate(&mem, va + 0x10), Some(page + 0x10));
+        assert_eq!(owned_page(pt.clear(&mem, va)), Some(page));
+        assert_eq!(pt.translate(&mem, va), None);
+    }
+
+    #[test]
+    fn inaccessible_pages_keep_their_frame_but_are_not_present() {
+        let f = Prot::NONE.pte_flags();
+        assert_eq!(f & PTE_P, 0);
+        assert_eq!(owned_page(0x20_0000 | f), Some(0x20_0000));
+    }
+
+    #[test]
+    fn losing_write_or_exec_needs_invalidation_but_gaining_does_not() {
+        let rx = Prot {
+            read: true,
+            write: false,
+            exec: true,
+        };
+        assert!(Prot::RW.loses_rights_to(Prot {
+            read: true,
+            ..Prot::NONE
+        }));
+        assert!(rx.loses_rights_to(Prot {
+            read: true,
+            ..Prot::NONE
+        }));
+        assert!(!Prot::NONE.loses_rights_to(Prot::RW));
+        assert!(Prot::RW.loses_rights_to(Prot::NONE));
+    }
+}

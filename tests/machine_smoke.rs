@@ -1,0 +1,96 @@
+//! The machine's doors, exercised with a few hand-assembled instructions.
+
+use rewind_fuzz::cpu::UserRegs;
+use rewind_fuzz::machine::{Exit, Machine};
+use rewind_fuzz::memory::{Access, AddressSpace, Backing, PhysMemory, Placement, Prot};
+
+#[test]
+fn user_code_reaches_every_door_and_demand_paging_works() {
+    let mem = PhysMemory::new(64 << 20).unwrap();
+    let mut space = AddressSpace::new(&mem);
+    let mut m = Machine::new(&mem).expect("KVM must be usable for this test");
+    let code: Vec<u8> = [
+        &[0x48, 0xc7, 0xc0, 0x27, 0, 0, 0][..],      // mov rax, 39
+        &[0x0f, 0x05],                               // syscall
+        &[0x48, 0x8b, 0x1c, 0x25, 0, 0, 0x50, 0],    // mov rbx, [0x500000]
+        &[0x48, 0x89, 0x04, 0x25, 8, 0, 0x50, 0],    // mov [0x500008], rax
+        &[0x64, 0x48, 0x8b, 0x0c, 0x25, 0, 0, 0, 0], // mov rcx, fs:[0]
+        &[0x0f, 0x31],                               // rdtsc
+        &[0x0f, 0x0b],                               // ud2
+    ]
+    .concat();
+    let rx = Prot {
+        read: true,
+        write: false,
+        exec: true,
+    };
+    let data = std::sync::Arc::new(code);
+    space
+        .map(
+            &mem,
+            Placement::Fixed(0x40_0000),
+            4096,
+            rx,
+            Backing::File { data, offset: 0 },
+            "code",
+            false,
+        )
+        .unwrap();
+    space
+        .map(
+            &mem,
+            Placement::Fixed(0x50_0000),
+            1 << 20,
+            Prot::RW,
+            Backing::Anon,
+            "",
+            false,
+        )
+        .unwrap();
+    space.write_u64(&mem, 0x50_0000 + 0x8_0000, 0x1234).unwrap(); // fs:[0]
+    let mut regs = UserRegs {
+        rip: 0x40_0000,
+        rsp: 0x50_1000,
+        rflags: 2,
+        ..Default::default()
+    };
+    m.set_fs_base(0x58_0000);
+    m.resume(&mem, &regs);
+    assert_eq!(m.run().unwrap(), Exit::Syscall);
+    regs = m.user_regs().unwrap();
+    assert_eq!(regs.rax, 39);
+    assert_eq!(regs.rip, 0x40_0009);
+    regs.rax = 777;
+    m.resume(&mem, &regs);
+    // The data page is not present yet: a page fault, served on demand.
+    let e = m.run().unwrap();
+    let Exit::Exception {
+        vector: 14,
+        fault_addr,
+        ..
+    } = e
+    else {
+        panic!("{e:?}")
+    };
+    assert_eq!(fault_addr, 0x50_0000);
+    space.fault(&mem, fault_addr, Access::Read).unwrap();
+    assert!(!space.take_needs_invalidate());
+    regs = m.user_regs().unwrap();
+    m.resume(&mem, &regs);
+    // rdtsc with CR4.TSD faults (#GP) on hardware that honours it.
+    let e = m.run().unwrap();
+    regs = m.user_regs().unwrap();
+    assert_eq!(regs.rcx, 0x1234, "fs base");
+    assert_eq!(space.read_u64(&mem, 0x50_0008).unwrap(), 777);
+    match e {
+        Exit::Exception { vector: 13, .. } => {
+            assert_eq!(regs.rip, 0x40_001e);
+            regs.rip += 2;
+            m.resume(&mem, &regs);
+            let e = m.run().unwrap();
+            assert!(matches!(e, Exit::Exception { vector: 6, .. }), "{e:?}");
+        }
+        Exit::Exception { vector: 6, .. } => eprintln!("note: rdtsc did not fault on this host"),
+        e => panic!("{e:?}"),
+    }
+}
