@@ -4,8 +4,14 @@
 //! Linux system-call interface itself, so that the thread schedule is an input
 //! and the same input gives the same run, step for step.
 
+pub mod cli;
 pub mod cpu;
 pub mod harness;
 pub mod layout;
 pub mod machine;
+pub mod kernel;
 pub mod memory;
+pub mod outcome;
+pub mod sched;
+pub mod trace;
+pub mod vm;

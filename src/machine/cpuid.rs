@@ -118,8 +118,7 @@ fn model() -> Vec<Leaf> {
 /// Builds the model, refusing a host that lacks one of its features.
 pub fn fixed_model() -> Result<CpuId, String> {
     let host_reg = |leaf: u32, reg: usize| -> u32 {
-        // SAFETY: CPUID is available on every x86-64 CPU.
-        let r = unsafe { std::arch::x86_64::__cpuid_count(leaf, 0) };
+        let r = std::arch::x86_64::__cpuid_count(leaf, 0);
         [r.eax, r.ebx, r.ecx, r.edx][reg]
     };
     for &(leaf, reg, bit, name) in FEATURE_NAMES {
@@ -162,6 +161,11 @@ mod tests {
         let l7 = m.iter().find(|l| l.0 == 7).unwrap();
         assert_eq!(l7.3 & (1 << 18), 0, "RDSEED");
         assert_eq!(l7.3 & (1 << 16), 0, "AVX-512F");
+    }
+
+    #[test]
+    fn the_loader_passes_the_models_features_as_hwcap() {
+        assert_eq!(crate::kernel::loader::HWCAP, L1_EDX as u64);
     }
 
     #[test]

@@ -505,6 +505,12 @@ impl Machine {
         Ok(u)
     }
 
+    /// Where the guest is, as of the last exit (for reports of runs stopped
+    /// from outside, like the watchdog's).
+    pub fn guest_rip(&self) -> u64 {
+        self.vcpu.sync_regs().regs.rip
+    }
+
     /// Reads the extended (FPU/SSE/AVX) state.
     pub fn extended_state(&self) -> Result<ExtendedState, MachineError> {
         let x = self.vcpu.get_xsave().map_err(kvm_err("KVM_GET_XSAVE"))?;

@@ -1,0 +1,173 @@
+//! `rewind-fuzz run`: one run, its output, its outcome.
+
+use std::path::Path;
+use std::time::Duration;
+
+use clap::Args;
+
+use super::UserError;
+use crate::kernel::loader::check_elf;
+use crate::kernel::vfs::FileSource;
+use crate::kernel::KernelConfig;
+use crate::outcome::Outcome;
+use crate::vm::{RunConfig, Vm, VmError};
+
+/// Options shared by every command that runs a target.
+#[derive(Args, Debug, Clone)]
+pub struct TargetArgs {
+    /// The program to run (an x86-64 Linux ELF executable).
+    #[arg(long, short = 't', value_name = "PATH")]
+    pub target: String,
+    /// CPUs the program is told it has (one vCPU runs them all).
+    #[arg(long, default_value_t = 4, value_parser = clap::value_parser!(u32).range(1..=1024))]
+    pub cpus: u32,
+    /// Seed for getrandom, AT_RANDOM and /dev/urandom (and random strategies).
+    #[arg(long, short = 's', default_value_t = 0)]
+    pub seed: u64,
+    /// Stop a run after this many steps (system calls).
+    #[arg(long, default_value_t = 1_000_000)]
+    pub max_steps: u64,
+    /// Wall-clock limit of a run (e.g. 10s, 500ms): catches loops with no system call.
+    #[arg(long, default_value = "10s", value_parser = parse_duration)]
+    pub timeout: Duration,
+    /// Set an environment variable for the program (repeatable).
+    #[arg(long = "env", short = 'e', value_name = "KEY=VALUE")]
+    pub env: Vec<String>,
+    /// Working directory of the program (default: the current one).
+    #[arg(long)]
+    pub cwd: Option<String>,
+    /// Guest memory in MiB.
+    #[arg(long, default_value_t = 1024, value_parser = clap::value_parser!(u64).range(16..=65536))]
+    pub memory: u64,
+    /// Arguments for the program.
+    #[arg(last = true)]
+    pub args: Vec<String>,
+}
+
+/// Parses durations like `10s`, `1m30s`, `500ms`.
+pub fn parse_duration(s: &str) -> Result<Duration, String> {
+    humantime::parse_duration(s).map_err(|e| format!("{e} (write durations like 10s, 2m or 500ms)"))
+}
+
+impl TargetArgs {
+    /// The run configuration, after checking the target is something we can run.
+    pub fn config(&self) -> Result<RunConfig, UserError> {
+        let exe = absolute_target(&self.target)?;
+        let cwd = match &self.cwd {
+            Some(c) => c.clone(),
+            None => std::env::current_dir()
+                .map(|p| p.to_string_lossy().into_owned())
+                .unwrap_or_else(|_| "/".into()),
+        };
+        let mut k = KernelConfig::new(&exe, &self.args);
+        k.cwd = cwd;
+        k.cpus = self.cpus;
+        k.seed = self.seed;
+        k.max_steps = self.max_steps;
+        for e in &self.env {
+            let Some((key, _)) = e.split_once('=') else {
+                return Err(UserError::bad_input(format!(
+                    "--env {e:?} has no '='; write --env KEY=VALUE"
+                )));
+            };
+            k.env.retain(|x| x.split_once('=').map(|(a, _)| a) != Some(key));
+            k.env.push(e.clone());
+        }
+        let mut cfg = RunConfig::new(k);
+        cfg.timeout = self.timeout;
+        cfg.memory_mib = self.memory;
+        Ok(cfg)
+    }
+}
+
+/// Checks the target and returns its absolute path.
+pub fn absolute_target(target: &str) -> Result<String, UserError> {
+    let p = Path::new(target);
+    let meta = std::fs::metadata(p).map_err(|e| {
+        UserError::bad_input(format!("cannot read --target {target}: {e}; give the path of an executable"))
+    })?;
+    if meta.is_dir() {
+        return Err(UserError::bad_input(format!(
+            "--target {target} is a directory; give the path of an executable file"
+        )));
+    }
+    let data = std::fs::read(p)
+        .map_err(|e| UserError::bad_input(format!("cannot read --target {target}: {e}")))?;
+    check_elf(target, &data).map_err(|e| UserError::bad_input(e.to_string()))?;
+    let abs = std::fs::canonicalize(p)
+        .map_err(|e| UserError::bad_input(format!("cannot resolve --target {target}: {e}")))?;
+    Ok(abs.to_string_lossy().into_owned())
+}
+
+/// Turns an engine error into a message for the user.
+pub fn vm_error(e: VmError) -> UserError {
+    match e {
+        VmError::Machine(m @ crate::machine::MachineError::NoKvm(_))
+        | VmError::Machine(m @ crate::machine::MachineError::MissingCapability(_))
+        | VmError::Machine(m @ crate::machine::MachineError::CpuModel(_)) => UserError::bad_input(m.to_string()),
+        VmError::Load(l) => UserError::bad_input(l.to_string()),
+        other => UserError {
+            message: other.to_string(),
+            code: 1,
+        },
+    }
+}
+
+#[derive(Args, Debug)]
+pub struct RunArgs {
+    #[command(flatten)]
+    pub target: TargetArgs,
+    /// Print one JSON object describing the run on stdout (guest output is captured in it).
+    #[arg(long)]
+    pub json: bool,
+}
+
+pub fn run(a: RunArgs) -> Result<u8, UserError> {
+    let mut cfg = a.target.config()?;
+    cfg.stream_output = !a.json;
+    let mut vm = Vm::new(&cfg, FileSource::host()).map_err(vm_error)?;
+    let report = vm.run().map_err(vm_error)?;
+    if a.json {
+        println!("{}", report_json(&report));
+    } else {
+        eprintln!(
+            "rewind-fuzz: {} after {} steps (trace {})",
+            report.outcome.summary(),
+            report.steps,
+            report.trace_hash
+        );
+    }
+    Ok(exit_code(&report.outcome))
+}
+
+/// The process exit code for an outcome: the guest's own code when it exited.
+pub fn exit_code(o: &Outcome) -> u8 {
+    match o {
+        Outcome::Exited { code } => *code as u8,
+        _ => 1,
+    }
+}
+
+/// The outcome as a flat JSON object with every documented key present.
+pub fn outcome_json(o: &Outcome) -> serde_json::Value {
+    let mut v = serde_json::to_value(o).expect("outcomes serialize");
+    let obj = v.as_object_mut().unwrap();
+    for key in ["code", "signal", "fault_addr", "thread", "reason"] {
+        obj.entry(key).or_insert(serde_json::Value::Null);
+    }
+    if let Some(a) = obj.get("fault_addr").and_then(|a| a.as_u64()) {
+        obj.insert("fault_addr".into(), format!("{a:#x}").into());
+    }
+    if let Some(a) = obj.get("rip").and_then(|a| a.as_u64()) {
+        obj.insert("rip".into(), format!("{a:#x}").into());
+    }
+    obj.insert("summary".into(), o.summary().into());
+    v
+}
+
+/// The whole report as JSON.
+pub fn report_json(r: &crate::vm::RunReport) -> serde_json::Value {
+    let mut v = serde_json::to_value(r).expect("reports serialize");
+    v["outcome"] = outcome_json(&r.outcome);
+    v
+}

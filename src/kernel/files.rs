@@ -1,0 +1,219 @@
+//! File descriptors and open file descriptions.
+//!
+//! Descriptions live in a table indexed by number so that `dup`ed
+//! descriptors share an offset and a plain `clone` of the table (a snapshot)
+//! keeps that sharing.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use super::vfs::NodeKind;
+
+/// What an open file is.
+#[derive(Clone, Debug)]
+pub enum FileKind {
+    /// A host file, read-only, with the bytes it had when first looked up.
+    Host(Arc<Vec<u8>>),
+    /// A file in the guest's private overlay, by path.
+    Overlay,
+    /// Generated contents (`/proc`, `/sys`).
+    Synthetic(Arc<Vec<u8>>),
+    /// A directory being listed, with its entries.
+    Dir(Arc<Vec<(String, NodeKind)>>),
+    /// Standard input: always at end of file.
+    Stdin,
+    /// Standard output or error (1 or 2).
+    Output(u32),
+    /// `/dev/null`.
+    Null,
+    /// `/dev/zero`.
+    Zero,
+    /// `/dev/urandom` / `/dev/random`: bytes from the run's seed.
+    Random,
+    /// An `O_PATH` descriptor: names a file, cannot be read.
+    PathOnly,
+}
+
+/// An open file description.
+#[derive(Clone, Debug)]
+pub struct OpenFile {
+    pub kind: FileKind,
+    /// Normalized path ("" for standard streams).
+    pub path: String,
+    pub offset: u64,
+    /// `O_ACCMODE`, `O_APPEND`, `O_NONBLOCK` ... as given to `open`.
+    pub flags: i32,
+}
+
+impl OpenFile {
+    pub fn readable(&self) -> bool {
+        self.flags & libc::O_ACCMODE != libc::O_WRONLY && !matches!(self.kind, FileKind::PathOnly)
+    }
+    pub fn writable(&self) -> bool {
+        self.flags & libc::O_ACCMODE != libc::O_RDONLY && !matches!(self.kind, FileKind::PathOnly)
+    }
+}
+
+/// A descriptor slot.
+#[derive(Clone, Copy, Debug)]
+pub struct Fd {
+    pub file: u32,
+    pub cloexec: bool,
+}
+
+/// The process's descriptor table.
+#[derive(Clone, Debug, Default)]
+pub struct FdTable {
+    fds: BTreeMap<i32, Fd>,
+    files: BTreeMap<u32, OpenFile>,
+    next_file: u32,
+    /// `RLIMIT_NOFILE`'s soft limit.
+    pub limit: i32,
+}
+
+impl FdTable {
+    /// A table with standard input, output and error open.
+    pub fn with_stdio() -> Self {
+        let mut t = FdTable {
+            limit: 1024,
+            ..Default::default()
+        };
+        let std = [
+            (FileKind::Stdin, libc::O_RDONLY),
+            (FileKind::Output(1), libc::O_WRONLY),
+            (FileKind::Output(2), libc::O_WRONLY),
+        ];
+        for (kind, flags) in std {
+            let f = OpenFile {
+                kind,
+                path: String::new(),
+                offset: 0,
+                flags,
+            };
+            t.install(f, false, 0).expect("room for stdio");
+        }
+        t
+    }
+
+    /// Adds a description and a descriptor for it at the lowest free
+    /// number at or above `min`.
+    pub fn install(&mut self, f: OpenFile, cloexec: bool, min: i32) -> Result<i32, i32> {
+        let fd = self.lowest_free(min)?;
+        let id = self.next_file;
+        self.next_file += 1;
+        self.files.insert(id, f);
+        self.fds.insert(fd, Fd { file: id, cloexec });
+        Ok(fd)
+    }
+
+    fn lowest_free(&self, min: i32) -> Result<i32, i32> {
+        let mut fd = min;
+        for (&k, _) in self.fds.range(min..) {
+            if k != fd {
+                break;
+            }
+            fd += 1;
+        }
+        if fd >= self.limit {
+            return Err(libc::EMFILE);
+        }
+        Ok(fd)
+    }
+
+    pub fn get(&self, fd: i32) -> Option<&OpenFile> {
+        self.fds.get(&fd).and_then(|d| self.files.get(&d.file))
+    }
+
+    pub fn get_mut(&mut self, fd: i32) -> Option<&mut OpenFile> {
+        let id = self.fds.get(&fd)?.file;
+        self.files.get_mut(&id)
+    }
+
+    pub fn fd(&self, fd: i32) -> Option<Fd> {
+        self.fds.get(&fd).copied()
+    }
+
+    pub fn set_cloexec(&mut self, fd: i32, on: bool) -> bool {
+        match self.fds.get_mut(&fd) {
+            Some(d) => {
+                d.cloexec = on;
+                true
+            }
+            None => false,
+        }
+    }
+
+    /// Closes a descriptor; its description goes when no descriptor is left.
+    pub fn close(&mut self, fd: i32) -> bool {
+        let Some(d) = self.fds.remove(&fd) else {
+            return false;
+        };
+        if !self.fds.values().any(|o| o.file == d.file) {
+            self.files.remove(&d.file);
+        }
+        true
+    }
+
+    /// `dup`-family: a new descriptor for the same description.
+    pub fn dup(&mut self, fd: i32, min: i32, cloexec: bool) -> Result<i32, i32> {
+        let d = self.fds.get(&fd).ok_or(libc::EBADF)?;
+        let file = d.file;
+        let new = self.lowest_free(min)?;
+        self.fds.insert(new, Fd { file, cloexec });
+        Ok(new)
+    }
+
+    /// `dup2`/`dup3`: `new` refers to `old`'s description.
+    pub fn dup_to(&mut self, old: i32, new: i32, cloexec: bool) -> Result<i32, i32> {
+        let file = self.fds.get(&old).ok_or(libc::EBADF)?.file;
+        if new < 0 || new >= self.limit {
+            return Err(libc::EBADF);
+        }
+        if old != new {
+            self.close(new);
+        }
+        self.fds.insert(new, Fd { file, cloexec });
+        Ok(new)
+    }
+
+    /// Open descriptors in order.
+    pub fn list(&self) -> impl Iterator<Item = (i32, &OpenFile)> {
+        self.fds
+            .iter()
+            .filter_map(|(fd, d)| self.files.get(&d.file).map(|f| (*fd, f)))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn file() -> OpenFile {
+        OpenFile {
+            kind: FileKind::Null,
+            path: "/dev/null".into(),
+            offset: 0,
+            flags: libc::O_RDWR,
+        }
+    }
+
+    #[test]
+    fn descriptors_take_the_lowest_free_number() {
+        let mut t = FdTable::with_stdio();
+        assert_eq!(t.install(file(), false, 0), Ok(3));
+        assert_eq!(t.install(file(), false, 0), Ok(4));
+        t.close(3);
+        assert_eq!(t.install(file(), false, 0), Ok(3));
+    }
+
+    #[test]
+    fn duplicates_share_the_offset() {
+        let mut t = FdTable::with_stdio();
+        let a = t.install(file(), false, 0).unwrap();
+        let b = t.dup(a, 0, false).unwrap();
+        t.get_mut(a).unwrap().offset = 7;
+        assert_eq!(t.get(b).unwrap().offset, 7);
+        t.close(a);
+        assert_eq!(t.get(b).unwrap().offset, 7);
+    }
+}

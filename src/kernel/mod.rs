@@ -1,0 +1,561 @@
+//! The Linux personality: the monitor's implementation of the system calls a
+//! multithreaded test binary makes.
+//!
+//! The kernel knows threads, memory, files, signals and time, and nothing of
+//! KVM: it works on [`UserRegs`] and guest memory, and the engine moves
+//! registers in and out of the vCPU. It never decides who runs next either;
+//! it says who *can* run, and a scheduling strategy chooses.
+
+pub mod files;
+pub mod futex;
+pub mod loader;
+pub mod names;
+pub mod signal;
+pub mod table;
+pub mod thread;
+pub mod vfs;
+
+mod sys_file;
+mod sys_info;
+mod sys_mm;
+mod sys_signal;
+mod sys_thread;
+mod sys_time;
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use rand_chacha::ChaCha20Rng;
+use rand_core::{RngCore, SeedableRng};
+
+use crate::cpu::{ExtendedState, UserRegs};
+use crate::memory::{Access, AddressSpace, MemError, PhysMemory};
+use crate::outcome::{BlockedThread, HungReason, Outcome, signal_name};
+use crate::trace::Trace;
+
+use files::FdTable;
+use futex::FutexTable;
+use signal::SignalTable;
+pub use thread::{Nanos, Thread, ThreadState, Tid, Wait};
+use vfs::{SharedSource, Vfs};
+
+/// Virtual time that passes at every step.
+pub const STEP_QUANTUM_NS: Nanos = 1_000;
+/// Virtual time-stamp-counter ticks per nanosecond (a 1 GHz TSC).
+pub const TSC_PER_NS: u64 = 1;
+/// Thread id of the main thread (and the process id).
+pub const MAIN_TID: Tid = Tid(1);
+
+/// Everything about a run that is not the schedule: the inputs that make it
+/// what it is, all recorded in a reproducer.
+#[derive(Clone, Debug, serde::Serialize, serde::Deserialize)]
+pub struct KernelConfig {
+    /// Path of the program as the guest sees it (absolute).
+    pub exe: String,
+    /// `argv`, including `argv[0]`.
+    pub argv: Vec<String>,
+    /// `envp`.
+    pub env: Vec<String>,
+    /// The initial working directory.
+    pub cwd: String,
+    /// CPUs the program is told it has.
+    pub cpus: u32,
+    /// Seeds `getrandom`, `AT_RANDOM` and `/dev/urandom`.
+    pub seed: u64,
+    /// `CLOCK_REALTIME` at boot, in seconds since 1970.
+    pub epoch: u64,
+    /// Preload the shim into dynamically linked programs.
+    pub preload: Vec<String>,
+    /// Stop the run after this many steps.
+    pub max_steps: u64,
+}
+
+impl KernelConfig {
+    /// Defaults for a program at `exe` with `args`.
+    pub fn new(exe: &str, args: &[String]) -> Self {
+        let mut argv = vec![exe.to_string()];
+        argv.extend(args.iter().cloned());
+        KernelConfig {
+            exe: exe.to_string(),
+            argv,
+            env: default_env(),
+            cwd: "/".into(),
+            cpus: 4,
+            seed: 0,
+            epoch: 1_767_225_600, // 2026-01-01T00:00:00Z
+            preload: Vec::new(),
+            max_steps: 1_000_000,
+        }
+    }
+}
+
+/// The environment a guest gets unless told otherwise: enough for shells and
+/// libraries, the same on every machine.
+pub fn default_env() -> Vec<String> {
+    vec![
+        "PATH=/usr/local/bin:/usr/bin:/bin".into(),
+        "HOME=/root".into(),
+        "LANG=C.UTF-8".into(),
+        "TERM=dumb".into(),
+    ]
+}
+
+/// What a system-call handler decided.
+#[derive(Debug)]
+pub enum SysResult {
+    /// Return this value (a negative errno for errors).
+    Ret(i64),
+    /// The thread blocks; the call's result is set when it wakes.
+    Block(Wait),
+    /// Return this value and offer the CPU to other threads.
+    Yield(i64),
+    /// The handler set the registers itself (or the thread is gone).
+    NoReturn,
+    /// The program needs something the monitor does not implement.
+    Unsupported(String),
+}
+
+/// An errno as a handler result.
+pub fn err(e: i32) -> SysResult {
+    SysResult::Ret(-(e as i64))
+}
+
+/// Access to the extended register state of the thread on the CPU (which
+/// only the machine has).
+pub trait FpuAccess {
+    fn save(&mut self) -> ExtendedState;
+    fn load(&mut self, s: &ExtendedState);
+}
+
+/// Captured output of the guest.
+#[derive(Clone, Debug, Default)]
+pub struct Output {
+    pub stdout: Vec<u8>,
+    pub stderr: Vec<u8>,
+    /// Copy guest output to the monitor's own stdout/stderr as it comes.
+    pub stream: bool,
+    /// Keep at most this many bytes of each stream.
+    pub cap: usize,
+}
+
+impl Output {
+    fn push(&mut self, fd: u32, data: &[u8]) {
+        use std::io::Write;
+        if self.stream {
+            if fd == 1 {
+                let _ = std::io::stdout().write_all(data);
+                let _ = std::io::stdout().flush();
+            } else {
+                let _ = std::io::stderr().write_all(data);
+            }
+        }
+        let buf = if fd == 1 { &mut self.stdout } else { &mut self.stderr };
+        let room = self.cap.saturating_sub(buf.len());
+        buf.extend_from_slice(&data[..data.len().min(room)]);
+    }
+}
+
+/// The guest's kernel state. Cloning it (with guest memory) is a snapshot.
+#[derive(Clone)]
+pub struct Kernel {
+    pub mem: Arc<PhysMemory>,
+    pub config: Arc<KernelConfig>,
+    pub mm: AddressSpace,
+    pub threads: BTreeMap<Tid, Thread>,
+    pub current: Tid,
+    pub futex: FutexTable,
+    pub vfs: Vfs,
+    pub files: FdTable,
+    pub signals: SignalTable,
+    /// Virtual nanoseconds since boot.
+    pub now: Nanos,
+    pub rng: ChaCha20Rng,
+    /// Steps taken (the number of the last step).
+    pub step: u64,
+    pub trace: Trace,
+    pub out: Output,
+    pub outcome: Option<Outcome>,
+    /// Resource limits set by the program (`prlimit64`), by resource number.
+    pub limits: BTreeMap<u32, (u64, u64)>,
+    next_tid: u32,
+}
+
+impl Kernel {
+    /// Loads the program named by `config` and prepares its main thread.
+    pub fn new(
+        mem: Arc<PhysMemory>,
+        config: KernelConfig,
+        source: SharedSource,
+    ) -> Result<Kernel, loader::LoadError> {
+        let mm = AddressSpace::new(&mem);
+        let vfs = Vfs::new(source, config.cwd.clone());
+        let rng = ChaCha20Rng::seed_from_u64(config.seed);
+        let mut k = Kernel {
+            mem,
+            config: Arc::new(config),
+            mm,
+            threads: BTreeMap::new(),
+            current: MAIN_TID,
+            futex: FutexTable::default(),
+            vfs,
+            files: FdTable::with_stdio(),
+            signals: SignalTable::default(),
+            now: 0,
+            rng,
+            step: 0,
+            trace: Trace::default(),
+            out: Output {
+                cap: 16 << 20,
+                ..Default::default()
+            },
+            outcome: None,
+            limits: BTreeMap::new(),
+            next_tid: MAIN_TID.0 + 1,
+        };
+        let regs = loader::load(&mut k)?;
+        let name = k
+            .config
+            .exe
+            .rsplit('/')
+            .next()
+            .unwrap_or("main")
+            .chars()
+            .take(15)
+            .collect();
+        k.threads.insert(MAIN_TID, Thread::new(MAIN_TID, regs, name));
+        Ok(k)
+    }
+
+    /// The running thread.
+    pub fn cur(&mut self) -> &mut Thread {
+        self.threads.get_mut(&self.current).expect("current thread exists")
+    }
+
+    /// A fresh thread id.
+    fn alloc_tid(&mut self) -> Tid {
+        let t = Tid(self.next_tid);
+        self.next_tid += 1;
+        t
+    }
+
+    /// Virtual `CLOCK_REALTIME` in nanoseconds.
+    pub fn realtime(&self) -> u64 {
+        self.config.epoch * 1_000_000_000 + self.now
+    }
+
+    /// Random bytes from the run's seed.
+    pub fn random_bytes(&mut self, buf: &mut [u8]) {
+        self.rng.fill_bytes(buf);
+    }
+
+    // ----- guest memory helpers (the address space over this kernel's memory)
+
+    pub fn read(&mut self, va: u64, buf: &mut [u8]) -> Result<(), MemError> {
+        self.mm.read(&self.mem, va, buf)
+    }
+    pub fn write(&mut self, va: u64, buf: &[u8]) -> Result<(), MemError> {
+        self.mm.write(&self.mem, va, buf)
+    }
+    pub fn read_u64(&mut self, va: u64) -> Result<u64, MemError> {
+        self.mm.read_u64(&self.mem, va)
+    }
+    pub fn read_u32(&mut self, va: u64) -> Result<u32, MemError> {
+        self.mm.read_u32(&self.mem, va)
+    }
+    pub fn write_u64(&mut self, va: u64, v: u64) -> Result<(), MemError> {
+        self.mm.write_u64(&self.mem, va, v)
+    }
+    pub fn write_u32(&mut self, va: u64, v: u32) -> Result<(), MemError> {
+        self.mm.write_u32(&self.mem, va, v)
+    }
+    pub fn read_cstr(&mut self, va: u64) -> Result<String, MemError> {
+        let b = self.mm.read_cstr(&self.mem, va, 4096)?;
+        Ok(String::from_utf8_lossy(&b).into_owned())
+    }
+
+    // ----- steps
+
+    /// Handles the current thread's system call: one step.
+    pub fn on_syscall(&mut self, regs: UserRegs, cpu: &mut dyn FpuAccess) {
+        self.step += 1;
+        self.now += STEP_QUANTUM_NS;
+        let tid = self.current;
+        self.cur().regs = regs;
+        self.cur().yielded = false;
+        let (nr, args) = regs.syscall_args();
+        let result = match table::lookup(nr) {
+            Some(def) => (def.handler)(self, cpu, args),
+            None => SysResult::Unsupported(String::new()),
+        };
+        let recorded = match result {
+            SysResult::Ret(v) => {
+                self.cur().regs.rax = v as u64;
+                v
+            }
+            SysResult::Yield(v) => {
+                let t = self.cur();
+                t.regs.rax = v as u64;
+                t.yielded = true;
+                v
+            }
+            SysResult::Block(wait) => {
+                if let Wait::Futex { addr, bitset, .. } = wait {
+                    self.futex.enqueue(addr, tid, bitset);
+                }
+                self.cur().state = ThreadState::Blocked(wait);
+                i64::MIN
+            }
+            SysResult::NoReturn => 0,
+            SysResult::Unsupported(detail) => {
+                self.end(Outcome::Unsupported {
+                    syscall: names::syscall_name(nr).unwrap_or("unknown").to_string(),
+                    nr,
+                    thread: tid.0,
+                    rip: regs.rip.wrapping_sub(2),
+                    detail,
+                });
+                0
+            }
+        };
+        self.trace.syscall(self.step, tid, nr, &args, recorded);
+        self.expire_timers();
+        if self.outcome.is_none() && self.step >= self.config.max_steps {
+            let rip = self.threads.get(&tid).map_or(0, |t| t.regs.rip);
+            self.end(Outcome::Hung {
+                reason: HungReason::MaxSteps,
+                thread: tid.0,
+                rip,
+            });
+        }
+    }
+
+    /// Ends the run (the first ending wins).
+    pub fn end(&mut self, outcome: Outcome) {
+        if self.outcome.is_none() {
+            self.outcome = Some(outcome);
+        }
+    }
+
+    /// Handles a CPU exception in the current thread. Not a step: nothing
+    /// another thread could observe happens here, except through a signal.
+    pub fn on_exception(
+        &mut self,
+        regs: UserRegs,
+        vector: u8,
+        error_code: u64,
+        fault_addr: u64,
+        cpu: &mut dyn FpuAccess,
+    ) {
+        self.cur().regs = regs;
+        let rip = regs.rip;
+        let sig = |signo: u32, code: i32, addr: u64| thread::PendingSignal {
+            signo,
+            code,
+            addr,
+            sender: 0,
+            forced: true,
+        };
+        let signal = match vector {
+            14 => {
+                let access = if error_code & 0x10 != 0 {
+                    Access::Exec
+                } else if error_code & 0x2 != 0 {
+                    Access::Write
+                } else {
+                    Access::Read
+                };
+                match self.mm.fault(&self.mem, fault_addr, access) {
+                    Ok(()) => return,
+                    Err(MemError::Denied) => sig(libc::SIGSEGV as u32, 2, fault_addr), // SEGV_ACCERR
+                    Err(MemError::NoMemory) => sig(libc::SIGBUS as u32, 2, fault_addr),
+                    Err(_) => sig(libc::SIGSEGV as u32, 1, fault_addr), // SEGV_MAPERR
+                }
+            }
+            13 => {
+                if self.emulate_privileged(rip) {
+                    return;
+                }
+                sig(libc::SIGSEGV as u32, 0x80, 0) // SI_KERNEL
+            }
+            0 => sig(libc::SIGFPE as u32, 1, rip), // FPE_INTDIV
+            16 | 19 => sig(libc::SIGFPE as u32, 0, rip),
+            1 | 3 => sig(libc::SIGTRAP as u32, 1, rip), // TRAP_BRKPT
+            4 => sig(libc::SIGSEGV as u32, 0x80, 0),
+            5 => sig(libc::SIGSEGV as u32, 0x80, 0),
+            6 => sig(libc::SIGILL as u32, 2, rip), // ILL_ILLOPN
+            17 => sig(libc::SIGBUS as u32, 1, fault_addr), // BUS_ADRALN
+            _ => sig(libc::SIGSEGV as u32, 0x80, 0),
+        };
+        self.cur().pending.push(signal);
+        self.deliver_signals(cpu);
+    }
+
+    /// Emulates the instructions user code may not run here (`rdtsc`, which
+    /// CR4.TSD makes fault, so time stays virtual).
+    fn emulate_privileged(&mut self, rip: u64) -> bool {
+        let mut insn = [0u8; 3];
+        if self.read(rip, &mut insn).is_err() {
+            return false;
+        }
+        let tsc = self.now * TSC_PER_NS;
+        let t = self.cur();
+        match insn {
+            [0x0f, 0x31, _] => {
+                t.regs.rax = tsc & 0xffff_ffff;
+                t.regs.rdx = tsc >> 32;
+                t.regs.rip += 2;
+                true
+            }
+            [0x0f, 0x01, 0xf9] => {
+                t.regs.rax = tsc & 0xffff_ffff;
+                t.regs.rdx = tsc >> 32;
+                t.regs.rcx = 0; // IA32_TSC_AUX: CPU 0
+                t.regs.rip += 3;
+                true
+            }
+            _ => false,
+        }
+    }
+
+    /// Delivers the current thread's deliverable signals: runs handlers the
+    /// program installed, or ends the run for a fatal default action.
+    pub fn deliver_signals(&mut self, cpu: &mut dyn FpuAccess) {
+        while self.outcome.is_none() {
+            let Some(s) = self.take_deliverable() else {
+                return;
+            };
+            signal::deliver(self, s, cpu);
+        }
+    }
+
+    fn take_deliverable(&mut self) -> Option<thread::PendingSignal> {
+        let t = self.threads.get_mut(&self.current)?;
+        let mask = t.sigmask;
+        let i = t
+            .pending
+            .iter()
+            .position(|s| s.forced || mask & signal::bit(s.signo) == 0)?;
+        Some(t.pending.remove(i))
+    }
+
+    /// Threads that can run now, in thread-id order.
+    pub fn runnable(&self) -> Vec<Tid> {
+        self.threads
+            .values()
+            .filter(|t| t.is_runnable())
+            .map(|t| t.tid)
+            .collect()
+    }
+
+    /// Makes `tid` the running thread.
+    pub fn switch_to(&mut self, tid: Tid) {
+        debug_assert!(self.threads[&tid].is_runnable());
+        self.current = tid;
+    }
+
+    /// Wakes a blocked thread with `result` as its call's return value.
+    pub fn wake(&mut self, tid: Tid, result: i64) {
+        if let Some(t) = self.threads.get_mut(&tid) {
+            if let ThreadState::Blocked(w) = &t.state {
+                if let Wait::Futex { addr, .. } = w {
+                    let addr = *addr;
+                    self.futex.remove(addr, tid);
+                }
+                let t = self.threads.get_mut(&tid).unwrap();
+                t.state = ThreadState::Runnable;
+                t.regs.rax = result as u64;
+                self.trace.wake(tid, result);
+            }
+        }
+    }
+
+    /// Ends the waits whose deadlines have passed.
+    fn expire_timers(&mut self) {
+        let due: Vec<(Tid, i64)> = self
+            .threads
+            .values()
+            .filter_map(|t| match &t.state {
+                ThreadState::Blocked(w) if w.deadline().is_some_and(|d| d <= self.now) => {
+                    Some((t.tid, w.timeout_result()))
+                }
+                _ => None,
+            })
+            .collect();
+        for (tid, r) in due {
+            self.wake(tid, r);
+        }
+    }
+
+    /// Called when no thread can run: jumps virtual time to the next timer
+    /// and fires it. Returns false (and ends the run as deadlocked) when no
+    /// timer is pending.
+    pub fn idle(&mut self) -> bool {
+        let next = self
+            .threads
+            .values()
+            .filter_map(|t| match &t.state {
+                ThreadState::Blocked(w) => w.deadline(),
+                _ => None,
+            })
+            .min();
+        match next {
+            Some(d) => {
+                self.now = self.now.max(d);
+                self.expire_timers();
+                true
+            }
+            None => {
+                if self.threads.values().any(|t| t.is_alive()) {
+                    let threads = self.blocked_threads();
+                    self.end(Outcome::Deadlocked { threads });
+                } else {
+                    self.end(Outcome::Exited { code: 0 });
+                }
+                false
+            }
+        }
+    }
+
+    /// Every blocked thread and what it waits on.
+    pub fn blocked_threads(&self) -> Vec<BlockedThread> {
+        self.threads
+            .values()
+            .filter_map(|t| match &t.state {
+                ThreadState::Blocked(w) => Some(BlockedThread {
+                    thread: t.tid.0,
+                    name: t.name.clone(),
+                    waits_on: match w {
+                        Wait::Futex { addr, .. } => format!("futex {addr:#x}"),
+                        Wait::Sleep { .. } => "sleep".into(),
+                        Wait::Poll { .. } => "poll".into(),
+                        Wait::Signal => "a signal".into(),
+                    },
+                    object: match w {
+                        Wait::Futex { addr, .. } => Some(*addr),
+                        _ => None,
+                    },
+                    rip: t.regs.rip,
+                }),
+                _ => None,
+            })
+            .collect()
+    }
+
+    /// Ends the run because a signal killed the process.
+    pub fn crash(&mut self, signo: u32, addr: Option<u64>) {
+        let tid = self.current;
+        let rip = self.threads.get(&tid).map_or(0, |t| t.regs.rip);
+        self.end(Outcome::Crashed {
+            signal: signal_name(signo),
+            signo,
+            fault_addr: addr,
+            thread: tid.0,
+            rip,
+        });
+    }
+
+    /// Live threads.
+    pub fn live_threads(&self) -> usize {
+        self.threads.values().filter(|t| t.is_alive()).count()
+    }
+}

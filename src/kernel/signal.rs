@@ -1,0 +1,266 @@
+//! Signal dispositions and delivery: real `rt_sigframe`s on the user stack,
+//! laid out as Linux lays them out on x86-64, so handlers, `ucontext`
+//! inspection and `rt_sigreturn` work unmodified.
+
+use super::thread::PendingSignal;
+use super::{FpuAccess, Kernel, ThreadState, Tid, Wait};
+use crate::cpu::{ExtendedState, RFLAGS_USER_MASK, UserRegs};
+use crate::layout::{SEL_USER_CS, SEL_USER_DS};
+
+pub const SIG_DFL: u64 = 0;
+pub const SIG_IGN: u64 = 1;
+pub const SA_SIGINFO: u64 = 0x4;
+pub const SA_ONSTACK: u64 = 0x0800_0000;
+pub const SA_RESTORER: u64 = 0x0400_0000;
+pub const SA_NODEFER: u64 = 0x4000_0000;
+pub const SA_RESETHAND: u64 = 0x8000_0000;
+pub const SS_ONSTACK: i32 = 1;
+pub const SS_DISABLE: i32 = 2;
+
+/// Number of signals (1..=64).
+pub const NSIG: u32 = 64;
+
+/// The mask bit of a signal.
+pub const fn bit(signo: u32) -> u64 {
+    1u64 << (signo - 1)
+}
+
+/// Signals that can never be blocked.
+pub const UNBLOCKABLE: u64 = bit(9) | bit(19);
+
+/// A signal's disposition (Linux's `struct k_sigaction` on x86-64).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct SigAction {
+    pub handler: u64,
+    pub flags: u64,
+    pub restorer: u64,
+    pub mask: u64,
+}
+
+/// Dispositions of the process's signals.
+#[derive(Clone, Debug)]
+pub struct SignalTable {
+    actions: [SigAction; NSIG as usize],
+}
+
+impl Default for SignalTable {
+    fn default() -> Self {
+        SignalTable {
+            actions: [SigAction::default(); NSIG as usize],
+        }
+    }
+}
+
+impl SignalTable {
+    pub fn get(&self, signo: u32) -> SigAction {
+        self.actions[(signo - 1) as usize]
+    }
+    pub fn set(&mut self, signo: u32, a: SigAction) {
+        self.actions[(signo - 1) as usize] = a;
+    }
+}
+
+/// What the default action of a signal does.
+fn default_ignores(signo: u32) -> bool {
+    // SIGCHLD, SIGCONT, SIGURG, SIGWINCH are ignored; the stop signals too
+    // (there is no job control to stop for).
+    matches!(signo, 17 | 18 | 23 | 28 | 19 | 20 | 21 | 22)
+}
+
+/// Queues a signal for thread `tid`, interrupting a wait it is in when the
+/// signal is not blocked.
+pub fn send_to_thread(k: &mut Kernel, tid: Tid, s: PendingSignal) {
+    let Some(t) = k.threads.get_mut(&tid) else {
+        return;
+    };
+    if !t.is_alive() {
+        return;
+    }
+    let act = k.signals.get(s.signo);
+    let ignored = act.handler == SIG_IGN || (act.handler == SIG_DFL && default_ignores(s.signo));
+    if ignored && !s.forced {
+        return;
+    }
+    t.pending.push(s);
+    let blocked = t.sigmask & bit(s.signo) != 0;
+    if !blocked {
+        if let ThreadState::Blocked(w) = &t.state {
+            let r = match w {
+                Wait::Signal => -(libc::EINTR as i64),
+                _ => -(libc::EINTR as i64),
+            };
+            k.wake(tid, r);
+        }
+    }
+}
+
+/// Queues a process-directed signal to a thread that does not block it
+/// (the main thread first), as Linux picks one.
+pub fn send_to_process(k: &mut Kernel, s: PendingSignal) {
+    let target = k
+        .threads
+        .values()
+        .filter(|t| t.is_alive())
+        .find(|t| t.sigmask & bit(s.signo) == 0)
+        .or_else(|| k.threads.values().find(|t| t.is_alive()))
+        .map(|t| t.tid);
+    if let Some(tid) = target {
+        send_to_thread(k, tid, s);
+    }
+}
+
+/// Delivers one signal to the current thread.
+pub fn deliver(k: &mut Kernel, s: PendingSignal, cpu: &mut dyn FpuAccess) {
+    let act = k.signals.get(s.signo);
+    let blocked = k.cur().sigmask & bit(s.signo) != 0;
+    let use_default = act.handler == SIG_DFL || (s.forced && (blocked || act.handler == SIG_IGN));
+    if use_default {
+        if default_ignores(s.signo) && !s.forced {
+            return;
+        }
+        let addr = matches!(s.signo, 4 | 7 | 8 | 11).then_some(s.addr);
+        k.crash(s.signo, addr);
+        return;
+    }
+    if act.handler == SIG_IGN {
+        return;
+    }
+    if let Err(()) = build_frame(k, &s, act, cpu) {
+        // No room for the frame: Linux kills the process with SIGSEGV.
+        k.crash(libc::SIGSEGV as u32, Some(k.threads[&k.current].regs.rsp));
+        return;
+    }
+    if act.flags & SA_RESETHAND != 0 {
+        k.signals.set(s.signo, SigAction::default());
+    }
+}
+
+/// Size of the frame from `pretcode` through `siginfo`.
+const FRAME_SIZE: u64 = 8 + 304 + 128;
+const FPSTATE_SIZE: u64 = 512;
+
+fn build_frame(
+    k: &mut Kernel,
+    s: &PendingSignal,
+    act: SigAction,
+    cpu: &mut dyn FpuAccess,
+) -> Result<(), ()> {
+    let t = k.cur();
+    let regs = t.regs;
+    let old_mask = t.sigmask;
+    let alt = t.altstack;
+    let on_alt = alt.size != 0 && regs.rsp > alt.sp && regs.rsp <= alt.sp + alt.size;
+    let mut sp = if act.flags & SA_ONSTACK != 0 && alt.size != 0 && alt.flags & SS_DISABLE == 0 && !on_alt {
+        alt.sp + alt.size
+    } else {
+        regs.rsp.wrapping_sub(128) // the red zone
+    };
+    sp = sp.wrapping_sub(FPSTATE_SIZE) & !63;
+    let fp_addr = sp;
+    sp = (sp.wrapping_sub(FRAME_SIZE) & !15).wrapping_sub(8);
+    let frame = sp;
+
+    let fpu = cpu.save();
+    let mut buf = vec![0u8; FRAME_SIZE as usize];
+    let put = |buf: &mut Vec<u8>, off: usize, v: u64| buf[off..off + 8].copy_from_slice(&v.to_le_bytes());
+    put(&mut buf, 0, act.restorer);
+    // ucontext at +8: flags, link, stack, mcontext (+48), sigmask (+304).
+    put(&mut buf, 24, alt.sp);
+    buf[32..36].copy_from_slice(&(if on_alt { SS_ONSTACK } else { alt.flags }).to_le_bytes());
+    put(&mut buf, 40, alt.size);
+    let g = [
+        regs.r8, regs.r9, regs.r10, regs.r11, regs.r12, regs.r13, regs.r14, regs.r15, regs.rdi,
+        regs.rsi, regs.rbp, regs.rbx, regs.rdx, regs.rax, regs.rcx, regs.rsp, regs.rip, regs.rflags,
+    ];
+    for (i, v) in g.iter().enumerate() {
+        put(&mut buf, 48 + i * 8, *v);
+    }
+    let csgsfs = SEL_USER_CS as u64 | ((SEL_USER_DS as u64) << 48);
+    put(&mut buf, 48 + 144, csgsfs);
+    put(&mut buf, 48 + 160, trapno(s.signo));
+    put(&mut buf, 48 + 168, old_mask);
+    put(&mut buf, 48 + 176, if s.signo == 11 { s.addr } else { 0 });
+    put(&mut buf, 48 + 184, fp_addr);
+    put(&mut buf, 304, old_mask);
+    // siginfo at +312.
+    let si = 312;
+    buf[si..si + 4].copy_from_slice(&(s.signo as i32).to_le_bytes());
+    buf[si + 8..si + 12].copy_from_slice(&s.code.to_le_bytes());
+    if matches!(s.signo, 4 | 5 | 7 | 8 | 11) && s.forced {
+        put(&mut buf, si + 16, s.addr);
+    } else {
+        buf[si + 16..si + 20].copy_from_slice(&s.sender.to_le_bytes());
+    }
+    k.write(fp_addr, fpu.fxsave()).map_err(|_| ())?;
+    k.write(frame, &buf).map_err(|_| ())?;
+
+    let t = k.cur();
+    t.regs = UserRegs {
+        rip: act.handler,
+        rsp: frame,
+        rdi: s.signo as u64,
+        rsi: frame + si as u64,
+        rdx: frame + 8,
+        rax: 0,
+        rflags: regs.rflags & !(0x100 | 0x400), // TF, DF
+        ..regs
+    };
+    let mut mask = old_mask | act.mask;
+    if act.flags & SA_NODEFER == 0 {
+        mask |= bit(s.signo);
+    }
+    t.sigmask = mask & !UNBLOCKABLE;
+    Ok(())
+}
+
+fn trapno(signo: u32) -> u64 {
+    match signo {
+        11 => 14,
+        8 => 0,
+        4 => 6,
+        5 => 3,
+        _ => 0,
+    }
+}
+
+/// `rt_sigreturn`: restores what the frame at `rsp` saved.
+pub fn sigreturn(k: &mut Kernel, cpu: &mut dyn FpuAccess) -> Result<(), ()> {
+    let uc = k.cur().regs.rsp;
+    let mut buf = [0u8; 304];
+    k.read(uc, &mut buf).map_err(|_| ())?;
+    let get = |off: usize| u64::from_le_bytes(buf[off..off + 8].try_into().unwrap());
+    let g: Vec<u64> = (0..18).map(|i| get(40 + i * 8)).collect();
+    let fp = get(40 + 184);
+    let mask = get(296);
+    if fp != 0 {
+        let mut fx = vec![0u8; FPSTATE_SIZE as usize];
+        k.read(fp, &mut fx).map_err(|_| ())?;
+        let mut state: ExtendedState = cpu.save();
+        state.set_fxsave(&fx);
+        cpu.load(&state);
+    }
+    let t = k.cur();
+    let old = t.regs;
+    t.regs = UserRegs {
+        r8: g[0],
+        r9: g[1],
+        r10: g[2],
+        r11: g[3],
+        r12: g[4],
+        r13: g[5],
+        r14: g[6],
+        r15: g[7],
+        rdi: g[8],
+        rsi: g[9],
+        rbp: g[10],
+        rbx: g[11],
+        rdx: g[12],
+        rax: g[13],
+        rcx: g[14],
+        rsp: g[15],
+        rip: g[16],
+        rflags: (old.rflags & !RFLAGS_USER_MASK) | (g[17] & RFLAGS_USER_MASK),
+    };
+    t.sigmask = mask & !UNBLOCKABLE;
+    Ok(())
+}

@@ -1,0 +1,171 @@
+//! Identity and system information: fixed answers, the same on every machine.
+
+use super::table::{SyscallDef, def};
+use super::{FpuAccess, Kernel, MAIN_TID, SysResult, err};
+
+pub const CALLS: &[SyscallDef] = &[
+    def(libc::SYS_getuid, sys_zero, "the guest runs as root"),
+    def(libc::SYS_geteuid, sys_zero, ""),
+    def(libc::SYS_getgid, sys_zero, ""),
+    def(libc::SYS_getegid, sys_zero, ""),
+    def(libc::SYS_getresuid, sys_getres, ""),
+    def(libc::SYS_getresgid, sys_getres, ""),
+    def(libc::SYS_getgroups, sys_zero, ""),
+    def(libc::SYS_getpgrp, sys_pid, ""),
+    def(libc::SYS_getpgid, sys_pid, ""),
+    def(libc::SYS_getsid, sys_pid, ""),
+    def(libc::SYS_setpgid, sys_zero, ""),
+    def(libc::SYS_uname, sys_uname, ""),
+    def(libc::SYS_sysinfo, sys_sysinfo, ""),
+    def(libc::SYS_prlimit64, sys_prlimit64, "limits are recorded, not enforced (except the stack size programs read)"),
+    def(libc::SYS_getrlimit, sys_getrlimit, ""),
+    def(libc::SYS_setrlimit, sys_setrlimit, ""),
+    def(libc::SYS_getrandom, sys_getrandom, "bytes come from the run's seed"),
+    def(libc::SYS_umask, sys_umask, ""),
+    def(libc::SYS_personality, sys_personality, "queries only"),
+    def(libc::SYS_getpriority, sys_getpriority, ""),
+    def(libc::SYS_setpriority, sys_zero, "accepted; the strategy decides who runs"),
+];
+
+fn sys_zero(_: &mut Kernel, _: &mut dyn FpuAccess, _: [u64; 6]) -> SysResult {
+    SysResult::Ret(0)
+}
+
+fn sys_pid(_: &mut Kernel, _: &mut dyn FpuAccess, _: [u64; 6]) -> SysResult {
+    SysResult::Ret(MAIN_TID.0 as i64)
+}
+
+fn sys_getres(k: &mut Kernel, _: &mut dyn FpuAccess, a: [u64; 6]) -> SysResult {
+    for p in &a[..3] {
+        if k.write_u32(*p, 0).is_err() {
+            return err(libc::EFAULT);
+        }
+    }
+    SysResult::Ret(0)
+}
+
+/// The release string programs see.
+pub const RELEASE: &str = "6.1.0-rewind";
+
+fn sys_uname(k: &mut Kernel, _: &mut dyn FpuAccess, a: [u64; 6]) -> SysResult {
+    let fields = [
+        "Linux",
+        "rewind",
+        RELEASE,
+        "#1 SMP PREEMPT_DYNAMIC",
+        "x86_64",
+        "(none)",
+    ];
+    let mut buf = [0u8; 65 * 6];
+    for (i, f) in fields.iter().enumerate() {
+        buf[i * 65..i * 65 + f.len()].copy_from_slice(f.as_bytes());
+    }
+    match k.write(a[0], &buf) {
+        Ok(()) => SysResult::Ret(0),
+        Err(_) => err(libc::EFAULT),
+    }
+}
+
+fn sys_sysinfo(k: &mut Kernel, _: &mut dyn FpuAccess, a: [u64; 6]) -> SysResult {
+    let mut b = [0u8; 112];
+    let put = |b: &mut [u8; 112], off: usize, v: u64| b[off..off + 8].copy_from_slice(&v.to_le_bytes());
+    put(&mut b, 0, k.now / 1_000_000_000);
+    let total = k.mem.size();
+    let used = k.mm.allocator().in_use() * crate::layout::PAGE_SIZE;
+    put(&mut b, 32, total);
+    put(&mut b, 40, total.saturating_sub(used));
+    b[80..82].copy_from_slice(&(k.live_threads() as u16).to_le_bytes());
+    b[104..108].copy_from_slice(&1u32.to_le_bytes());
+    match k.write(a[0], &b) {
+        Ok(()) => SysResult::Ret(0),
+        Err(_) => err(libc::EFAULT),
+    }
+}
+
+const RLIM_INFINITY: u64 = u64::MAX;
+const RLIMIT_STACK: u32 = 3;
+const RLIMIT_NOFILE: u32 = 7;
+const RLIM_NLIMITS: u32 = 16;
+
+/// The default limits, as a typical Linux login has them.
+fn default_limit(resource: u32) -> (u64, u64) {
+    match resource {
+        RLIMIT_STACK => (8 << 20, RLIM_INFINITY),
+        RLIMIT_NOFILE => (1024, 4096),
+        4 => (0, RLIM_INFINITY), // RLIMIT_CORE
+        6 => (63_000, 63_000),   // RLIMIT_NPROC
+        8 => (8 << 20, 8 << 20), // RLIMIT_MEMLOCK
+        11 => (63_000, 63_000),  // RLIMIT_SIGPENDING
+        12 => (819_200, 819_200), // RLIMIT_MSGQUEUE
+        _ => (RLIM_INFINITY, RLIM_INFINITY),
+    }
+}
+
+fn prlimit(k: &mut Kernel, resource: u32, new: u64, old: u64) -> SysResult {
+    if resource >= RLIM_NLIMITS {
+        return err(libc::EINVAL);
+    }
+    let cur = *k
+        .limits
+        .get(&resource)
+        .unwrap_or(&default_limit(resource));
+    if old != 0 && (k.write_u64(old, cur.0).is_err() || k.write_u64(old + 8, cur.1).is_err()) {
+        return err(libc::EFAULT);
+    }
+    if new != 0 {
+        let (Ok(soft), Ok(hard)) = (k.read_u64(new), k.read_u64(new + 8)) else {
+            return err(libc::EFAULT);
+        };
+        if soft > hard {
+            return err(libc::EINVAL);
+        }
+        k.limits.insert(resource, (soft, hard));
+        if resource == RLIMIT_NOFILE {
+            k.files.limit = soft.min(1 << 20) as i32;
+        }
+    }
+    SysResult::Ret(0)
+}
+
+fn sys_prlimit64(k: &mut Kernel, _: &mut dyn FpuAccess, a: [u64; 6]) -> SysResult {
+    if a[0] != 0 && a[0] != MAIN_TID.0 as u64 {
+        return err(libc::ESRCH);
+    }
+    prlimit(k, a[1] as u32, a[2], a[3])
+}
+
+fn sys_getrlimit(k: &mut Kernel, _: &mut dyn FpuAccess, a: [u64; 6]) -> SysResult {
+    prlimit(k, a[0] as u32, 0, a[1])
+}
+
+fn sys_setrlimit(k: &mut Kernel, _: &mut dyn FpuAccess, a: [u64; 6]) -> SysResult {
+    prlimit(k, a[0] as u32, a[1], 0)
+}
+
+fn sys_getrandom(k: &mut Kernel, _: &mut dyn FpuAccess, a: [u64; 6]) -> SysResult {
+    let n = (a[1] as usize).min(32 << 20);
+    let mut buf = vec![0u8; n];
+    k.random_bytes(&mut buf);
+    match k.write(a[0], &buf) {
+        Ok(()) => SysResult::Ret(n as i64),
+        Err(_) => err(libc::EFAULT),
+    }
+}
+
+fn sys_umask(k: &mut Kernel, _: &mut dyn FpuAccess, a: [u64; 6]) -> SysResult {
+    let old = k.vfs.umask;
+    k.vfs.umask = a[0] as u32 & 0o777;
+    SysResult::Ret(old as i64)
+}
+
+fn sys_personality(_: &mut Kernel, _: &mut dyn FpuAccess, a: [u64; 6]) -> SysResult {
+    match a[0] as u32 {
+        0xffff_ffff | 0 => SysResult::Ret(0),
+        p => SysResult::Unsupported(format!("personality({p:#x})")),
+    }
+}
+
+fn sys_getpriority(_: &mut Kernel, _: &mut dyn FpuAccess, _: [u64; 6]) -> SysResult {
+    // The raw call returns 20 - nice; nice is 0.
+    SysResult::Ret(20)
+}

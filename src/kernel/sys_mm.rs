@@ -1,0 +1,161 @@
+//! Memory: `brk`, `mmap` and friends.
+
+use super::files::FileKind;
+use super::table::{SyscallDef, def};
+use super::{FpuAccess, Kernel, SysResult, err};
+use crate::layout::PAGE_SIZE;
+use crate::memory::{Backing, MemError, Placement, Prot};
+
+pub const CALLS: &[SyscallDef] = &[
+    def(libc::SYS_brk, sys_brk, ""),
+    def(libc::SYS_mmap, sys_mmap, "MAP_SHARED writable file mappings are not supported"),
+    def(libc::SYS_munmap, sys_munmap, ""),
+    def(libc::SYS_mprotect, sys_mprotect, ""),
+    def(libc::SYS_mremap, sys_mremap, "MREMAP_DONTUNMAP is not supported"),
+    def(libc::SYS_madvise, sys_madvise, "advice other than DONTNEED is accepted and ignored"),
+    def(libc::SYS_mlock, sys_ok, "memory is never swapped"),
+    def(libc::SYS_munlock, sys_ok, ""),
+    def(libc::SYS_mlockall, sys_ok, ""),
+    def(libc::SYS_munlockall, sys_ok, ""),
+    def(libc::SYS_msync, sys_ok, "file mappings are private copies"),
+    def(libc::SYS_membarrier, sys_membarrier, "one CPU runs at a time: every barrier is a no-op"),
+];
+
+/// The errno for a memory error.
+pub fn errno(e: MemError) -> i32 {
+    match e {
+        MemError::Fault | MemError::Unmapped | MemError::Denied => libc::EFAULT,
+        MemError::NoMemory => libc::ENOMEM,
+        MemError::Invalid => libc::EINVAL,
+        MemError::Exists => libc::EEXIST,
+    }
+}
+
+fn ret(r: Result<u64, MemError>) -> SysResult {
+    match r {
+        Ok(v) => SysResult::Ret(v as i64),
+        Err(e) => err(errno(e)),
+    }
+}
+
+fn sys_ok(_: &mut Kernel, _: &mut dyn FpuAccess, _: [u64; 6]) -> SysResult {
+    SysResult::Ret(0)
+}
+
+fn sys_brk(k: &mut Kernel, _: &mut dyn FpuAccess, a: [u64; 6]) -> SysResult {
+    SysResult::Ret(k.mm.brk(&k.mem, a[0]) as i64)
+}
+
+const MAP_SHARED: u64 = 0x01;
+const MAP_FIXED: u64 = 0x10;
+const MAP_ANONYMOUS: u64 = 0x20;
+const MAP_HUGETLB: u64 = 0x40000;
+const MAP_FIXED_NOREPLACE: u64 = 0x100000;
+
+fn sys_mmap(k: &mut Kernel, _: &mut dyn FpuAccess, a: [u64; 6]) -> SysResult {
+    let [addr, len, prot, flags, fd, off] = a;
+    if len == 0 || off % PAGE_SIZE != 0 {
+        return err(libc::EINVAL);
+    }
+    if flags & MAP_HUGETLB != 0 {
+        return SysResult::Unsupported("mmap with MAP_HUGETLB".into());
+    }
+    let prot = Prot::from_linux(prot);
+    let shared = flags & MAP_SHARED != 0;
+    let (backing, name) = if flags & MAP_ANONYMOUS != 0 {
+        (Backing::Anon, String::new())
+    } else {
+        let Some(f) = k.files.get(fd as i32) else {
+            return err(libc::EBADF);
+        };
+        if !f.readable() {
+            return err(libc::EACCES);
+        }
+        let data = match &f.kind {
+            FileKind::Host(d) | FileKind::Synthetic(d) => d.clone(),
+            FileKind::Overlay => {
+                if shared && prot.write {
+                    return SysResult::Unsupported(
+                        "a writable MAP_SHARED mapping of a file the program wrote".into(),
+                    );
+                }
+                std::sync::Arc::new(k.vfs.overlay_data(&f.path).cloned().unwrap_or_default())
+            }
+            FileKind::Zero | FileKind::Null => return map_anon(k, addr, len, prot, flags, shared),
+            _ => return err(libc::ENODEV),
+        };
+        if shared && prot.write && f.writable() {
+            return SysResult::Unsupported("a writable MAP_SHARED mapping of a host file".into());
+        }
+        (Backing::File { data, offset: off }, f.path.clone())
+    };
+    let placement = placement(addr, flags);
+    ret(k.mm.map(&k.mem, placement, len, prot, backing, &name, shared))
+}
+
+fn placement(addr: u64, flags: u64) -> Placement {
+    if flags & MAP_FIXED_NOREPLACE != 0 {
+        Placement::FixedNoReplace(addr)
+    } else if flags & MAP_FIXED != 0 {
+        Placement::Fixed(addr)
+    } else {
+        Placement::Hint(addr)
+    }
+}
+
+fn map_anon(k: &mut Kernel, addr: u64, len: u64, prot: Prot, flags: u64, shared: bool) -> SysResult {
+    ret(k
+        .mm
+        .map(&k.mem, placement(addr, flags), len, prot, Backing::Anon, "", shared))
+}
+
+fn sys_munmap(k: &mut Kernel, _: &mut dyn FpuAccess, a: [u64; 6]) -> SysResult {
+    ret(k.mm.unmap(&k.mem, a[0], a[1]).map(|_| 0))
+}
+
+fn sys_mprotect(k: &mut Kernel, _: &mut dyn FpuAccess, a: [u64; 6]) -> SysResult {
+    // PROT_GROWSDOWN/GROWSUP ask to extend to the whole stack mapping; the
+    // range given is what matters here.
+    let prot = Prot::from_linux(a[2] & 7);
+    ret(k.mm.protect(&k.mem, a[0], a[1], prot).map(|_| 0))
+}
+
+const MREMAP_MAYMOVE: u64 = 1;
+const MREMAP_FIXED: u64 = 2;
+const MREMAP_DONTUNMAP: u64 = 4;
+
+fn sys_mremap(k: &mut Kernel, _: &mut dyn FpuAccess, a: [u64; 6]) -> SysResult {
+    let [old, old_len, new_len, flags, new_addr, _] = a;
+    if flags & MREMAP_DONTUNMAP != 0 {
+        return SysResult::Unsupported("mremap with MREMAP_DONTUNMAP".into());
+    }
+    if flags & !(MREMAP_MAYMOVE | MREMAP_FIXED) != 0
+        || (flags & MREMAP_FIXED != 0 && flags & MREMAP_MAYMOVE == 0)
+    {
+        return err(libc::EINVAL);
+    }
+    let fixed = (flags & MREMAP_FIXED != 0).then_some(new_addr);
+    ret(k
+        .mm
+        .remap(&k.mem, old, old_len, new_len, flags & MREMAP_MAYMOVE != 0, fixed))
+}
+
+const MADV_DONTNEED: u64 = 4;
+
+fn sys_madvise(k: &mut Kernel, _: &mut dyn FpuAccess, a: [u64; 6]) -> SysResult {
+    if a[0] % PAGE_SIZE != 0 {
+        return err(libc::EINVAL);
+    }
+    if a[2] == MADV_DONTNEED {
+        return ret(k.mm.discard(&k.mem, a[0], a[1]).map(|_| 0));
+    }
+    SysResult::Ret(0)
+}
+
+fn sys_membarrier(_: &mut Kernel, _: &mut dyn FpuAccess, a: [u64; 6]) -> SysResult {
+    // MEMBARRIER_CMD_QUERY: report the commands we accept (all no-ops).
+    if a[0] == 0 {
+        return SysResult::Ret(0x1 | 0x8 | 0x10 | 0x20 | 0x40);
+    }
+    SysResult::Ret(0)
+}

@@ -1,0 +1,213 @@
+//! Signals: dispositions, masks, sending, and returning from handlers.
+
+use super::signal::{self, NSIG, SigAction, UNBLOCKABLE, bit};
+use super::table::{SyscallDef, def};
+use super::thread::{AltStack, PendingSignal, Wait};
+use super::{FpuAccess, Kernel, MAIN_TID, SysResult, Tid, err};
+
+pub const CALLS: &[SyscallDef] = &[
+    def(libc::SYS_rt_sigaction, sys_rt_sigaction, ""),
+    def(libc::SYS_rt_sigprocmask, sys_rt_sigprocmask, ""),
+    def(libc::SYS_rt_sigreturn, sys_rt_sigreturn, "restores the legacy x87/SSE state only"),
+    def(libc::SYS_sigaltstack, sys_sigaltstack, ""),
+    def(libc::SYS_rt_sigpending, sys_rt_sigpending, ""),
+    def(libc::SYS_pause, sys_pause, ""),
+    def(libc::SYS_kill, sys_kill, "this process only"),
+    def(libc::SYS_tgkill, sys_tgkill, ""),
+    def(libc::SYS_tkill, sys_tkill, ""),
+];
+
+fn valid(sig: u64) -> Option<u32> {
+    (1..=NSIG as u64).contains(&sig).then_some(sig as u32)
+}
+
+fn sys_rt_sigaction(k: &mut Kernel, _: &mut dyn FpuAccess, a: [u64; 6]) -> SysResult {
+    let [sig, act, oact, size, ..] = a;
+    if size != 8 {
+        return err(libc::EINVAL);
+    }
+    let Some(sig) = valid(sig) else {
+        return err(libc::EINVAL);
+    };
+    let old = k.signals.get(sig);
+    if act != 0 {
+        if sig == 9 || sig == 19 {
+            return err(libc::EINVAL);
+        }
+        let mut w = [0u64; 4];
+        for (i, v) in w.iter_mut().enumerate() {
+            match k.read_u64(act + i as u64 * 8) {
+                Ok(x) => *v = x,
+                Err(_) => return err(libc::EFAULT),
+            }
+        }
+        let new = SigAction {
+            handler: w[0],
+            flags: w[1],
+            restorer: w[2],
+            mask: w[3] & !UNBLOCKABLE,
+        };
+        k.signals.set(sig, new);
+        // Ignoring a signal discards pending instances of it.
+        if new.handler == signal::SIG_IGN {
+            for t in k.threads.values_mut() {
+                t.pending.retain(|p| p.signo != sig || p.forced);
+            }
+        }
+    }
+    if oact != 0 {
+        let w = [old.handler, old.flags, old.restorer, old.mask];
+        for (i, v) in w.iter().enumerate() {
+            if k.write_u64(oact + i as u64 * 8, *v).is_err() {
+                return err(libc::EFAULT);
+            }
+        }
+    }
+    SysResult::Ret(0)
+}
+
+fn sys_rt_sigprocmask(k: &mut Kernel, _: &mut dyn FpuAccess, a: [u64; 6]) -> SysResult {
+    let [how, set, oset, size, ..] = a;
+    if size != 8 {
+        return err(libc::EINVAL);
+    }
+    let old = k.cur().sigmask;
+    if set != 0 {
+        let Ok(s) = k.read_u64(set) else {
+            return err(libc::EFAULT);
+        };
+        let new = match how {
+            0 => old | s,
+            1 => old & !s,
+            2 => s,
+            _ => return err(libc::EINVAL),
+        };
+        k.cur().sigmask = new & !UNBLOCKABLE;
+    }
+    if oset != 0 && k.write_u64(oset, old).is_err() {
+        return err(libc::EFAULT);
+    }
+    SysResult::Ret(0)
+}
+
+fn sys_rt_sigreturn(k: &mut Kernel, cpu: &mut dyn FpuAccess, _: [u64; 6]) -> SysResult {
+    if signal::sigreturn(k, cpu).is_err() {
+        k.crash(libc::SIGSEGV as u32, None);
+    }
+    SysResult::NoReturn
+}
+
+fn sys_sigaltstack(k: &mut Kernel, _: &mut dyn FpuAccess, a: [u64; 6]) -> SysResult {
+    let old = k.cur().altstack;
+    let rsp = k.cur().regs.rsp;
+    let on = old.size != 0 && rsp > old.sp && rsp <= old.sp + old.size;
+    if a[0] != 0 {
+        if on {
+            return err(libc::EPERM);
+        }
+        let (Ok(sp), Ok(flags), Ok(size)) = (k.read_u64(a[0]), k.read_u32(a[0] + 8), k.read_u64(a[0] + 16))
+        else {
+            return err(libc::EFAULT);
+        };
+        let flags = flags as i32;
+        if flags & signal::SS_DISABLE != 0 {
+            k.cur().altstack = AltStack {
+                sp: 0,
+                size: 0,
+                flags: signal::SS_DISABLE,
+            };
+        } else {
+            if flags & !(1 << 31) != 0 {
+                return err(libc::EINVAL);
+            }
+            if size < 2048 {
+                return err(libc::ENOMEM);
+            }
+            k.cur().altstack = AltStack { sp, size, flags: 0 };
+        }
+    }
+    if a[1] != 0 {
+        let flags = if on {
+            signal::SS_ONSTACK
+        } else if old.size == 0 {
+            signal::SS_DISABLE
+        } else {
+            old.flags
+        };
+        let mut b = [0u8; 24];
+        b[..8].copy_from_slice(&old.sp.to_le_bytes());
+        b[8..12].copy_from_slice(&flags.to_le_bytes());
+        b[16..].copy_from_slice(&old.size.to_le_bytes());
+        if k.write(a[1], &b).is_err() {
+            return err(libc::EFAULT);
+        }
+    }
+    SysResult::Ret(0)
+}
+
+fn sys_rt_sigpending(k: &mut Kernel, _: &mut dyn FpuAccess, a: [u64; 6]) -> SysResult {
+    let set = k.cur().pending.iter().fold(0, |m, p| m | bit(p.signo));
+    match k.write_u64(a[0], set) {
+        Ok(()) => SysResult::Ret(0),
+        Err(_) => err(libc::EFAULT),
+    }
+}
+
+fn sys_pause(_: &mut Kernel, _: &mut dyn FpuAccess, _: [u64; 6]) -> SysResult {
+    SysResult::Block(Wait::Signal)
+}
+
+fn user_signal(k: &Kernel, signo: u32) -> PendingSignal {
+    PendingSignal {
+        signo,
+        code: if k.current == MAIN_TID { 0 } else { -6 }, // SI_USER / SI_TKILL
+        addr: 0,
+        sender: MAIN_TID.0,
+        forced: false,
+    }
+}
+
+fn sys_kill(k: &mut Kernel, _: &mut dyn FpuAccess, a: [u64; 6]) -> SysResult {
+    let pid = a[0] as i32;
+    if pid != MAIN_TID.0 as i32 && pid != 0 && pid != -1 {
+        return err(libc::ESRCH);
+    }
+    if a[1] == 0 {
+        return SysResult::Ret(0);
+    }
+    let Some(sig) = valid(a[1]) else {
+        return err(libc::EINVAL);
+    };
+    let mut s = user_signal(k, sig);
+    s.code = 0;
+    signal::send_to_process(k, s);
+    SysResult::Ret(0)
+}
+
+fn send(k: &mut Kernel, tid: u64, sig: u64) -> SysResult {
+    let tid = Tid(tid as u32);
+    if !k.threads.get(&tid).is_some_and(|t| t.is_alive()) {
+        return err(libc::ESRCH);
+    }
+    if sig == 0 {
+        return SysResult::Ret(0);
+    }
+    let Some(sig) = valid(sig) else {
+        return err(libc::EINVAL);
+    };
+    let mut s = user_signal(k, sig);
+    s.code = -6; // SI_TKILL
+    signal::send_to_thread(k, tid, s);
+    SysResult::Ret(0)
+}
+
+fn sys_tgkill(k: &mut Kernel, _: &mut dyn FpuAccess, a: [u64; 6]) -> SysResult {
+    if a[0] as u32 != MAIN_TID.0 {
+        return err(libc::ESRCH);
+    }
+    send(k, a[1], a[2])
+}
+
+fn sys_tkill(k: &mut Kernel, _: &mut dyn FpuAccess, a: [u64; 6]) -> SysResult {
+    send(k, a[0], a[1])
+}

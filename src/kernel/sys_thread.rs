@@ -1,0 +1,494 @@
+//! Threads: creation and exit, futexes, scheduling calls, thread identity.
+
+use super::table::{SyscallDef, def};
+use super::thread::{Thread, ThreadState, Wait};
+use super::{FpuAccess, Kernel, MAIN_TID, SysResult, Tid, err};
+use crate::outcome::Outcome;
+
+pub const CALLS: &[SyscallDef] = &[
+    def(libc::SYS_clone, sys_clone, "threads only (CLONE_VM|CLONE_THREAD); fork is not supported"),
+    def(libc::SYS_clone3, sys_clone3, "threads only, as clone"),
+    def(libc::SYS_exit, sys_exit, "robust futex lists are not walked at exit"),
+    def(libc::SYS_exit_group, sys_exit_group, ""),
+    def(libc::SYS_set_tid_address, sys_set_tid_address, ""),
+    def(libc::SYS_set_robust_list, sys_set_robust_list, ""),
+    def(libc::SYS_get_robust_list, sys_get_robust_list, ""),
+    def(libc::SYS_gettid, sys_gettid, ""),
+    def(libc::SYS_getpid, sys_getpid, ""),
+    def(libc::SYS_getppid, sys_getppid, ""),
+    def(libc::SYS_futex, sys_futex, "priority-inheritance operations are not supported"),
+    def(libc::SYS_sched_yield, sys_sched_yield, ""),
+    def(libc::SYS_sched_getaffinity, sys_sched_getaffinity, ""),
+    def(libc::SYS_sched_setaffinity, sys_sched_setaffinity, "accepted; one vCPU runs every thread"),
+    def(libc::SYS_sched_getscheduler, sys_zero, ""),
+    def(libc::SYS_sched_setscheduler, sys_zero, "accepted; the strategy decides who runs"),
+    def(libc::SYS_sched_getparam, sys_sched_getparam, ""),
+    def(libc::SYS_sched_setparam, sys_zero, "accepted; the strategy decides who runs"),
+    def(libc::SYS_sched_get_priority_max, sys_priority_max, ""),
+    def(libc::SYS_sched_get_priority_min, sys_priority_min, ""),
+    def(libc::SYS_getcpu, sys_getcpu, ""),
+    def(libc::SYS_prctl, sys_prctl, "PR_SET_NAME, PR_GET_NAME and a few queries"),
+    def(libc::SYS_arch_prctl, sys_arch_prctl, "FS base only"),
+    def(libc::SYS_rseq, sys_rseq, "answers ENOSYS, as kernels without rseq do"),
+];
+
+fn sys_zero(_: &mut Kernel, _: &mut dyn FpuAccess, _: [u64; 6]) -> SysResult {
+    SysResult::Ret(0)
+}
+
+const CLONE_VM: u64 = 0x100;
+const CLONE_FS: u64 = 0x200;
+const CLONE_FILES: u64 = 0x400;
+const CLONE_SIGHAND: u64 = 0x800;
+const CLONE_THREAD: u64 = 0x10000;
+const CLONE_SYSVSEM: u64 = 0x40000;
+const CLONE_SETTLS: u64 = 0x80000;
+const CLONE_PARENT_SETTID: u64 = 0x100000;
+const CLONE_CHILD_CLEARTID: u64 = 0x200000;
+const CLONE_DETACHED: u64 = 0x400000;
+const CLONE_CHILD_SETTID: u64 = 0x1000000;
+
+struct CloneArgs {
+    flags: u64,
+    stack: u64,
+    parent_tid: u64,
+    child_tid: u64,
+    tls: u64,
+}
+
+fn sys_clone(k: &mut Kernel, cpu: &mut dyn FpuAccess, a: [u64; 6]) -> SysResult {
+    // x86-64 order: flags, stack, parent_tid, child_tid, tls.
+    let args = CloneArgs {
+        flags: a[0] & !0xff, // the low byte is the exit signal
+        stack: a[1],
+        parent_tid: a[2],
+        child_tid: a[3],
+        tls: a[4],
+    };
+    clone_thread(k, cpu, args)
+}
+
+fn sys_clone3(k: &mut Kernel, cpu: &mut dyn FpuAccess, a: [u64; 6]) -> SysResult {
+    let (ptr, size) = (a[0], a[1]);
+    if size < 64 {
+        return err(libc::EINVAL);
+    }
+    let mut w = [0u64; 8];
+    for (i, v) in w.iter_mut().enumerate() {
+        match k.read_u64(ptr + i as u64 * 8) {
+            Ok(x) => *v = x,
+            Err(_) => return err(libc::EFAULT),
+        }
+    }
+    // struct clone_args: flags, pidfd, child_tid, parent_tid, exit_signal,
+    // stack, stack_size, tls.
+    let stack = if w[5] != 0 { w[5] + w[6] } else { 0 };
+    let args = CloneArgs {
+        flags: w[0],
+        stack,
+        parent_tid: w[3],
+        child_tid: w[2],
+        tls: w[7],
+    };
+    clone_thread(k, cpu, args)
+}
+
+fn clone_thread(k: &mut Kernel, cpu: &mut dyn FpuAccess, c: CloneArgs) -> SysResult {
+    let needed = CLONE_VM | CLONE_THREAD | CLONE_SIGHAND;
+    if c.flags & needed != needed {
+        return SysResult::Unsupported(format!(
+            "creating a process (clone flags {:#x}); only threads are supported",
+            c.flags
+        ));
+    }
+    let known = needed
+        | CLONE_FS
+        | CLONE_FILES
+        | CLONE_SYSVSEM
+        | CLONE_SETTLS
+        | CLONE_PARENT_SETTID
+        | CLONE_CHILD_CLEARTID
+        | CLONE_DETACHED
+        | CLONE_CHILD_SETTID;
+    if c.flags & !known != 0 {
+        return SysResult::Unsupported(format!("clone flags {:#x}", c.flags & !known));
+    }
+    let tid = k.alloc_tid();
+    let parent = k.cur().clone();
+    let mut regs = parent.regs;
+    regs.rax = 0;
+    if c.stack != 0 {
+        regs.rsp = c.stack;
+    }
+    let mut child = Thread::new(tid, regs, parent.name.clone());
+    child.fs_base = if c.flags & CLONE_SETTLS != 0 { c.tls } else { parent.fs_base };
+    child.sigmask = parent.sigmask;
+    child.fpu = Some(cpu.save());
+    if c.flags & CLONE_CHILD_CLEARTID != 0 {
+        child.clear_child_tid = c.child_tid;
+    }
+    if c.flags & CLONE_PARENT_SETTID != 0 && k.write_u32(c.parent_tid, tid.0).is_err() {
+        return err(libc::EFAULT);
+    }
+    if c.flags & CLONE_CHILD_SETTID != 0 && k.write_u32(c.child_tid, tid.0).is_err() {
+        return err(libc::EFAULT);
+    }
+    k.threads.insert(tid, child);
+    SysResult::Ret(tid.0 as i64)
+}
+
+/// Ends the current thread: clears and wakes its `clear_child_tid` word
+/// (how `pthread_join` learns of it), and ends the run with the last one.
+pub fn exit_thread(k: &mut Kernel, code: i32) {
+    let tid = k.current;
+    let ctid = k.cur().clear_child_tid;
+    if ctid != 0 && k.write_u32(ctid, 0).is_ok() {
+        futex_wake(k, ctid, 1, u32::MAX);
+    }
+    let t = k.cur();
+    t.state = ThreadState::Exited;
+    t.pending.clear();
+    if k.live_threads() == 0 {
+        k.end(Outcome::Exited { code });
+    }
+    let _ = tid;
+}
+
+fn sys_exit(k: &mut Kernel, _: &mut dyn FpuAccess, a: [u64; 6]) -> SysResult {
+    exit_thread(k, a[0] as i32 & 0xff);
+    SysResult::NoReturn
+}
+
+fn sys_exit_group(k: &mut Kernel, _: &mut dyn FpuAccess, a: [u64; 6]) -> SysResult {
+    k.end(Outcome::Exited {
+        code: a[0] as i32 & 0xff,
+    });
+    SysResult::NoReturn
+}
+
+fn sys_set_tid_address(k: &mut Kernel, _: &mut dyn FpuAccess, a: [u64; 6]) -> SysResult {
+    k.cur().clear_child_tid = a[0];
+    SysResult::Ret(k.current.0 as i64)
+}
+
+fn sys_set_robust_list(k: &mut Kernel, _: &mut dyn FpuAccess, a: [u64; 6]) -> SysResult {
+    if a[1] != 24 {
+        return err(libc::EINVAL);
+    }
+    k.cur().robust_list = a[0];
+    SysResult::Ret(0)
+}
+
+fn sys_get_robust_list(k: &mut Kernel, _: &mut dyn FpuAccess, a: [u64; 6]) -> SysResult {
+    let tid = if a[0] == 0 { k.current } else { Tid(a[0] as u32) };
+    let Some(head) = k.threads.get(&tid).map(|t| t.robust_list) else {
+        return err(libc::ESRCH);
+    };
+    if k.write_u64(a[1], head).is_err() || k.write_u64(a[2], 24).is_err() {
+        return err(libc::EFAULT);
+    }
+    SysResult::Ret(0)
+}
+
+fn sys_gettid(k: &mut Kernel, _: &mut dyn FpuAccess, _: [u64; 6]) -> SysResult {
+    SysResult::Ret(k.current.0 as i64)
+}
+
+fn sys_getpid(_: &mut Kernel, _: &mut dyn FpuAccess, _: [u64; 6]) -> SysResult {
+    SysResult::Ret(MAIN_TID.0 as i64)
+}
+
+fn sys_getppid(_: &mut Kernel, _: &mut dyn FpuAccess, _: [u64; 6]) -> SysResult {
+    SysResult::Ret(0)
+}
+
+fn sys_sched_yield(_: &mut Kernel, _: &mut dyn FpuAccess, _: [u64; 6]) -> SysResult {
+    SysResult::Yield(0)
+}
+
+fn sys_sched_getaffinity(k: &mut Kernel, _: &mut dyn FpuAccess, a: [u64; 6]) -> SysResult {
+    let (size, ptr) = (a[1], a[2]);
+    // The kernel's mask is as long as its CPU count needs, in whole longs.
+    let len = (k.config.cpus as u64).div_ceil(64) * 8;
+    if size < len || size % 8 != 0 {
+        return err(libc::EINVAL);
+    }
+    let mut mask = vec![0u8; len as usize];
+    for cpu in 0..k.config.cpus as usize {
+        mask[cpu / 8] |= 1 << (cpu % 8);
+    }
+    if k.write(ptr, &mask).is_err() {
+        return err(libc::EFAULT);
+    }
+    SysResult::Ret(len as i64)
+}
+
+fn sys_sched_setaffinity(_: &mut Kernel, _: &mut dyn FpuAccess, _: [u64; 6]) -> SysResult {
+    SysResult::Ret(0)
+}
+
+fn sys_sched_getparam(k: &mut Kernel, _: &mut dyn FpuAccess, a: [u64; 6]) -> SysResult {
+    match k.write_u32(a[1], 0) {
+        Ok(()) => SysResult::Ret(0),
+        Err(_) => err(libc::EFAULT),
+    }
+}
+
+fn sys_priority_max(_: &mut Kernel, _: &mut dyn FpuAccess, a: [u64; 6]) -> SysResult {
+    match a[0] {
+        1 | 2 => SysResult::Ret(99),
+        0 | 3 | 5 | 6 => SysResult::Ret(0),
+        _ => err(libc::EINVAL),
+    }
+}
+
+fn sys_priority_min(_: &mut Kernel, _: &mut dyn FpuAccess, a: [u64; 6]) -> SysResult {
+    match a[0] {
+        1 | 2 => SysResult::Ret(1),
+        0 | 3 | 5 | 6 => SysResult::Ret(0),
+        _ => err(libc::EINVAL),
+    }
+}
+
+fn sys_getcpu(k: &mut Kernel, _: &mut dyn FpuAccess, a: [u64; 6]) -> SysResult {
+    for p in [a[0], a[1]] {
+        if p != 0 && k.write_u32(p, 0).is_err() {
+            return err(libc::EFAULT);
+        }
+    }
+    SysResult::Ret(0)
+}
+
+const PR_SET_PDEATHSIG: u64 = 1;
+const PR_GET_DUMPABLE: u64 = 3;
+const PR_SET_DUMPABLE: u64 = 4;
+const PR_SET_NAME: u64 = 15;
+const PR_GET_NAME: u64 = 16;
+const PR_CAPBSET_READ: u64 = 23;
+const PR_SET_NO_NEW_PRIVS: u64 = 38;
+const PR_GET_NO_NEW_PRIVS: u64 = 39;
+const PR_SET_VMA: u64 = 0x5356_4d41;
+
+fn sys_prctl(k: &mut Kernel, _: &mut dyn FpuAccess, a: [u64; 6]) -> SysResult {
+    match a[0] {
+        PR_SET_NAME => {
+            let mut buf = [0u8; 16];
+            // The name may sit at the end of a mapping: read what is there.
+            for (i, b) in buf.iter_mut().enumerate().take(15) {
+                let mut one = [0u8];
+                if k.read(a[1] + i as u64, &mut one).is_err() {
+                    if i == 0 {
+                        return err(libc::EFAULT);
+                    }
+                    break;
+                }
+                if one[0] == 0 {
+                    break;
+                }
+                *b = one[0];
+            }
+            let len = buf.iter().position(|b| *b == 0).unwrap_or(15);
+            k.cur().name = String::from_utf8_lossy(&buf[..len]).into_owned();
+            SysResult::Ret(0)
+        }
+        PR_GET_NAME => {
+            let mut buf = [0u8; 16];
+            let name = k.cur().name.clone();
+            let n = name.len().min(15);
+            buf[..n].copy_from_slice(&name.as_bytes()[..n]);
+            match k.write(a[1], &buf) {
+                Ok(()) => SysResult::Ret(0),
+                Err(_) => err(libc::EFAULT),
+            }
+        }
+        PR_SET_PDEATHSIG | PR_SET_DUMPABLE | PR_SET_NO_NEW_PRIVS => SysResult::Ret(0),
+        PR_GET_DUMPABLE => SysResult::Ret(1),
+        PR_GET_NO_NEW_PRIVS => SysResult::Ret(0),
+        PR_CAPBSET_READ => SysResult::Ret(1),
+        PR_SET_VMA => err(libc::EINVAL), // as on kernels without CONFIG_ANON_VMA_NAME
+        op => SysResult::Unsupported(format!("prctl option {op}")),
+    }
+}
+
+const ARCH_SET_GS: u64 = 0x1001;
+const ARCH_SET_FS: u64 = 0x1002;
+const ARCH_GET_FS: u64 = 0x1003;
+const ARCH_GET_GS: u64 = 0x1004;
+
+fn sys_arch_prctl(k: &mut Kernel, _: &mut dyn FpuAccess, a: [u64; 6]) -> SysResult {
+    match a[0] {
+        ARCH_SET_FS => {
+            if a[1] >= crate::layout::USER_END {
+                return err(libc::EPERM);
+            }
+            k.cur().fs_base = a[1];
+            SysResult::Ret(0)
+        }
+        ARCH_GET_FS => {
+            let v = k.cur().fs_base;
+            match k.write_u64(a[1], v) {
+                Ok(()) => SysResult::Ret(0),
+                Err(_) => err(libc::EFAULT),
+            }
+        }
+        ARCH_GET_GS => match k.write_u64(a[1], 0) {
+            Ok(()) => SysResult::Ret(0),
+            Err(_) => err(libc::EFAULT),
+        },
+        ARCH_SET_GS => SysResult::Unsupported("arch_prctl(ARCH_SET_GS)".into()),
+        // CET, CPUID faulting, AMX and other codes: not available, as on a
+        // kernel built without them.
+        _ => err(libc::EINVAL),
+    }
+}
+
+fn sys_rseq(_: &mut Kernel, _: &mut dyn FpuAccess, _: [u64; 6]) -> SysResult {
+    err(libc::ENOSYS)
+}
+
+// ----- futex
+
+const FUTEX_WAIT: u64 = 0;
+const FUTEX_WAKE: u64 = 1;
+const FUTEX_REQUEUE: u64 = 3;
+const FUTEX_CMP_REQUEUE: u64 = 4;
+const FUTEX_WAKE_OP: u64 = 5;
+const FUTEX_WAIT_BITSET: u64 = 9;
+const FUTEX_WAKE_BITSET: u64 = 10;
+const FUTEX_CLOCK_REALTIME: u64 = 256;
+const FUTEX_BITSET_ALL: u32 = u32::MAX;
+
+/// Wakes up to `n` waiters of `addr` matching `bitset`; returns how many.
+pub fn futex_wake(k: &mut Kernel, addr: u64, n: usize, bitset: u32) -> usize {
+    let woken = k.futex.take(addr, n, bitset);
+    for t in &woken {
+        k.wake(*t, 0);
+    }
+    woken.len()
+}
+
+fn read_timespec(k: &mut Kernel, ptr: u64) -> Result<u64, i32> {
+    let sec = k.read_u64(ptr).map_err(|_| libc::EFAULT)? as i64;
+    let nsec = k.read_u64(ptr + 8).map_err(|_| libc::EFAULT)? as i64;
+    if sec < 0 || !(0..1_000_000_000).contains(&nsec) {
+        return Err(libc::EINVAL);
+    }
+    Ok((sec as u64).saturating_mul(1_000_000_000).saturating_add(nsec as u64))
+}
+
+/// Reads a timeout: relative, or absolute on the monotonic or real-time clock.
+pub fn deadline(k: &mut Kernel, ptr: u64, absolute: bool, realtime: bool) -> Result<Option<u64>, i32> {
+    if ptr == 0 {
+        return Ok(None);
+    }
+    let t = read_timespec(k, ptr)?;
+    Ok(Some(if !absolute {
+        k.now.saturating_add(t)
+    } else if realtime {
+        t.saturating_sub(k.config.epoch * 1_000_000_000)
+    } else {
+        t
+    }))
+}
+
+fn sys_futex(k: &mut Kernel, _: &mut dyn FpuAccess, a: [u64; 6]) -> SysResult {
+    let [uaddr, op, val, timeout, uaddr2, val3] = a;
+    let cmd = op & 0x7f;
+    let realtime = op & FUTEX_CLOCK_REALTIME != 0;
+    if uaddr % 4 != 0 {
+        return err(libc::EINVAL);
+    }
+    match cmd {
+        FUTEX_WAIT | FUTEX_WAIT_BITSET => {
+            let bitset = if cmd == FUTEX_WAIT { FUTEX_BITSET_ALL } else { val3 as u32 };
+            if bitset == 0 {
+                return err(libc::EINVAL);
+            }
+            let deadline = match deadline(k, timeout, cmd == FUTEX_WAIT_BITSET, realtime) {
+                Ok(d) => d,
+                Err(e) => return err(e),
+            };
+            match k.read_u32(uaddr) {
+                Err(_) => err(libc::EFAULT),
+                Ok(v) if v != val as u32 => err(libc::EAGAIN),
+                Ok(_) if deadline.is_some_and(|d| d <= k.now) => err(libc::ETIMEDOUT),
+                Ok(_) => SysResult::Block(Wait::Futex {
+                    addr: uaddr,
+                    bitset,
+                    deadline,
+                }),
+            }
+        }
+        FUTEX_WAKE | FUTEX_WAKE_BITSET => {
+            let bitset = if cmd == FUTEX_WAKE { FUTEX_BITSET_ALL } else { val3 as u32 };
+            if bitset == 0 {
+                return err(libc::EINVAL);
+            }
+            SysResult::Ret(futex_wake(k, uaddr, val as u32 as usize, bitset) as i64)
+        }
+        FUTEX_REQUEUE | FUTEX_CMP_REQUEUE => {
+            if cmd == FUTEX_CMP_REQUEUE {
+                match k.read_u32(uaddr) {
+                    Err(_) => return err(libc::EFAULT),
+                    Ok(v) if v != val3 as u32 => return err(libc::EAGAIN),
+                    Ok(_) => {}
+                }
+            }
+            let woken = futex_wake(k, uaddr, val as u32 as usize, FUTEX_BITSET_ALL);
+            let moved = k.futex.requeue(uaddr, uaddr2, timeout as u32 as usize);
+            for t in &moved {
+                if let Some(th) = k.threads.get_mut(t) {
+                    if let ThreadState::Blocked(Wait::Futex { addr, .. }) = &mut th.state {
+                        *addr = uaddr2;
+                    }
+                }
+            }
+            SysResult::Ret((woken + moved.len()) as i64)
+        }
+        FUTEX_WAKE_OP => {
+            let old = match k.read_u32(uaddr2) {
+                Ok(v) => v,
+                Err(_) => return err(libc::EFAULT),
+            };
+            let encoded = val3 as u32;
+            let op = (encoded >> 28) & 7;
+            let shift_arg = (encoded >> 28) & 8 != 0;
+            let cmp = (encoded >> 24) & 15;
+            let mut oparg = (encoded >> 12) & 0xfff;
+            let cmparg = encoded & 0xfff;
+            if shift_arg {
+                oparg = 1u32.wrapping_shl(oparg);
+            }
+            let new = match op {
+                0 => oparg,
+                1 => old.wrapping_add(oparg),
+                2 => old | oparg,
+                3 => old & !oparg,
+                4 => old ^ oparg,
+                _ => return err(libc::ENOSYS),
+            };
+            if k.write_u32(uaddr2, new).is_err() {
+                return err(libc::EFAULT);
+            }
+            let (o, c) = (old as i32, cmparg as i32);
+            let hit = match cmp {
+                0 => o == c,
+                1 => o != c,
+                2 => o < c,
+                3 => o <= c,
+                4 => o > c,
+                5 => o >= c,
+                _ => return err(libc::ENOSYS),
+            };
+            let mut n = futex_wake(k, uaddr, val as u32 as usize, FUTEX_BITSET_ALL);
+            if hit {
+                n += futex_wake(k, uaddr2, timeout as u32 as usize, FUTEX_BITSET_ALL);
+            }
+            SysResult::Ret(n as i64)
+        }
+        6 | 7 | 8 | 11 | 12 | 13 => {
+            SysResult::Unsupported(format!("futex priority-inheritance operation {cmd}"))
+        }
+        _ => err(libc::ENOSYS),
+    }
+}

@@ -1,0 +1,105 @@
+//! The system-call table: data, not code. Each entry names its handler, its
+//! family and a note on how far it goes; a number with no entry ends the run
+//! as `unsupported`, so the table is also the compatibility list.
+
+use std::sync::OnceLock;
+
+use super::{FpuAccess, Kernel, SysResult, names};
+
+/// A system-call handler: the kernel, the CPU's extended state, the six
+/// argument registers.
+pub type Handler = fn(&mut Kernel, &mut dyn FpuAccess, [u64; 6]) -> SysResult;
+
+/// One implemented system call.
+#[derive(Clone, Copy)]
+pub struct SyscallDef {
+    pub nr: u64,
+    pub handler: Handler,
+    /// The family file it lives in.
+    pub family: &'static str,
+    /// What is not implemented, if anything ("" when complete).
+    pub note: &'static str,
+}
+
+impl SyscallDef {
+    /// Linux's name for it.
+    pub fn name(&self) -> &'static str {
+        names::syscall_name(self.nr).unwrap_or("?")
+    }
+}
+
+/// Builds a table entry: `def(nr, handler, note)`.
+pub const fn def(nr: i64, handler: Handler, note: &'static str) -> SyscallDef {
+    SyscallDef {
+        nr: nr as u64,
+        handler,
+        family: "",
+        note,
+    }
+}
+
+fn build() -> Vec<Option<SyscallDef>> {
+    let families: [(&str, &[SyscallDef]); 6] = [
+        ("file", super::sys_file::CALLS),
+        ("info", super::sys_info::CALLS),
+        ("mm", super::sys_mm::CALLS),
+        ("signal", super::sys_signal::CALLS),
+        ("thread", super::sys_thread::CALLS),
+        ("time", super::sys_time::CALLS),
+    ];
+    let mut table = vec![None; names::SYSCALL_NAMES.len()];
+    for (family, calls) in families {
+        for d in calls {
+            let slot = &mut table[d.nr as usize];
+            assert!(slot.is_none(), "system call {} defined twice", d.name());
+            *slot = Some(SyscallDef { family, ..*d });
+        }
+    }
+    table
+}
+
+fn table() -> &'static [Option<SyscallDef>] {
+    static TABLE: OnceLock<Vec<Option<SyscallDef>>> = OnceLock::new();
+    TABLE.get_or_init(build)
+}
+
+/// The entry for call `nr`, if implemented.
+pub fn lookup(nr: u64) -> Option<&'static SyscallDef> {
+    table().get(nr as usize).and_then(|d| d.as_ref())
+}
+
+/// Every implemented call, by number.
+pub fn implemented() -> impl Iterator<Item = &'static SyscallDef> {
+    table().iter().flatten()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_entry_has_a_linux_name_and_a_family() {
+        let mut n = 0;
+        for d in implemented() {
+            assert!(names::syscall_name(d.nr).is_some(), "number {} has no name", d.nr);
+            assert!(!d.family.is_empty());
+            n += 1;
+        }
+        assert!(n > 100, "only {n} calls implemented");
+    }
+
+    #[test]
+    fn the_calls_real_test_binaries_make_are_implemented() {
+        // From SYSCALLS.md: static C, dynamic C/C++ with threads, Rust libtest.
+        for name in [
+            "arch_prctl", "brk", "exit_group", "getrandom", "ioctl", "mprotect", "newfstatat",
+            "prlimit64", "readlink", "rseq", "set_robust_list", "set_tid_address", "write",
+            "access", "clone3", "close", "exit", "futex", "madvise", "mmap", "munmap", "openat",
+            "pread64", "read", "rt_sigaction", "rt_sigprocmask", "clock_nanosleep", "gettid",
+            "lseek", "poll", "prctl", "sched_getaffinity", "sigaltstack", "statx", "clone",
+        ] {
+            let nr = names::SYSCALL_NAMES.iter().position(|n| *n == name).unwrap() as u64;
+            assert!(lookup(nr).is_some(), "{name} is not implemented");
+        }
+    }
+}

@@ -1,0 +1,134 @@
+//! Guest threads and what they wait on.
+
+use serde::{Deserialize, Serialize};
+
+use crate::cpu::{ExtendedState, UserRegs};
+
+/// A guest thread id (also the process id for the main thread).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+pub struct Tid(pub u32);
+
+impl std::fmt::Display for Tid {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}", self.0)
+    }
+}
+
+/// Virtual nanoseconds since boot.
+pub type Nanos = u64;
+
+/// Why a thread cannot run.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum Wait {
+    /// `futex` wait on a word, with the bitset it waits for.
+    Futex {
+        addr: u64,
+        bitset: u32,
+        deadline: Option<Nanos>,
+    },
+    /// `nanosleep` / `clock_nanosleep`.
+    Sleep { deadline: Nanos },
+    /// `poll` / `ppoll` with nothing ready.
+    Poll { deadline: Option<Nanos> },
+    /// `rt_sigsuspend` / `pause`: waits for a signal.
+    Signal,
+}
+
+impl Wait {
+    /// When a timer ends the wait, if ever.
+    pub fn deadline(&self) -> Option<Nanos> {
+        match self {
+            Wait::Futex { deadline, .. } | Wait::Poll { deadline } => *deadline,
+            Wait::Sleep { deadline } => Some(*deadline),
+            Wait::Signal => None,
+        }
+    }
+
+    /// The result the blocked call returns when its timer ends it.
+    pub fn timeout_result(&self) -> i64 {
+        match self {
+            Wait::Futex { .. } => -(libc::ETIMEDOUT as i64),
+            Wait::Sleep { .. } | Wait::Poll { .. } => 0,
+            Wait::Signal => -(libc::EINTR as i64),
+        }
+    }
+}
+
+/// A thread's scheduling state.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum ThreadState {
+    Runnable,
+    Blocked(Wait),
+    Exited,
+}
+
+/// An alternate signal stack (`sigaltstack`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct AltStack {
+    pub sp: u64,
+    pub size: u64,
+    pub flags: i32,
+}
+
+/// A signal waiting to be delivered.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PendingSignal {
+    pub signo: u32,
+    pub code: i32,
+    /// `si_addr` for faults; sender pid for kill-style signals.
+    pub addr: u64,
+    pub sender: u32,
+    /// A fault raised by the thread's own instruction: cannot be blocked or
+    /// ignored (Linux's force_sig).
+    pub forced: bool,
+}
+
+/// One guest thread.
+#[derive(Clone, Debug)]
+pub struct Thread {
+    pub tid: Tid,
+    pub regs: UserRegs,
+    pub fs_base: u64,
+    /// The extended register state while the thread is not loaded in the
+    /// CPU; `None` while it is (the CPU holds the only copy).
+    pub fpu: Option<ExtendedState>,
+    pub state: ThreadState,
+    /// `CLONE_CHILD_CLEARTID` / `set_tid_address`: zeroed and woken at exit.
+    pub clear_child_tid: u64,
+    pub robust_list: u64,
+    pub sigmask: u64,
+    pub pending: Vec<PendingSignal>,
+    pub altstack: AltStack,
+    /// `prctl(PR_SET_NAME)`, at most 15 bytes.
+    pub name: String,
+    /// Whether the thread asked to give up the CPU at its last step.
+    pub yielded: bool,
+}
+
+impl Thread {
+    /// A new runnable thread.
+    pub fn new(tid: Tid, regs: UserRegs, name: String) -> Self {
+        Thread {
+            tid,
+            regs,
+            fs_base: 0,
+            fpu: Some(ExtendedState::initial()),
+            state: ThreadState::Runnable,
+            clear_child_tid: 0,
+            robust_list: 0,
+            sigmask: 0,
+            pending: Vec::new(),
+            altstack: AltStack::default(),
+            name,
+            yielded: false,
+        }
+    }
+
+    pub fn is_runnable(&self) -> bool {
+        self.state == ThreadState::Runnable
+    }
+
+    pub fn is_alive(&self) -> bool {
+        self.state != ThreadState::Exited
+    }
+}

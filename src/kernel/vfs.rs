@@ -1,0 +1,493 @@
+//! The guest's filesystem: the host's files read-only, seen through a
+//! recording source, with the guest's own writes kept in a private overlay.
+//!
+//! Every host lookup the guest causes (a file's bytes, a directory listing,
+//! a symlink, or the fact that a path does not exist) is recorded, so a
+//! reproducer can carry exactly what the run saw and replay without the host's
+//! copy. Metadata is synthesized from content so that it is the same on every
+//! machine: no host inode numbers, owners or times leak into a run.
+
+use std::collections::BTreeMap;
+use std::os::unix::fs::PermissionsExt;
+use std::sync::{Arc, Mutex};
+
+use serde::{Deserialize, Serialize};
+
+/// The kind of a directory entry.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+pub enum NodeKind {
+    File,
+    Dir,
+    Symlink,
+}
+
+/// What a host path was found to be.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub enum HostNode {
+    File {
+        #[serde(with = "arc_bytes")]
+        data: Arc<Vec<u8>>,
+        mode: u32,
+    },
+    Dir {
+        mode: u32,
+        /// Filled in when the guest lists the directory.
+        entries: Option<Vec<(String, NodeKind)>>,
+    },
+    Symlink {
+        target: String,
+    },
+    Missing,
+}
+
+mod arc_bytes {
+    use std::sync::Arc;
+
+    use serde::{Deserialize, Deserializer, Serializer};
+
+    pub fn serialize<S: Serializer>(v: &Arc<Vec<u8>>, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_bytes(v)
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Arc<Vec<u8>>, D::Error> {
+        let v: serde_bytes_compat::Buf = Deserialize::deserialize(d)?;
+        Ok(Arc::new(v.0))
+    }
+
+    mod serde_bytes_compat {
+        use serde::de::{Deserialize, Deserializer, SeqAccess, Visitor};
+
+        pub struct Buf(pub Vec<u8>);
+
+        impl<'de> Deserialize<'de> for Buf {
+            fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Buf, D::Error> {
+                struct V;
+                impl<'de> Visitor<'de> for V {
+                    type Value = Buf;
+                    fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+                        f.write_str("bytes")
+                    }
+                    fn visit_bytes<E: serde::de::Error>(self, v: &[u8]) -> Result<Buf, E> {
+                        Ok(Buf(v.to_vec()))
+                    }
+                    fn visit_byte_buf<E: serde::de::Error>(self, v: Vec<u8>) -> Result<Buf, E> {
+                        Ok(Buf(v))
+                    }
+                    fn visit_seq<A: SeqAccess<'de>>(self, mut a: A) -> Result<Buf, A::Error> {
+                        let mut out = Vec::new();
+                        while let Some(b) = a.next_element::<u8>()? {
+                            out.push(b);
+                        }
+                        Ok(Buf(out))
+                    }
+                }
+                d.deserialize_bytes(V)
+            }
+        }
+    }
+}
+
+/// Where host paths are looked up: the live host filesystem (recording what
+/// it finds), or a recording (a reproducer's archive).
+#[derive(Debug)]
+pub struct FileSource {
+    live: bool,
+    nodes: BTreeMap<String, HostNode>,
+}
+
+/// A source shared by every run of one target (host lookups are cached, so
+/// a file that changes on the host during fuzzing does not change runs).
+pub type SharedSource = Arc<Mutex<FileSource>>;
+
+impl FileSource {
+    /// Reads the host filesystem.
+    pub fn host() -> SharedSource {
+        Arc::new(Mutex::new(FileSource {
+            live: true,
+            nodes: BTreeMap::new(),
+        }))
+    }
+
+    /// Replays a recording; paths it lacks do not exist.
+    pub fn recorded(nodes: BTreeMap<String, HostNode>) -> SharedSource {
+        Arc::new(Mutex::new(FileSource { live: false, nodes }))
+    }
+
+    /// Everything looked up so far.
+    pub fn recording(&self) -> &BTreeMap<String, HostNode> {
+        &self.nodes
+    }
+
+    /// What `path` (absolute, normalized) is, following symlinks on the host
+    /// when `follow` is set.
+    pub fn lookup(&mut self, path: &str, follow: bool) -> HostNode {
+        let key = if follow { path.to_string() } else { format!("{path}\0nofollow") };
+        if let Some(n) = self.nodes.get(&key) {
+            return n.clone();
+        }
+        let node = if self.live { read_host(path, follow) } else { HostNode::Missing };
+        self.nodes.insert(key, node.clone());
+        node
+    }
+
+    /// The entries of directory `path`.
+    pub fn list(&mut self, path: &str) -> Option<Vec<(String, NodeKind)>> {
+        match self.lookup(path, true) {
+            HostNode::Dir {
+                entries: Some(e), ..
+            } => Some(e),
+            HostNode::Dir { mode, entries: None } => {
+                if !self.live {
+                    return Some(Vec::new());
+                }
+                let mut entries = Vec::new();
+                if let Ok(rd) = std::fs::read_dir(path) {
+                    for e in rd.flatten() {
+                        let kind = match e.file_type() {
+                            Ok(t) if t.is_dir() => NodeKind::Dir,
+                            Ok(t) if t.is_symlink() => NodeKind::Symlink,
+                            _ => NodeKind::File,
+                        };
+                        entries.push((e.file_name().to_string_lossy().into_owned(), kind));
+                    }
+                }
+                entries.sort();
+                self.nodes.insert(
+                    path.to_string(),
+                    HostNode::Dir {
+                        mode,
+                        entries: Some(entries.clone()),
+                    },
+                );
+                Some(entries)
+            }
+            _ => None,
+        }
+    }
+}
+
+fn read_host(path: &str, follow: bool) -> HostNode {
+    let meta = if follow {
+        std::fs::metadata(path)
+    } else {
+        std::fs::symlink_metadata(path)
+    };
+    let Ok(meta) = meta else {
+        return HostNode::Missing;
+    };
+    let mode = meta.permissions().mode() & 0o7777;
+    if meta.file_type().is_symlink() {
+        return match std::fs::read_link(path) {
+            Ok(t) => HostNode::Symlink {
+                target: t.to_string_lossy().into_owned(),
+            },
+            Err(_) => HostNode::Missing,
+        };
+    }
+    if meta.is_dir() {
+        return HostNode::Dir { mode, entries: None };
+    }
+    if !meta.is_file() {
+        // Devices, sockets and FIFOs of the host are not part of the guest's world.
+        return HostNode::Missing;
+    }
+    match std::fs::read(path) {
+        Ok(data) => HostNode::File {
+            data: Arc::new(data),
+            mode,
+        },
+        Err(_) => HostNode::Missing,
+    }
+}
+
+/// A node of the guest's private overlay.
+#[derive(Clone, Debug)]
+pub enum OverlayNode {
+    File { data: Vec<u8>, mode: u32 },
+    Dir { mode: u32 },
+    Symlink { target: String },
+    /// A host path the guest deleted.
+    Deleted,
+}
+
+/// What a path resolves to for the guest.
+#[derive(Clone, Debug)]
+pub enum Resolved {
+    HostFile { data: Arc<Vec<u8>>, mode: u32 },
+    HostDir { mode: u32 },
+    OverlayFile { mode: u32, size: u64 },
+    OverlayDir { mode: u32 },
+    Symlink { target: String },
+    Missing,
+}
+
+impl Resolved {
+    pub fn exists(&self) -> bool {
+        !matches!(self, Resolved::Missing)
+    }
+    pub fn is_dir(&self) -> bool {
+        matches!(self, Resolved::HostDir { .. } | Resolved::OverlayDir { .. })
+    }
+}
+
+/// The guest's view of the filesystem.
+#[derive(Clone, Debug)]
+pub struct Vfs {
+    source: SharedSource,
+    overlay: BTreeMap<String, OverlayNode>,
+    pub cwd: String,
+    pub umask: u32,
+}
+
+impl Vfs {
+    pub fn new(source: SharedSource, cwd: String) -> Self {
+        Vfs {
+            source,
+            overlay: BTreeMap::new(),
+            cwd,
+            umask: 0o022,
+        }
+    }
+
+    /// The source behind the overlay.
+    pub fn source(&self) -> &SharedSource {
+        &self.source
+    }
+
+    /// Makes `path` absolute (against `base`, or the cwd) and removes `.`,
+    /// `..` and repeated slashes.
+    pub fn normalize(&self, base: Option<&str>, path: &str) -> String {
+        let mut parts: Vec<&str> = Vec::new();
+        let full;
+        let p = if path.starts_with('/') {
+            path
+        } else {
+            full = format!("{}/{}", base.unwrap_or(&self.cwd), path);
+            &full
+        };
+        for c in p.split('/') {
+            match c {
+                "" | "." => {}
+                ".." => {
+                    parts.pop();
+                }
+                c => parts.push(c),
+            }
+        }
+        format!("/{}", parts.join("/"))
+    }
+
+    /// What `path` (normalized) is. Symlinks in the overlay are followed
+    /// here; host symlinks are followed by the host.
+    pub fn resolve(&mut self, path: &str, follow: bool) -> Resolved {
+        let mut path = path.to_string();
+        for _ in 0..40 {
+            match self.overlay.get(&path) {
+                Some(OverlayNode::File { data, mode }) => {
+                    return Resolved::OverlayFile {
+                        mode: *mode,
+                        size: data.len() as u64,
+                    };
+                }
+                Some(OverlayNode::Dir { mode }) => return Resolved::OverlayDir { mode: *mode },
+                Some(OverlayNode::Deleted) => return Resolved::Missing,
+                Some(OverlayNode::Symlink { target }) => {
+                    if !follow {
+                        return Resolved::Symlink {
+                            target: target.clone(),
+                        };
+                    }
+                    let parent = parent_of(&path);
+                    path = self.normalize(Some(&parent), &target.clone());
+                    continue;
+                }
+                None => {}
+            }
+            if self.deleted_ancestor(&path) {
+                return Resolved::Missing;
+            }
+            let node = self.source.lock().unwrap().lookup(&path, follow);
+            return match node {
+                HostNode::File { data, mode } => Resolved::HostFile { data, mode },
+                HostNode::Dir { mode, .. } => Resolved::HostDir { mode },
+                HostNode::Symlink { target } => Resolved::Symlink { target },
+                HostNode::Missing => Resolved::Missing,
+            };
+        }
+        Resolved::Missing
+    }
+
+    fn deleted_ancestor(&self, path: &str) -> bool {
+        let mut p = parent_of(path);
+        while p != "/" {
+            if matches!(self.overlay.get(&p), Some(OverlayNode::Deleted)) {
+                return true;
+            }
+            p = parent_of(&p);
+        }
+        false
+    }
+
+    /// The bytes of a file in the overlay.
+    pub fn overlay_data(&self, path: &str) -> Option<&Vec<u8>> {
+        match self.overlay.get(path) {
+            Some(OverlayNode::File { data, .. }) => Some(data),
+            _ => None,
+        }
+    }
+
+    /// The bytes of a file in the overlay, writable.
+    pub fn overlay_data_mut(&mut self, path: &str) -> Option<&mut Vec<u8>> {
+        match self.overlay.get_mut(path) {
+            Some(OverlayNode::File { data, .. }) => Some(data),
+            _ => None,
+        }
+    }
+
+    /// Creates or replaces a file in the overlay.
+    pub fn put_file(&mut self, path: &str, data: Vec<u8>, mode: u32) {
+        self.overlay
+            .insert(path.to_string(), OverlayNode::File { data, mode });
+    }
+
+    /// Creates a directory in the overlay.
+    pub fn put_dir(&mut self, path: &str, mode: u32) {
+        self.overlay.insert(path.to_string(), OverlayNode::Dir { mode });
+    }
+
+    /// Creates a symlink in the overlay.
+    pub fn put_symlink(&mut self, path: &str, target: &str) {
+        self.overlay.insert(
+            path.to_string(),
+            OverlayNode::Symlink {
+                target: target.to_string(),
+            },
+        );
+    }
+
+    /// Removes a path (hiding the host's copy, if any).
+    pub fn remove(&mut self, path: &str) {
+        self.overlay.insert(path.to_string(), OverlayNode::Deleted);
+    }
+
+    /// Moves an overlay node (a host node is copied up first by the caller).
+    pub fn rename(&mut self, from: &str, to: &str) {
+        let moved: Vec<(String, OverlayNode)> = self
+            .overlay
+            .range(from.to_string()..)
+            .take_while(|(k, _)| k.as_str() == from || k.starts_with(&format!("{from}/")))
+            .map(|(k, v)| (k.clone(), v.clone()))
+            .collect();
+        for (k, v) in moved {
+            let dest = format!("{to}{}", &k[from.len()..]);
+            self.overlay.insert(k, OverlayNode::Deleted);
+            self.overlay.insert(dest, v);
+        }
+    }
+
+    /// The entries of a directory: the host's, changed by the overlay,
+    /// sorted by name.
+    pub fn list(&mut self, path: &str) -> Vec<(String, NodeKind)> {
+        let mut map: BTreeMap<String, NodeKind> = BTreeMap::new();
+        let host_visible = !matches!(self.overlay.get(path), Some(OverlayNode::Dir { .. }))
+            || self.source.lock().unwrap().lookup(path, true).is_dir();
+        if host_visible && !self.deleted_ancestor(path) {
+            if let Some(entries) = self.source.lock().unwrap().list(path) {
+                map.extend(entries);
+            }
+        }
+        let prefix = if path == "/" { "/".to_string() } else { format!("{path}/") };
+        for (k, v) in self.overlay.range(prefix.clone()..) {
+            if !k.starts_with(&prefix) {
+                break;
+            }
+            let name = &k[prefix.len()..];
+            if name.contains('/') {
+                continue;
+            }
+            match v {
+                OverlayNode::Deleted => {
+                    map.remove(name);
+                }
+                OverlayNode::File { .. } => {
+                    map.insert(name.to_string(), NodeKind::File);
+                }
+                OverlayNode::Dir { .. } => {
+                    map.insert(name.to_string(), NodeKind::Dir);
+                }
+                OverlayNode::Symlink { .. } => {
+                    map.insert(name.to_string(), NodeKind::Symlink);
+                }
+            }
+        }
+        map.into_iter().collect()
+    }
+
+    /// Whether the guest wrote anything.
+    pub fn overlay_is_empty(&self) -> bool {
+        self.overlay.is_empty()
+    }
+}
+
+impl HostNode {
+    fn is_dir(&self) -> bool {
+        matches!(self, HostNode::Dir { .. })
+    }
+}
+
+/// The directory part of a normalized path.
+pub fn parent_of(path: &str) -> String {
+    match path.rfind('/') {
+        Some(0) | None => "/".to_string(),
+        Some(i) => path[..i].to_string(),
+    }
+}
+
+/// A stable inode number for a path (the same on every machine).
+pub fn inode_of(path: &str) -> u64 {
+    xxhash_rust::xxh3::xxh3_64(path.as_bytes()) & 0x7fff_ffff_ffff
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn vfs() -> Vfs {
+        Vfs::new(FileSource::recorded(BTreeMap::new()), "/work".into())
+    }
+
+    #[test]
+    fn paths_are_normalized_against_the_cwd() {
+        let v = vfs();
+        assert_eq!(v.normalize(None, "a/./b/../c"), "/work/a/c");
+        assert_eq!(v.normalize(None, "/x//y/"), "/x/y");
+        assert_eq!(v.normalize(None, "../../.."), "/");
+    }
+
+    #[test]
+    fn overlay_files_shadow_and_deletions_hide() {
+        let mut v = vfs();
+        v.put_dir("/work", 0o755);
+        v.put_file("/work/f", b"hi".to_vec(), 0o644);
+        assert!(matches!(v.resolve("/work/f", true), Resolved::OverlayFile { size: 2, .. }));
+        assert_eq!(v.list("/work"), vec![("f".to_string(), NodeKind::File)]);
+        v.rename("/work/f", "/work/g");
+        assert!(!v.resolve("/work/f", true).exists());
+        assert!(v.resolve("/work/g", true).exists());
+        v.remove("/work/g");
+        assert!(v.list("/work").is_empty());
+    }
+
+    #[test]
+    fn host_lookups_are_recorded_including_misses() {
+        let src = FileSource::host();
+        let mut v = Vfs::new(src.clone(), "/".into());
+        assert!(v.resolve("/etc/hostname-that-does-not-exist", true).exists() == false);
+        assert!(matches!(v.resolve("/etc", true), Resolved::HostDir { .. }));
+        let rec = src.lock().unwrap();
+        assert!(matches!(
+            rec.recording().get("/etc/hostname-that-does-not-exist"),
+            Some(HostNode::Missing)
+        ));
+    }
+}

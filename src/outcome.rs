@@ -1,0 +1,192 @@
+//! How a run ended.
+
+use serde::{Deserialize, Serialize};
+
+/// A thread that was blocked when the run deadlocked, and on what.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct BlockedThread {
+    pub thread: u32,
+    pub name: String,
+    /// What it waits on, for people: "futex 0x7f..1040", "signal".
+    pub waits_on: String,
+    /// The futex word or lock address, when there is one.
+    pub object: Option<u64>,
+    /// Where the thread stands (its user RIP).
+    pub rip: u64,
+}
+
+/// Why a run was stopped without ending by itself.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum HungReason {
+    /// `--max-steps` scheduling points were taken.
+    MaxSteps,
+    /// The wall-clock `--timeout` passed while a thread computed without a
+    /// system call.
+    Timeout,
+}
+
+impl HungReason {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            HungReason::MaxSteps => "max-steps",
+            HungReason::Timeout => "timeout",
+        }
+    }
+}
+
+/// The end of a run.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "kebab-case")]
+pub enum Outcome {
+    /// The program exited (`exit_group`, or its last thread's `exit`).
+    Exited { code: i32 },
+    /// A fatal signal ended it.
+    Crashed {
+        signal: String,
+        signo: u32,
+        fault_addr: Option<u64>,
+        thread: u32,
+        rip: u64,
+    },
+    /// Every live thread is blocked and no timer is pending.
+    Deadlocked { threads: Vec<BlockedThread> },
+    /// The run was stopped.
+    Hung {
+        reason: HungReason,
+        thread: u32,
+        rip: u64,
+    },
+    /// The program made a system call (or used a feature) the monitor does
+    /// not implement.
+    Unsupported {
+        syscall: String,
+        nr: u64,
+        thread: u32,
+        rip: u64,
+        detail: String,
+    },
+}
+
+impl Outcome {
+    /// One of `exited`, `crashed`, `deadlocked`, `hung`, `unsupported`.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            Outcome::Exited { .. } => "exited",
+            Outcome::Crashed { .. } => "crashed",
+            Outcome::Deadlocked { .. } => "deadlocked",
+            Outcome::Hung { .. } => "hung",
+            Outcome::Unsupported { .. } => "unsupported",
+        }
+    }
+
+    /// Whether this is a clean exit with status 0.
+    pub fn is_success(&self) -> bool {
+        matches!(self, Outcome::Exited { code: 0 })
+    }
+
+    /// One line for people.
+    pub fn summary(&self) -> String {
+        match self {
+            Outcome::Exited { code } => format!("exited with code {code}"),
+            Outcome::Crashed {
+                signal,
+                fault_addr,
+                thread,
+                rip,
+                ..
+            } => {
+                let addr = fault_addr.map(|a| format!(" at address {a:#x}")).unwrap_or_default();
+                format!("crashed: {signal}{addr} in thread {thread} (rip {rip:#x})")
+            }
+            Outcome::Deadlocked { threads } => {
+                let parts: Vec<String> = threads
+                    .iter()
+                    .map(|t| format!("thread {} ({}) waits on {}", t.thread, t.name, t.waits_on))
+                    .collect();
+                format!("deadlocked: {}", parts.join("; "))
+            }
+            Outcome::Hung { reason, thread, rip } => match reason {
+                HungReason::MaxSteps => {
+                    format!("hung: the step limit was reached (thread {thread} at rip {rip:#x})")
+                }
+                HungReason::Timeout => format!(
+                    "hung: the wall-clock timeout passed while thread {thread} computed without a system call (rip {rip:#x})"
+                ),
+            },
+            Outcome::Unsupported {
+                syscall,
+                nr,
+                thread,
+                rip,
+                detail,
+            } => {
+                let d = if detail.is_empty() { String::new() } else { format!(" ({detail})") };
+                format!(
+                    "unsupported: system call {syscall} ({nr}){d} by thread {thread} at rip {rip:#x}"
+                )
+            }
+        }
+    }
+}
+
+/// Linux's name of a signal number.
+pub fn signal_name(signo: u32) -> String {
+    let n = match signo {
+        1 => "SIGHUP",
+        2 => "SIGINT",
+        3 => "SIGQUIT",
+        4 => "SIGILL",
+        5 => "SIGTRAP",
+        6 => "SIGABRT",
+        7 => "SIGBUS",
+        8 => "SIGFPE",
+        9 => "SIGKILL",
+        10 => "SIGUSR1",
+        11 => "SIGSEGV",
+        12 => "SIGUSR2",
+        13 => "SIGPIPE",
+        14 => "SIGALRM",
+        15 => "SIGTERM",
+        16 => "SIGSTKFLT",
+        17 => "SIGCHLD",
+        18 => "SIGCONT",
+        19 => "SIGSTOP",
+        20 => "SIGTSTP",
+        21 => "SIGTTIN",
+        22 => "SIGTTOU",
+        23 => "SIGURG",
+        24 => "SIGXCPU",
+        25 => "SIGXFSZ",
+        26 => "SIGVTALRM",
+        27 => "SIGPROF",
+        28 => "SIGWINCH",
+        29 => "SIGIO",
+        30 => "SIGPWR",
+        31 => "SIGSYS",
+        n if (32..=64).contains(&n) => return format!("SIGRT{}", n - 32),
+        n => return format!("signal {n}"),
+    };
+    n.to_string()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn outcomes_serialize_with_their_kind() {
+        let o = Outcome::Exited { code: 3 };
+        let v = serde_json::to_value(&o).unwrap();
+        assert_eq!(v["kind"], "exited");
+        assert_eq!(v["code"], 3);
+        assert_eq!(o.kind(), "exited");
+    }
+
+    #[test]
+    fn signal_names_match_linux() {
+        assert_eq!(signal_name(11), "SIGSEGV");
+        assert_eq!(signal_name(6), "SIGABRT");
+        assert_eq!(signal_name(34), "SIGRT2");
+    }
+}
