@@ -14,7 +14,7 @@ pub const fn page_floor(x: u64) -> u64 {
 pub const fn page_ceil(x: u64) -> u64 {
     match x.checked_add(PAGE_SIZE - 1) {
         Some(v) => v & !(PAGE_SIZE - 1),
-        None => u64::MAX & !(PAGE_SIZE - 1),
+        None => !(PAGE_SIZE - 1),
     }
 }
 

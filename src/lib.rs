@@ -7,9 +7,9 @@
 pub mod cli;
 pub mod cpu;
 pub mod harness;
+pub mod kernel;
 pub mod layout;
 pub mod machine;
-pub mod kernel;
 pub mod memory;
 pub mod outcome;
 pub mod sched;

@@ -96,7 +96,9 @@ impl Outcome {
                 rip,
                 ..
             } => {
-                let addr = fault_addr.map(|a| format!(" at address {a:#x}")).unwrap_or_default();
+                let addr = fault_addr
+                    .map(|a| format!(" at address {a:#x}"))
+                    .unwrap_or_default();
                 format!("crashed: {signal}{addr} in thread {thread} (rip {rip:#x})")
             }
             Outcome::Deadlocked { threads } => {
@@ -106,7 +108,11 @@ impl Outcome {
                     .collect();
                 format!("deadlocked: {}", parts.join("; "))
             }
-            Outcome::Hung { reason, thread, rip } => match reason {
+            Outcome::Hung {
+                reason,
+                thread,
+                rip,
+            } => match reason {
                 HungReason::MaxSteps => {
                     format!("hung: the step limit was reached (thread {thread} at rip {rip:#x})")
                 }
@@ -121,7 +127,11 @@ impl Outcome {
                 rip,
                 detail,
             } => {
-                let d = if detail.is_empty() { String::new() } else { format!(" ({detail})") };
+                let d = if detail.is_empty() {
+                    String::new()
+                } else {
+                    format!(" ({detail})")
+                };
                 format!(
                     "unsupported: system call {syscall} ({nr}){d} by thread {thread} at rip {rip:#x}"
                 )

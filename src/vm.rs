@@ -23,7 +23,7 @@ pub struct RunConfig {
     pub kernel: KernelConfig,
     /// Guest memory in MiB.
     pub memory_mib: u64,
-    /// Wall-clock limit for one run.
+    /// How long the guest may compute without a system call.
     pub timeout: Duration,
     /// Copy guest output to the terminal as it is written.
     pub stream_output: bool,
@@ -84,10 +84,14 @@ struct MachineFpu<'a>(&'a mut Machine);
 
 impl FpuAccess for MachineFpu<'_> {
     fn save(&mut self) -> ExtendedState {
-        self.0.extended_state().expect("KVM_GET_XSAVE on a live vCPU")
+        self.0
+            .extended_state()
+            .expect("KVM_GET_XSAVE on a live vCPU")
     }
     fn load(&mut self, s: &ExtendedState) {
-        self.0.set_extended_state(s).expect("KVM_SET_XSAVE on a live vCPU")
+        self.0
+            .set_extended_state(s)
+            .expect("KVM_SET_XSAVE on a live vCPU")
     }
 }
 
@@ -159,8 +163,10 @@ impl Vm {
             let exit = self.machine.run()?;
             match exit {
                 Exit::Syscall => {
+                    self.machine.progress();
                     let regs = self.machine.user_regs()?;
-                    self.kernel.on_syscall(regs, &mut MachineFpu(&mut self.machine));
+                    self.kernel
+                        .on_syscall(regs, &mut MachineFpu(&mut self.machine));
                     if self.kernel.outcome.is_none() {
                         self.schedule();
                     }
@@ -181,7 +187,12 @@ impl Vm {
                 }
                 Exit::TimedOut => {
                     let thread = self.kernel.current.0;
-                    let rip = self.machine.guest_rip();
+                    // Interrupted before it re-entered user mode, the vCPU
+                    // stands at the entry stub: report the thread's own RIP.
+                    let rip = match self.machine.guest_rip() {
+                        r if r >= crate::layout::KERNEL_VIRT_BASE => self.kernel.cur().regs.rip,
+                        r => r,
+                    };
                     self.kernel.end(Outcome::Hung {
                         reason: HungReason::Timeout,
                         thread,
@@ -217,7 +228,10 @@ impl Vm {
             runnable: &runnable,
         };
         let next = self.strategy.pick(&view);
-        assert!(runnable.contains(&next), "strategy chose a thread that cannot run");
+        assert!(
+            runnable.contains(&next),
+            "strategy chose a thread that cannot run"
+        );
         k.switch_to(next);
     }
 
@@ -241,7 +255,8 @@ impl Vm {
             self.machine.set_extended_state(&s)?;
             self.fpu_owner = Some(tid);
         }
-        self.kernel.deliver_signals(&mut MachineFpu(&mut self.machine));
+        self.kernel
+            .deliver_signals(&mut MachineFpu(&mut self.machine));
         if self.kernel.outcome.is_some() {
             return Ok(());
         }

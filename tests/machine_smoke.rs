@@ -33,7 +33,6 @@ fn user_code_reaches_every_door_and_demand_paging_works() {
             rx,
             Backing::File { data, offset: 0 },
             "code",
-            false,
         )
         .unwrap();
     space
@@ -44,7 +43,6 @@ fn user_code_reaches_every_door_and_demand_paging_works() {
             Prot::RW,
             Backing::Anon,
             "",
-            false,
         )
         .unwrap();
     space.write_u64(&mem, 0x50_0000 + 0x8_0000, 0x1234).unwrap(); // fs:[0]
@@ -92,5 +90,82 @@ fn user_code_reaches_every_door_and_demand_paging_works() {
         }
         Exit::Exception { vector: 6, .. } => eprintln!("note: rdtsc did not fault on this host"),
         e => panic!("{e:?}"),
+    }
+}
+
+#[test]
+fn a_remapped_page_is_seen_only_after_invalidation() {
+    let mem = PhysMemory::new(64 << 20).unwrap();
+    let mut space = AddressSpace::new(&mem);
+    let mut m = Machine::new(&mem).unwrap();
+    // loop: mov rax, [0x500000]; syscall; jmp loop
+    let code: Vec<u8> = [
+        &[0x48, 0x8b, 0x04, 0x25, 0, 0, 0x50, 0][..],
+        &[0x0f, 0x05],
+        &[0xeb, 0xf4],
+    ]
+    .concat();
+    let rx = Prot {
+        read: true,
+        write: false,
+        exec: true,
+    };
+    let file = |data: Vec<u8>| Backing::File {
+        data: std::sync::Arc::new(data),
+        offset: 0,
+    };
+    space
+        .map(
+            &mem,
+            Placement::Fixed(0x40_0000),
+            4096,
+            rx,
+            file(code),
+            "code",
+        )
+        .unwrap();
+    let mut regs = UserRegs {
+        rip: 0x40_0000,
+        rsp: 0x60_0000,
+        rflags: 2,
+        ..Default::default()
+    };
+    for i in 0..20u8 {
+        space.unmap(&mem, 0x50_0000, 4096).ok();
+        // Keep the freed frame busy so that the new mapping gets another one.
+        let hold = 0x70_0000 + i as u64 * 4096;
+        space
+            .map(
+                &mem,
+                Placement::Fixed(hold),
+                4096,
+                Prot::RW,
+                Backing::Anon,
+                "",
+            )
+            .unwrap();
+        space.write(&mem, hold, b"x").unwrap();
+        space
+            .map(
+                &mem,
+                Placement::Fixed(0x50_0000),
+                4096,
+                Prot::RW,
+                file(vec![i; 4096]),
+                "data",
+            )
+            .unwrap();
+        assert_eq!(
+            space.take_needs_invalidate(),
+            i > 0,
+            "only a translation the guest used needs invalidating"
+        );
+        if i > 0 {
+            m.invalidate_translations().unwrap();
+        }
+        m.resume(&mem, &regs);
+        assert_eq!(m.run().unwrap(), Exit::Syscall);
+        regs = m.user_regs().unwrap();
+        assert_eq!(regs.rax & 0xff, i as u64);
     }
 }

@@ -6,9 +6,9 @@ use std::time::Duration;
 use clap::Args;
 
 use super::UserError;
+use crate::kernel::KernelConfig;
 use crate::kernel::loader::check_elf;
 use crate::kernel::vfs::FileSource;
-use crate::kernel::KernelConfig;
 use crate::outcome::Outcome;
 use crate::vm::{RunConfig, Vm, VmError};
 
@@ -27,7 +27,7 @@ pub struct TargetArgs {
     /// Stop a run after this many steps (system calls).
     #[arg(long, default_value_t = 1_000_000)]
     pub max_steps: u64,
-    /// Wall-clock limit of a run (e.g. 10s, 500ms): catches loops with no system call.
+    /// How long a thread may compute without a system call before the run counts as hung (e.g. 10s, 500ms).
     #[arg(long, default_value = "10s", value_parser = parse_duration)]
     pub timeout: Duration,
     /// Set an environment variable for the program (repeatable).
@@ -70,7 +70,8 @@ impl TargetArgs {
                     "--env {e:?} has no '='; write --env KEY=VALUE"
                 )));
             };
-            k.env.retain(|x| x.split_once('=').map(|(a, _)| a) != Some(key));
+            k.env
+                .retain(|x| x.split_once('=').map(|(a, _)| a) != Some(key));
             k.env.push(e.clone());
         }
         let mut cfg = RunConfig::new(k);
@@ -84,7 +85,9 @@ impl TargetArgs {
 pub fn absolute_target(target: &str) -> Result<String, UserError> {
     let p = Path::new(target);
     let meta = std::fs::metadata(p).map_err(|e| {
-        UserError::bad_input(format!("cannot read --target {target}: {e}; give the path of an executable"))
+        UserError::bad_input(format!(
+            "cannot read --target {target}: {e}; give the path of an executable"
+        ))
     })?;
     if meta.is_dir() {
         return Err(UserError::bad_input(format!(
@@ -102,9 +105,11 @@ pub fn absolute_target(target: &str) -> Result<String, UserError> {
 /// Turns an engine error into a message for the user.
 pub fn vm_error(e: VmError) -> UserError {
     match e {
-        VmError::Machine(m @ crate::machine::MachineError::NoKvm(_))
+        VmError::Machine(m @ crate::machine::MachineError::NoKvm(..))
         | VmError::Machine(m @ crate::machine::MachineError::MissingCapability(_))
-        | VmError::Machine(m @ crate::machine::MachineError::CpuModel(_)) => UserError::bad_input(m.to_string()),
+        | VmError::Machine(m @ crate::machine::MachineError::CpuModel(_)) => {
+            UserError::bad_input(m.to_string())
+        }
         VmError::Load(l) => UserError::bad_input(l.to_string()),
         other => UserError {
             message: other.to_string(),

@@ -14,7 +14,10 @@ pub struct FutexTable {
 impl FutexTable {
     /// Adds `tid` to the end of `addr`'s queue.
     pub fn enqueue(&mut self, addr: u64, tid: Tid, bitset: u32) {
-        self.queues.entry(addr).or_default().push_back((tid, bitset));
+        self.queues
+            .entry(addr)
+            .or_default()
+            .push_back((tid, bitset));
     }
 
     /// Removes `tid` from `addr`'s queue (timeout, signal).

@@ -24,7 +24,9 @@ pub enum LoadError {
     IsDirectory(String),
     #[error("{0} is not an ELF executable; rewind-fuzz runs Linux x86-64 ELF binaries")]
     NotElf(String),
-    #[error("{0} is a 32-bit ELF; rewind-fuzz runs 64-bit x86-64 binaries only (rebuild without -m32)")]
+    #[error(
+        "{0} is a 32-bit ELF; rewind-fuzz runs 64-bit x86-64 binaries only (rebuild without -m32)"
+    )]
     Not64Bit(String),
     #[error("{0} is an ELF for machine {1}, not x86-64; build it for x86_64-linux")]
     WrongMachine(String, u16),
@@ -51,7 +53,9 @@ fn open_elf(k: &mut Kernel, path: &str) -> Result<Arc<Vec<u8>>, LoadError> {
     let p = k.vfs.normalize(None, path);
     let data = match k.vfs.resolve(&p, true) {
         Resolved::HostFile { data, .. } => data,
-        Resolved::OverlayFile { .. } => Arc::new(k.vfs.overlay_data(&p).cloned().unwrap_or_default()),
+        Resolved::OverlayFile { .. } => {
+            Arc::new(k.vfs.overlay_data(&p).cloned().unwrap_or_default())
+        }
         Resolved::HostDir { .. } | Resolved::OverlayDir { .. } => {
             return Err(LoadError::IsDirectory(path.into()));
         }
@@ -84,15 +88,26 @@ pub fn check_elf(path: &str, data: &[u8]) -> Result<(), LoadError> {
     Ok(())
 }
 
-fn map_image(k: &mut Kernel, path: &str, data: Arc<Vec<u8>>, main: bool) -> Result<Image, LoadError> {
+fn map_image(
+    k: &mut Kernel,
+    path: &str,
+    data: Arc<Vec<u8>>,
+    main: bool,
+) -> Result<Image, LoadError> {
     let bad = |e: object::read::Error| LoadError::Malformed(path.into(), e.to_string());
     let mem_err = |e: MemError| LoadError::Memory(path.into(), e);
     let h = Header::parse(data.as_slice()).map_err(bad)?;
     let endian = h.endian().map_err(bad)?;
     let phdrs = h.program_headers(endian, data.as_slice()).map_err(bad)?;
-    let loads: Vec<_> = phdrs.iter().filter(|p| p.p_type(endian) == elf::PT_LOAD).collect();
+    let loads: Vec<_> = phdrs
+        .iter()
+        .filter(|p| p.p_type(endian) == elf::PT_LOAD)
+        .collect();
     if loads.is_empty() {
-        return Err(LoadError::Malformed(path.into(), "no loadable segments".into()));
+        return Err(LoadError::Malformed(
+            path.into(),
+            "no loadable segments".into(),
+        ));
     }
     let lo = page_floor(loads.iter().map(|p| p.p_vaddr(endian)).min().unwrap());
     let hi = page_ceil(
@@ -105,11 +120,14 @@ fn map_image(k: &mut Kernel, path: &str, data: Arc<Vec<u8>>, main: bool) -> Resu
     let dynamic = h.e_type(endian) == elf::ET_DYN;
     // Reserve the whole span first so segments land at fixed offsets.
     let base = if dynamic {
-        let placement = if main { Placement::Fixed(PIE_BASE) } else { Placement::Hint(0) };
-        let at = k
-            .mm
-            .map(&k.mem, placement, hi - lo, Prot::NONE, Backing::Anon, path, false)
-            .map_err(mem_err)?;
+        let placement = if main {
+            Placement::Fixed(PIE_BASE)
+        } else {
+            Placement::Hint(0)
+        };
+        let at =
+            k.mm.map(&k.mem, placement, hi - lo, Prot::NONE, Backing::Anon, path)
+                .map_err(mem_err)?;
         at - lo
     } else {
         0
@@ -121,8 +139,15 @@ fn map_image(k: &mut Kernel, path: &str, data: Arc<Vec<u8>>, main: bool) -> Resu
             p.p_filesz(endian),
             p.p_offset(endian),
         );
-        if off.checked_add(filesz).is_none_or(|e| e > data.len() as u64) || filesz > memsz {
-            return Err(LoadError::Malformed(path.into(), "segment outside the file".into()));
+        if off
+            .checked_add(filesz)
+            .is_none_or(|e| e > data.len() as u64)
+            || filesz > memsz
+        {
+            return Err(LoadError::Malformed(
+                path.into(),
+                "segment outside the file".into(),
+            ));
         }
         let flags = p.p_flags(endian);
         let prot = Prot {
@@ -138,23 +163,31 @@ fn map_image(k: &mut Kernel, path: &str, data: Arc<Vec<u8>>, main: bool) -> Resu
                 offset: page_floor(off),
             };
             let len = page_ceil(file_end) - start;
-            k.mm
-                .map(&k.mem, Placement::Fixed(start), len, prot, backing, path, false)
+            k.mm.map(&k.mem, Placement::Fixed(start), len, prot, backing, path)
                 .map_err(mem_err)?;
             // The rest of the last file page is the start of .bss: zero it.
             let tail = page_ceil(file_end) - file_end;
             if tail > 0 && tail < PAGE_SIZE && memsz > filesz {
-                k.mm
-                    .poke(&k.mem, file_end, &vec![0u8; tail as usize])
+                k.mm.poke(&k.mem, file_end, &vec![0u8; tail as usize])
                     .map_err(mem_err)?;
             }
         }
-        let bss_start = if filesz > 0 { page_ceil(file_end) } else { start };
+        let bss_start = if filesz > 0 {
+            page_ceil(file_end)
+        } else {
+            start
+        };
         let bss_end = page_ceil(vaddr + memsz);
         if bss_end > bss_start {
-            k.mm
-                .map(&k.mem, Placement::Fixed(bss_start), bss_end - bss_start, prot, Backing::Anon, "", false)
-                .map_err(mem_err)?;
+            k.mm.map(
+                &k.mem,
+                Placement::Fixed(bss_start),
+                bss_end - bss_start,
+                prot,
+                Backing::Anon,
+                "",
+            )
+            .map_err(mem_err)?;
         }
     }
     // Where the program headers are in memory: PT_PHDR, or the first
@@ -167,7 +200,8 @@ fn map_image(k: &mut Kernel, path: &str, data: Arc<Vec<u8>>, main: bool) -> Resu
         .or_else(|| {
             loads.iter().find_map(|p| {
                 let o = p.p_offset(endian);
-                (phoff >= o && phoff < o + p.p_filesz(endian)).then(|| base + p.p_vaddr(endian) + (phoff - o))
+                (phoff >= o && phoff < o + p.p_filesz(endian))
+                    .then(|| base + p.p_vaddr(endian) + (phoff - o))
             })
         })
         .unwrap_or(0);
@@ -178,7 +212,11 @@ fn map_image(k: &mut Kernel, path: &str, data: Arc<Vec<u8>>, main: bool) -> Resu
             let b = p.data(endian, data.as_slice()).map_err(|_| {
                 LoadError::Malformed(path.into(), "PT_INTERP outside the file".into())
             })?;
-            Ok::<_, LoadError>(String::from_utf8_lossy(b).trim_end_matches('\0').to_string())
+            Ok::<_, LoadError>(
+                String::from_utf8_lossy(b)
+                    .trim_end_matches('\0')
+                    .to_string(),
+            )
         })
         .transpose()?;
     Ok(Image {
@@ -236,10 +274,9 @@ pub fn load(k: &mut Kernel) -> Result<UserRegs, LoadError> {
         env.retain(|e| !e.starts_with("LD_PRELOAD="));
         env.push(format!("LD_PRELOAD={}", k.config.preload.join(":")));
     }
-    let top = k
-        .mm
-        .map_stack(&k.mem)
-        .map_err(|e| LoadError::Memory("the stack".into(), e))?;
+    let top =
+        k.mm.map_stack(&k.mem)
+            .map_err(|e| LoadError::Memory("the stack".into(), e))?;
     let rsp = build_stack(k, top, &main, interp_base, &env)
         .map_err(|e| LoadError::Memory("the stack".into(), e))?;
     Ok(UserRegs {

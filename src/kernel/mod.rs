@@ -149,7 +149,11 @@ impl Output {
                 let _ = std::io::stderr().write_all(data);
             }
         }
-        let buf = if fd == 1 { &mut self.stdout } else { &mut self.stderr };
+        let buf = if fd == 1 {
+            &mut self.stdout
+        } else {
+            &mut self.stderr
+        };
         let room = self.cap.saturating_sub(buf.len());
         buf.extend_from_slice(&data[..data.len().min(room)]);
     }
@@ -222,13 +226,16 @@ impl Kernel {
             .chars()
             .take(15)
             .collect();
-        k.threads.insert(MAIN_TID, Thread::new(MAIN_TID, regs, name));
+        k.threads
+            .insert(MAIN_TID, Thread::new(MAIN_TID, regs, name));
         Ok(k)
     }
 
     /// The running thread.
     pub fn cur(&mut self) -> &mut Thread {
-        self.threads.get_mut(&self.current).expect("current thread exists")
+        self.threads
+            .get_mut(&self.current)
+            .expect("current thread exists")
     }
 
     /// A fresh thread id.
@@ -318,6 +325,7 @@ impl Kernel {
             }
         };
         self.trace.syscall(self.step, tid, nr, &args, recorded);
+
         self.expire_timers();
         if self.outcome.is_none() && self.step >= self.config.max_steps {
             let rip = self.threads.get(&tid).map_or(0, |t| t.regs.rip);

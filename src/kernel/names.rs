@@ -470,5 +470,8 @@ pub const SYSCALL_NAMES: [&str; 463] = [
 
 /// The name of call `nr`, or `None` if Linux has no such number.
 pub fn syscall_name(nr: u64) -> Option<&'static str> {
-    SYSCALL_NAMES.get(nr as usize).copied().filter(|n| !n.is_empty())
+    SYSCALL_NAMES
+        .get(nr as usize)
+        .copied()
+        .filter(|n| !n.is_empty())
 }

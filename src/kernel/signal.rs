@@ -6,6 +6,7 @@ use super::thread::PendingSignal;
 use super::{FpuAccess, Kernel, ThreadState, Tid, Wait};
 use crate::cpu::{ExtendedState, RFLAGS_USER_MASK, UserRegs};
 use crate::layout::{SEL_USER_CS, SEL_USER_DS};
+use crate::memory::MemError;
 
 pub const SIG_DFL: u64 = 0;
 pub const SIG_IGN: u64 = 1;
@@ -125,7 +126,7 @@ pub fn deliver(k: &mut Kernel, s: PendingSignal, cpu: &mut dyn FpuAccess) {
     if act.handler == SIG_IGN {
         return;
     }
-    if let Err(()) = build_frame(k, &s, act, cpu) {
+    if build_frame(k, &s, act, cpu).is_err() {
         // No room for the frame: Linux kills the process with SIGSEGV.
         k.crash(libc::SIGSEGV as u32, Some(k.threads[&k.current].regs.rsp));
         return;
@@ -144,17 +145,18 @@ fn build_frame(
     s: &PendingSignal,
     act: SigAction,
     cpu: &mut dyn FpuAccess,
-) -> Result<(), ()> {
+) -> Result<(), MemError> {
     let t = k.cur();
     let regs = t.regs;
     let old_mask = t.sigmask;
     let alt = t.altstack;
     let on_alt = alt.size != 0 && regs.rsp > alt.sp && regs.rsp <= alt.sp + alt.size;
-    let mut sp = if act.flags & SA_ONSTACK != 0 && alt.size != 0 && alt.flags & SS_DISABLE == 0 && !on_alt {
-        alt.sp + alt.size
-    } else {
-        regs.rsp.wrapping_sub(128) // the red zone
-    };
+    let mut sp =
+        if act.flags & SA_ONSTACK != 0 && alt.size != 0 && alt.flags & SS_DISABLE == 0 && !on_alt {
+            alt.sp + alt.size
+        } else {
+            regs.rsp.wrapping_sub(128) // the red zone
+        };
     sp = sp.wrapping_sub(FPSTATE_SIZE) & !63;
     let fp_addr = sp;
     sp = (sp.wrapping_sub(FRAME_SIZE) & !15).wrapping_sub(8);
@@ -162,15 +164,32 @@ fn build_frame(
 
     let fpu = cpu.save();
     let mut buf = vec![0u8; FRAME_SIZE as usize];
-    let put = |buf: &mut Vec<u8>, off: usize, v: u64| buf[off..off + 8].copy_from_slice(&v.to_le_bytes());
+    let put =
+        |buf: &mut Vec<u8>, off: usize, v: u64| buf[off..off + 8].copy_from_slice(&v.to_le_bytes());
     put(&mut buf, 0, act.restorer);
     // ucontext at +8: flags, link, stack, mcontext (+48), sigmask (+304).
     put(&mut buf, 24, alt.sp);
     buf[32..36].copy_from_slice(&(if on_alt { SS_ONSTACK } else { alt.flags }).to_le_bytes());
     put(&mut buf, 40, alt.size);
     let g = [
-        regs.r8, regs.r9, regs.r10, regs.r11, regs.r12, regs.r13, regs.r14, regs.r15, regs.rdi,
-        regs.rsi, regs.rbp, regs.rbx, regs.rdx, regs.rax, regs.rcx, regs.rsp, regs.rip, regs.rflags,
+        regs.r8,
+        regs.r9,
+        regs.r10,
+        regs.r11,
+        regs.r12,
+        regs.r13,
+        regs.r14,
+        regs.r15,
+        regs.rdi,
+        regs.rsi,
+        regs.rbp,
+        regs.rbx,
+        regs.rdx,
+        regs.rax,
+        regs.rcx,
+        regs.rsp,
+        regs.rip,
+        regs.rflags,
     ];
     for (i, v) in g.iter().enumerate() {
         put(&mut buf, 48 + i * 8, *v);
@@ -191,8 +210,8 @@ fn build_frame(
     } else {
         buf[si + 16..si + 20].copy_from_slice(&s.sender.to_le_bytes());
     }
-    k.write(fp_addr, fpu.fxsave()).map_err(|_| ())?;
-    k.write(frame, &buf).map_err(|_| ())?;
+    k.write(fp_addr, fpu.fxsave())?;
+    k.write(frame, &buf)?;
 
     let t = k.cur();
     t.regs = UserRegs {
@@ -224,17 +243,17 @@ fn trapno(signo: u32) -> u64 {
 }
 
 /// `rt_sigreturn`: restores what the frame at `rsp` saved.
-pub fn sigreturn(k: &mut Kernel, cpu: &mut dyn FpuAccess) -> Result<(), ()> {
+pub fn sigreturn(k: &mut Kernel, cpu: &mut dyn FpuAccess) -> Result<(), MemError> {
     let uc = k.cur().regs.rsp;
     let mut buf = [0u8; 304];
-    k.read(uc, &mut buf).map_err(|_| ())?;
+    k.read(uc, &mut buf)?;
     let get = |off: usize| u64::from_le_bytes(buf[off..off + 8].try_into().unwrap());
     let g: Vec<u64> = (0..18).map(|i| get(40 + i * 8)).collect();
     let fp = get(40 + 184);
     let mask = get(296);
     if fp != 0 {
         let mut fx = vec![0u8; FPSTATE_SIZE as usize];
-        k.read(fp, &mut fx).map_err(|_| ())?;
+        k.read(fp, &mut fx)?;
         let mut state: ExtendedState = cpu.save();
         state.set_fxsave(&fx);
         cpu.load(&state);

@@ -24,8 +24,16 @@ pub const CALLS: &[SyscallDef] = &[
     def(libc::SYS_creat, sys_creat, ""),
     def(libc::SYS_close, sys_close, ""),
     def(libc::SYS_close_range, sys_close_range, ""),
-    def(libc::SYS_lseek, sys_lseek, "SEEK_DATA/SEEK_HOLE treat files as having no holes"),
-    def(libc::SYS_fstat, sys_fstat, "metadata is synthesized: owner root, times at the epoch"),
+    def(
+        libc::SYS_lseek,
+        sys_lseek,
+        "SEEK_DATA/SEEK_HOLE treat files as having no holes",
+    ),
+    def(
+        libc::SYS_fstat,
+        sys_fstat,
+        "metadata is synthesized: owner root, times at the epoch",
+    ),
     def(libc::SYS_stat, sys_stat, ""),
     def(libc::SYS_lstat, sys_lstat, ""),
     def(libc::SYS_newfstatat, sys_newfstatat, ""),
@@ -46,9 +54,17 @@ pub const CALLS: &[SyscallDef] = &[
     def(libc::SYS_rmdir, sys_rmdir, ""),
     def(libc::SYS_unlink, sys_unlink, ""),
     def(libc::SYS_unlinkat, sys_unlinkat, ""),
-    def(libc::SYS_rename, sys_rename, "renaming a host directory is not supported"),
+    def(
+        libc::SYS_rename,
+        sys_rename,
+        "renaming a host directory is not supported",
+    ),
     def(libc::SYS_renameat, sys_renameat, ""),
-    def(libc::SYS_renameat2, sys_renameat2, "RENAME_EXCHANGE and RENAME_WHITEOUT are not supported"),
+    def(
+        libc::SYS_renameat2,
+        sys_renameat2,
+        "RENAME_EXCHANGE and RENAME_WHITEOUT are not supported",
+    ),
     def(libc::SYS_link, sys_link, "a hard link is a copy"),
     def(libc::SYS_linkat, sys_linkat, "a hard link is a copy"),
     def(libc::SYS_symlink, sys_symlink, ""),
@@ -56,7 +72,11 @@ pub const CALLS: &[SyscallDef] = &[
     def(libc::SYS_dup, sys_dup, ""),
     def(libc::SYS_dup2, sys_dup2, ""),
     def(libc::SYS_dup3, sys_dup3, ""),
-    def(libc::SYS_fcntl, sys_fcntl, "record locks always succeed (one process)"),
+    def(
+        libc::SYS_fcntl,
+        sys_fcntl,
+        "record locks always succeed (one process)",
+    ),
     def(libc::SYS_ioctl, sys_ioctl, "no file is a terminal"),
     def(libc::SYS_ftruncate, sys_ftruncate, ""),
     def(libc::SYS_truncate, sys_truncate, ""),
@@ -65,7 +85,11 @@ pub const CALLS: &[SyscallDef] = &[
     def(libc::SYS_sync, sys_zero, ""),
     def(libc::SYS_syncfs, sys_zero, ""),
     def(libc::SYS_fadvise64, sys_zero, ""),
-    def(libc::SYS_flock, sys_zero, "one process: locks always succeed"),
+    def(
+        libc::SYS_flock,
+        sys_zero,
+        "one process: locks always succeed",
+    ),
     def(libc::SYS_fallocate, sys_fallocate, "mode 0 only"),
     def(libc::SYS_chmod, sys_chmod, ""),
     def(libc::SYS_fchmod, sys_fchmod, ""),
@@ -75,8 +99,46 @@ pub const CALLS: &[SyscallDef] = &[
     def(libc::SYS_lchown, sys_zero, "ownership is not modelled"),
     def(libc::SYS_fchownat, sys_zero, "ownership is not modelled"),
     def(libc::SYS_utimensat, sys_zero, "file times are synthetic"),
-    def(libc::SYS_poll, sys_poll, "only timers end a wait: there are no pipes or sockets"),
-    def(libc::SYS_ppoll, sys_ppoll, "as poll; the signal mask argument is ignored"),
+    def(
+        libc::SYS_getxattr,
+        sys_no_xattr,
+        "no file has extended attributes",
+    ),
+    def(
+        libc::SYS_lgetxattr,
+        sys_no_xattr,
+        "no file has extended attributes",
+    ),
+    def(
+        libc::SYS_fgetxattr,
+        sys_no_xattr,
+        "no file has extended attributes",
+    ),
+    def(
+        libc::SYS_listxattr,
+        sys_zero,
+        "no file has extended attributes",
+    ),
+    def(
+        libc::SYS_llistxattr,
+        sys_zero,
+        "no file has extended attributes",
+    ),
+    def(
+        libc::SYS_flistxattr,
+        sys_zero,
+        "no file has extended attributes",
+    ),
+    def(
+        libc::SYS_poll,
+        sys_poll,
+        "only timers end a wait: there are no pipes or sockets",
+    ),
+    def(
+        libc::SYS_ppoll,
+        sys_ppoll,
+        "as poll; the signal mask argument is ignored",
+    ),
 ];
 
 const AT_FDCWD: i32 = -100;
@@ -89,6 +151,10 @@ const MAX_IO: usize = 64 << 20;
 
 fn sys_zero(_: &mut Kernel, _: &mut dyn FpuAccess, _: [u64; 6]) -> SysResult {
     SysResult::Ret(0)
+}
+
+fn sys_no_xattr(_: &mut Kernel, _: &mut dyn FpuAccess, _: [u64; 6]) -> SysResult {
+    err(libc::ENODATA)
 }
 
 fn ret(r: Result<i64, i32>) -> SysResult {
@@ -132,32 +198,53 @@ fn proc_self(path: &str) -> Option<&str> {
 /// The contents of a file the monitor makes up, if `path` is one.
 fn synthetic(k: &mut Kernel, path: &str) -> Option<Vec<u8>> {
     let cpus = k.config.cpus;
-    let range = if cpus == 1 { "0\n".to_string() } else { format!("0-{}\n", cpus - 1) };
+    let range = if cpus == 1 {
+        "0\n".to_string()
+    } else {
+        format!("0-{}\n", cpus - 1)
+    };
     if let Some(rest) = proc_self(path) {
         return match rest {
             "/maps" => Some(k.mm.maps_text().into_bytes()),
             "/cgroup" => Some(b"0::/\n".to_vec()),
-            "/cmdline" => Some(k.config.argv.iter().flat_map(|a| format!("{a}\0").into_bytes()).collect()),
+            "/cmdline" => Some(
+                k.config
+                    .argv
+                    .iter()
+                    .flat_map(|a| format!("{a}\0").into_bytes())
+                    .collect(),
+            ),
             "/comm" => Some(format!("{}\n", k.cur().name).into_bytes()),
-            "/environ" => Some(k.config.env.iter().flat_map(|a| format!("{a}\0").into_bytes()).collect()),
+            "/environ" => Some(
+                k.config
+                    .env
+                    .iter()
+                    .flat_map(|a| format!("{a}\0").into_bytes())
+                    .collect(),
+            ),
             "/status" => Some(status_text(k).into_bytes()),
             "/stat" => {
                 let (name, n) = (k.cur().name.clone(), k.live_threads());
-                Some(format!("1 ({name}) R 0 1 1 0 -1 0 0 0 0 0 0 0 0 0 20 0 {n} 0 0 0 0\n").into_bytes())
+                Some(
+                    format!("1 ({name}) R 0 1 1 0 -1 0 0 0 0 0 0 0 0 0 20 0 {n} 0 0 0 0\n")
+                        .into_bytes(),
+                )
             }
             _ => None,
         };
     }
     match path {
-        "/sys/devices/system/cpu/online" | "/sys/devices/system/cpu/possible" | "/sys/devices/system/cpu/present" => {
-            Some(range.into_bytes())
-        }
+        "/sys/devices/system/cpu/online"
+        | "/sys/devices/system/cpu/possible"
+        | "/sys/devices/system/cpu/present" => Some(range.into_bytes()),
         "/proc/cpuinfo" => Some(cpuinfo(cpus).into_bytes()),
         "/proc/meminfo" => {
             let total = k.mem.size() >> 10;
             Some(format!("MemTotal:       {total} kB\nMemFree:        {total} kB\nMemAvailable:   {total} kB\n").into_bytes())
         }
-        "/proc/sys/kernel/osrelease" => Some(format!("{}\n", super::sys_info::RELEASE).into_bytes()),
+        "/proc/sys/kernel/osrelease" => {
+            Some(format!("{}\n", super::sys_info::RELEASE).into_bytes())
+        }
         "/proc/stat" => {
             let mut s = String::from("cpu  0 0 0 0 0 0 0 0 0 0\n");
             for c in 0..cpus {
@@ -226,18 +313,49 @@ fn meta_of_path(k: &mut Kernel, path: &str, follow: bool) -> Result<Meta, i32> {
             FileKind::Zero => 0x105,
             _ => 0x109,
         };
-        return Ok(Meta { mode: S_IFCHR | 0o666, size: 0, ino, rdev, nlink: 1 });
+        return Ok(Meta {
+            mode: S_IFCHR | 0o666,
+            size: 0,
+            ino,
+            rdev,
+            nlink: 1,
+        });
     }
     if is_virtual_tree(path) {
         if synthetic(k, path).is_some() {
-            return Ok(Meta { mode: S_IFREG | 0o444, size: 0, ino, rdev: 0, nlink: 1 });
+            return Ok(Meta {
+                mode: S_IFREG | 0o444,
+                size: 0,
+                ino,
+                rdev: 0,
+                nlink: 1,
+            });
         }
-        let dirs = ["/proc", "/proc/self", "/sys", "/sys/devices", "/sys/devices/system", "/sys/devices/system/cpu"];
+        let dirs = [
+            "/proc",
+            "/proc/self",
+            "/sys",
+            "/sys/devices",
+            "/sys/devices/system",
+            "/sys/devices/system/cpu",
+        ];
         if dirs.contains(&path) || proc_self(path) == Some("") {
-            return Ok(Meta { mode: S_IFDIR | 0o555, size: 0, ino, rdev: 0, nlink: 2 });
+            return Ok(Meta {
+                mode: S_IFDIR | 0o555,
+                size: 0,
+                ino,
+                rdev: 0,
+                nlink: 2,
+            });
         }
         if proc_self(path).is_some_and(|r| r == "/exe" || r.starts_with("/fd/")) && !follow {
-            return Ok(Meta { mode: S_IFLNK | 0o777, size: 0, ino, rdev: 0, nlink: 1 });
+            return Ok(Meta {
+                mode: S_IFLNK | 0o777,
+                size: 0,
+                ino,
+                rdev: 0,
+                nlink: 1,
+            });
         }
         if proc_self(path) == Some("/exe") {
             let exe = k.config.exe.clone();
@@ -246,12 +364,34 @@ fn meta_of_path(k: &mut Kernel, path: &str, follow: bool) -> Result<Meta, i32> {
         return Err(libc::ENOENT);
     }
     match k.vfs.resolve(path, follow) {
-        Resolved::HostFile { data, mode } => Ok(Meta { mode: S_IFREG | mode, size: data.len() as u64, ino, rdev: 0, nlink: 1 }),
-        Resolved::OverlayFile { mode, size } => Ok(Meta { mode: S_IFREG | mode, size, ino, rdev: 0, nlink: 1 }),
-        Resolved::HostDir { mode } | Resolved::OverlayDir { mode } => {
-            Ok(Meta { mode: S_IFDIR | mode, size: 4096, ino, rdev: 0, nlink: 2 })
-        }
-        Resolved::Symlink { target } => Ok(Meta { mode: S_IFLNK | 0o777, size: target.len() as u64, ino, rdev: 0, nlink: 1 }),
+        Resolved::HostFile { data, mode } => Ok(Meta {
+            mode: S_IFREG | mode,
+            size: data.len() as u64,
+            ino,
+            rdev: 0,
+            nlink: 1,
+        }),
+        Resolved::OverlayFile { mode, size } => Ok(Meta {
+            mode: S_IFREG | mode,
+            size,
+            ino,
+            rdev: 0,
+            nlink: 1,
+        }),
+        Resolved::HostDir { mode } | Resolved::OverlayDir { mode } => Ok(Meta {
+            mode: S_IFDIR | mode,
+            size: 4096,
+            ino,
+            rdev: 0,
+            nlink: 2,
+        }),
+        Resolved::Symlink { target } => Ok(Meta {
+            mode: S_IFLNK | 0o777,
+            size: target.len() as u64,
+            ino,
+            rdev: 0,
+            nlink: 1,
+        }),
         Resolved::Missing => Err(libc::ENOENT),
     }
 }
@@ -260,17 +400,38 @@ fn meta_of_fd(k: &mut Kernel, fd: i32) -> Result<Meta, i32> {
     let f = k.files.get(fd).ok_or(libc::EBADF)?.clone();
     let ino = inode_of(&f.path);
     match &f.kind {
-        FileKind::Host(d) => Ok(Meta { mode: S_IFREG | 0o644, size: d.len() as u64, ino, rdev: 0, nlink: 1 })
-            .map(|m| match k.vfs.resolve(&f.path, true) {
-                Resolved::HostFile { mode, .. } => Meta { mode: S_IFREG | mode, ..m },
-                _ => m,
-            }),
+        FileKind::Host(d) => Ok(Meta {
+            mode: S_IFREG | 0o644,
+            size: d.len() as u64,
+            ino,
+            rdev: 0,
+            nlink: 1,
+        })
+        .map(|m| match k.vfs.resolve(&f.path, true) {
+            Resolved::HostFile { mode, .. } => Meta {
+                mode: S_IFREG | mode,
+                ..m
+            },
+            _ => m,
+        }),
         FileKind::Overlay => meta_of_path(k, &f.path, true),
-        FileKind::Synthetic(_) => Ok(Meta { mode: S_IFREG | 0o444, size: 0, ino, rdev: 0, nlink: 1 }),
+        FileKind::Synthetic(_) => Ok(Meta {
+            mode: S_IFREG | 0o444,
+            size: 0,
+            ino,
+            rdev: 0,
+            nlink: 1,
+        }),
         FileKind::Dir(_) | FileKind::PathOnly => meta_of_path(k, &f.path, true),
         FileKind::Stdin | FileKind::Output(_) => {
             // A pipe, as when a test runs under a harness that captures output.
-            Ok(Meta { mode: 0o010000 | 0o600, size: 0, ino: 1000 + fd as u64, rdev: 0, nlink: 1 })
+            Ok(Meta {
+                mode: 0o010000 | 0o600,
+                size: 0,
+                ino: 1000 + fd as u64,
+                rdev: 0,
+                nlink: 1,
+            })
         }
         FileKind::Null | FileKind::Zero | FileKind::Random => meta_of_path(k, &f.path, true),
     }
@@ -278,7 +439,8 @@ fn meta_of_fd(k: &mut Kernel, fd: i32) -> Result<Meta, i32> {
 
 fn write_stat(k: &mut Kernel, buf: u64, m: &Meta) -> SysResult {
     let mut b = [0u8; 144];
-    let put = |b: &mut [u8; 144], off: usize, v: u64| b[off..off + 8].copy_from_slice(&v.to_le_bytes());
+    let put =
+        |b: &mut [u8; 144], off: usize, v: u64| b[off..off + 8].copy_from_slice(&v.to_le_bytes());
     put(&mut b, 0, 0x801); // st_dev
     put(&mut b, 8, m.ino);
     put(&mut b, 16, m.nlink);
@@ -377,7 +539,8 @@ fn sys_statx(k: &mut Kernel, _: &mut dyn FpuAccess, a: [u64; 6]) -> SysResult {
 
 fn write_statfs(k: &mut Kernel, buf: u64) -> SysResult {
     let mut b = [0u8; 120];
-    let put = |b: &mut [u8; 120], off: usize, v: u64| b[off..off + 8].copy_from_slice(&v.to_le_bytes());
+    let put =
+        |b: &mut [u8; 120], off: usize, v: u64| b[off..off + 8].copy_from_slice(&v.to_le_bytes());
     put(&mut b, 0, 0xef53); // ext4
     put(&mut b, 8, 4096);
     put(&mut b, 16, 1 << 20);
@@ -443,7 +606,8 @@ fn open(k: &mut Kernel, path: &str, flags: i32, mode: u32) -> Result<i64, i32> {
         kind,
         path: path.to_string(),
         offset: 0,
-        flags: flags & !(libc::O_CLOEXEC | libc::O_CREAT | libc::O_EXCL | libc::O_TRUNC | libc::O_NOCTTY),
+        flags: flags
+            & !(libc::O_CLOEXEC | libc::O_CREAT | libc::O_EXCL | libc::O_TRUNC | libc::O_NOCTTY),
     };
     if flags & libc::O_TMPFILE == libc::O_TMPFILE {
         return Err(libc::EOPNOTSUPP);
@@ -458,13 +622,20 @@ fn open(k: &mut Kernel, path: &str, flags: i32, mode: u32) -> Result<i64, i32> {
     }
     if let Some(rest) = proc_self(path).and_then(|r| r.strip_prefix("/fd/")) {
         let n: i32 = rest.parse().map_err(|_| libc::ENOENT)?;
-        return k.files.dup(n, 0, cloexec).map(i64::from).map_err(|_| libc::ENOENT);
+        return k
+            .files
+            .dup(n, 0, cloexec)
+            .map(i64::from)
+            .map_err(|_| libc::ENOENT);
     }
     if is_virtual_tree(path) {
         let m = meta_of_path(k, path, true)?;
         if m.mode & S_IFDIR != 0 {
             let entries = Arc::new(Vec::new());
-            return k.files.install(file(FileKind::Dir(entries)), cloexec, 0).map(i64::from);
+            return k
+                .files
+                .install(file(FileKind::Dir(entries)), cloexec, 0)
+                .map(i64::from);
         }
         if writes {
             return Err(libc::EACCES);
@@ -509,7 +680,11 @@ fn open(k: &mut Kernel, path: &str, flags: i32, mode: u32) -> Result<i64, i32> {
         Resolved::HostFile { data, mode } => {
             if writes {
                 // Copy up: the host's file stays untouched.
-                let bytes = if flags & libc::O_TRUNC != 0 { Vec::new() } else { data.to_vec() };
+                let bytes = if flags & libc::O_TRUNC != 0 {
+                    Vec::new()
+                } else {
+                    data.to_vec()
+                };
                 k.vfs.put_file(path, bytes, mode);
                 FileKind::Overlay
             } else {
@@ -596,7 +771,12 @@ fn read_bytes(k: &mut Kernel, fd: i32, len: usize, at: Option<u64>) -> Result<Ve
         FileKind::Host(d) | FileKind::Synthetic(d) => from_slice(d),
         FileKind::Overlay => {
             let path = f.path.clone();
-            from_slice(k.vfs.overlay_data(&path).map(|v| v.as_slice()).unwrap_or(&[]))
+            from_slice(
+                k.vfs
+                    .overlay_data(&path)
+                    .map(|v| v.as_slice())
+                    .unwrap_or(&[]),
+            )
         }
         FileKind::Dir(_) => return Err(libc::EISDIR),
         FileKind::Stdin | FileKind::Null => Vec::new(),
@@ -823,7 +1003,10 @@ fn sys_getdents64(k: &mut Kernel, _: &mut dyn FpuAccess, a: [u64; 6]) -> SysResu
     let FileKind::Dir(entries) = &f.kind else {
         return err(libc::ENOTDIR);
     };
-    let dot = [(".".to_string(), NodeKind::Dir), ("..".to_string(), NodeKind::Dir)];
+    let dot = [
+        (".".to_string(), NodeKind::Dir),
+        ("..".to_string(), NodeKind::Dir),
+    ];
     let all: Vec<&(String, NodeKind)> = dot.iter().chain(entries.iter()).collect();
     let mut out = Vec::new();
     let mut idx = f.offset as usize;
@@ -872,7 +1055,9 @@ fn readlink(k: &mut Kernel, dirfd: i32, ptr: u64, buf: u64, size: u64) -> SysRes
             return err(libc::ENOENT);
         };
         match f.kind {
-            FileKind::Stdin | FileKind::Output(_) => format!("pipe:[{}]", 1000 + n.parse::<u32>().unwrap_or(0)),
+            FileKind::Stdin | FileKind::Output(_) => {
+                format!("pipe:[{}]", 1000 + n.parse::<u32>().unwrap_or(0))
+            }
             _ => f.path.clone(),
         }
     } else {
@@ -1067,7 +1252,9 @@ fn link(k: &mut Kernel, from: &str, to: &str) -> Result<i64, i32> {
     }
     let (data, mode) = match k.vfs.resolve(from, true) {
         Resolved::HostFile { data, mode } => (data.to_vec(), mode),
-        Resolved::OverlayFile { mode, .. } => (k.vfs.overlay_data(from).cloned().unwrap_or_default(), mode),
+        Resolved::OverlayFile { mode, .. } => {
+            (k.vfs.overlay_data(from).cloned().unwrap_or_default(), mode)
+        }
         Resolved::Missing => return Err(libc::ENOENT),
         _ => return Err(libc::EPERM),
     };
@@ -1189,7 +1376,10 @@ fn sys_dup(k: &mut Kernel, _: &mut dyn FpuAccess, a: [u64; 6]) -> SysResult {
 }
 
 fn sys_dup2(k: &mut Kernel, _: &mut dyn FpuAccess, a: [u64; 6]) -> SysResult {
-    ret(k.files.dup_to(a[0] as i32, a[1] as i32, false).map(i64::from))
+    ret(k
+        .files
+        .dup_to(a[0] as i32, a[1] as i32, false)
+        .map(i64::from))
 }
 
 fn sys_dup3(k: &mut Kernel, _: &mut dyn FpuAccess, a: [u64; 6]) -> SysResult {
@@ -1197,7 +1387,10 @@ fn sys_dup3(k: &mut Kernel, _: &mut dyn FpuAccess, a: [u64; 6]) -> SysResult {
         return err(libc::EINVAL);
     }
     let cloexec = a[2] as i32 & libc::O_CLOEXEC != 0;
-    ret(k.files.dup_to(a[0] as i32, a[1] as i32, cloexec).map(i64::from))
+    ret(k
+        .files
+        .dup_to(a[0] as i32, a[1] as i32, cloexec)
+        .map(i64::from))
 }
 
 fn sys_fcntl(k: &mut Kernel, _: &mut dyn FpuAccess, a: [u64; 6]) -> SysResult {
@@ -1215,7 +1408,11 @@ fn sys_fcntl(k: &mut Kernel, _: &mut dyn FpuAccess, a: [u64; 6]) -> SysResult {
         }
         libc::F_GETFL => SysResult::Ret(k.files.get(fd).unwrap().flags as i64),
         libc::F_SETFL => {
-            let settable = libc::O_APPEND | libc::O_NONBLOCK | libc::O_ASYNC | libc::O_DIRECT | libc::O_NOATIME;
+            let settable = libc::O_APPEND
+                | libc::O_NONBLOCK
+                | libc::O_ASYNC
+                | libc::O_DIRECT
+                | libc::O_NOATIME;
             let f = k.files.get_mut(fd).unwrap();
             f.flags = (f.flags & !settable) | (arg as i32 & settable);
             SysResult::Ret(0)
@@ -1227,13 +1424,14 @@ fn sys_fcntl(k: &mut Kernel, _: &mut dyn FpuAccess, a: [u64; 6]) -> SysResult {
                 Err(_) => err(libc::EFAULT),
             }
         }
-        libc::F_SETLK | libc::F_SETLKW | libc::F_OFD_SETLK | libc::F_OFD_SETLKW => SysResult::Ret(0),
+        libc::F_SETLK | libc::F_SETLKW | libc::F_OFD_SETLK | libc::F_OFD_SETLKW => {
+            SysResult::Ret(0)
+        }
         libc::F_GET_SEALS => err(libc::EINVAL),
         _ => SysResult::Unsupported(format!("fcntl command {cmd}")),
     }
 }
 
-const TCGETS: u64 = 0x5401;
 const FIONREAD: u64 = 0x541b;
 const FIONBIO: u64 = 0x5421;
 const FIONCLEX: u64 = 0x5450;
@@ -1259,7 +1457,7 @@ fn sys_ioctl(k: &mut Kernel, _: &mut dyn FpuAccess, a: [u64; 6]) -> SysResult {
         }
         // Terminal requests (TCGETS, TIOCGWINSZ, ...) and the rest: no file
         // here is a terminal or a device with ioctls, which is ENOTTY.
-        TCGETS | _ => err(libc::ENOTTY),
+        _ => err(libc::ENOTTY),
     }
 }
 

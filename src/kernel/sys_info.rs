@@ -17,14 +17,26 @@ pub const CALLS: &[SyscallDef] = &[
     def(libc::SYS_setpgid, sys_zero, ""),
     def(libc::SYS_uname, sys_uname, ""),
     def(libc::SYS_sysinfo, sys_sysinfo, ""),
-    def(libc::SYS_prlimit64, sys_prlimit64, "limits are recorded, not enforced (except the stack size programs read)"),
+    def(
+        libc::SYS_prlimit64,
+        sys_prlimit64,
+        "limits are recorded, not enforced (except the stack size programs read)",
+    ),
     def(libc::SYS_getrlimit, sys_getrlimit, ""),
     def(libc::SYS_setrlimit, sys_setrlimit, ""),
-    def(libc::SYS_getrandom, sys_getrandom, "bytes come from the run's seed"),
+    def(
+        libc::SYS_getrandom,
+        sys_getrandom,
+        "bytes come from the run's seed",
+    ),
     def(libc::SYS_umask, sys_umask, ""),
     def(libc::SYS_personality, sys_personality, "queries only"),
     def(libc::SYS_getpriority, sys_getpriority, ""),
-    def(libc::SYS_setpriority, sys_zero, "accepted; the strategy decides who runs"),
+    def(
+        libc::SYS_setpriority,
+        sys_zero,
+        "accepted; the strategy decides who runs",
+    ),
 ];
 
 fn sys_zero(_: &mut Kernel, _: &mut dyn FpuAccess, _: [u64; 6]) -> SysResult {
@@ -68,7 +80,8 @@ fn sys_uname(k: &mut Kernel, _: &mut dyn FpuAccess, a: [u64; 6]) -> SysResult {
 
 fn sys_sysinfo(k: &mut Kernel, _: &mut dyn FpuAccess, a: [u64; 6]) -> SysResult {
     let mut b = [0u8; 112];
-    let put = |b: &mut [u8; 112], off: usize, v: u64| b[off..off + 8].copy_from_slice(&v.to_le_bytes());
+    let put =
+        |b: &mut [u8; 112], off: usize, v: u64| b[off..off + 8].copy_from_slice(&v.to_le_bytes());
     put(&mut b, 0, k.now / 1_000_000_000);
     let total = k.mem.size();
     let used = k.mm.allocator().in_use() * crate::layout::PAGE_SIZE;
@@ -92,10 +105,10 @@ fn default_limit(resource: u32) -> (u64, u64) {
     match resource {
         RLIMIT_STACK => (8 << 20, RLIM_INFINITY),
         RLIMIT_NOFILE => (1024, 4096),
-        4 => (0, RLIM_INFINITY), // RLIMIT_CORE
-        6 => (63_000, 63_000),   // RLIMIT_NPROC
-        8 => (8 << 20, 8 << 20), // RLIMIT_MEMLOCK
-        11 => (63_000, 63_000),  // RLIMIT_SIGPENDING
+        4 => (0, RLIM_INFINITY),  // RLIMIT_CORE
+        6 => (63_000, 63_000),    // RLIMIT_NPROC
+        8 => (8 << 20, 8 << 20),  // RLIMIT_MEMLOCK
+        11 => (63_000, 63_000),   // RLIMIT_SIGPENDING
         12 => (819_200, 819_200), // RLIMIT_MSGQUEUE
         _ => (RLIM_INFINITY, RLIM_INFINITY),
     }
@@ -105,10 +118,7 @@ fn prlimit(k: &mut Kernel, resource: u32, new: u64, old: u64) -> SysResult {
     if resource >= RLIM_NLIMITS {
         return err(libc::EINVAL);
     }
-    let cur = *k
-        .limits
-        .get(&resource)
-        .unwrap_or(&default_limit(resource));
+    let cur = *k.limits.get(&resource).unwrap_or(&default_limit(resource));
     if old != 0 && (k.write_u64(old, cur.0).is_err() || k.write_u64(old + 8, cur.1).is_err()) {
         return err(libc::EFAULT);
     }

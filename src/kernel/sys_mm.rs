@@ -8,17 +8,33 @@ use crate::memory::{Backing, MemError, Placement, Prot};
 
 pub const CALLS: &[SyscallDef] = &[
     def(libc::SYS_brk, sys_brk, ""),
-    def(libc::SYS_mmap, sys_mmap, "MAP_SHARED writable file mappings are not supported"),
+    def(
+        libc::SYS_mmap,
+        sys_mmap,
+        "MAP_SHARED writable file mappings are not supported",
+    ),
     def(libc::SYS_munmap, sys_munmap, ""),
     def(libc::SYS_mprotect, sys_mprotect, ""),
-    def(libc::SYS_mremap, sys_mremap, "MREMAP_DONTUNMAP is not supported"),
-    def(libc::SYS_madvise, sys_madvise, "advice other than DONTNEED is accepted and ignored"),
+    def(
+        libc::SYS_mremap,
+        sys_mremap,
+        "MREMAP_DONTUNMAP is not supported",
+    ),
+    def(
+        libc::SYS_madvise,
+        sys_madvise,
+        "advice other than DONTNEED is accepted and ignored",
+    ),
     def(libc::SYS_mlock, sys_ok, "memory is never swapped"),
     def(libc::SYS_munlock, sys_ok, ""),
     def(libc::SYS_mlockall, sys_ok, ""),
     def(libc::SYS_munlockall, sys_ok, ""),
     def(libc::SYS_msync, sys_ok, "file mappings are private copies"),
-    def(libc::SYS_membarrier, sys_membarrier, "one CPU runs at a time: every barrier is a no-op"),
+    def(
+        libc::SYS_membarrier,
+        sys_membarrier,
+        "one CPU runs at a time: every barrier is a no-op",
+    ),
 ];
 
 /// The errno for a memory error.
@@ -81,7 +97,7 @@ fn sys_mmap(k: &mut Kernel, _: &mut dyn FpuAccess, a: [u64; 6]) -> SysResult {
                 }
                 std::sync::Arc::new(k.vfs.overlay_data(&f.path).cloned().unwrap_or_default())
             }
-            FileKind::Zero | FileKind::Null => return map_anon(k, addr, len, prot, flags, shared),
+            FileKind::Zero | FileKind::Null => return map_anon(k, addr, len, prot, flags),
             _ => return err(libc::ENODEV),
         };
         if shared && prot.write && f.writable() {
@@ -90,7 +106,11 @@ fn sys_mmap(k: &mut Kernel, _: &mut dyn FpuAccess, a: [u64; 6]) -> SysResult {
         (Backing::File { data, offset: off }, f.path.clone())
     };
     let placement = placement(addr, flags);
-    ret(k.mm.map(&k.mem, placement, len, prot, backing, &name, shared))
+    let r = k.mm.map(&k.mem, placement, len, prot, backing, &name);
+    if let (true, Ok(a)) = (shared, r) {
+        k.mm.mark_shared(a);
+    }
+    ret(r)
 }
 
 fn placement(addr: u64, flags: u64) -> Placement {
@@ -103,10 +123,10 @@ fn placement(addr: u64, flags: u64) -> Placement {
     }
 }
 
-fn map_anon(k: &mut Kernel, addr: u64, len: u64, prot: Prot, flags: u64, shared: bool) -> SysResult {
+fn map_anon(k: &mut Kernel, addr: u64, len: u64, prot: Prot, flags: u64) -> SysResult {
     ret(k
         .mm
-        .map(&k.mem, placement(addr, flags), len, prot, Backing::Anon, "", shared))
+        .map(&k.mem, placement(addr, flags), len, prot, Backing::Anon, ""))
 }
 
 fn sys_munmap(k: &mut Kernel, _: &mut dyn FpuAccess, a: [u64; 6]) -> SysResult {
@@ -135,9 +155,14 @@ fn sys_mremap(k: &mut Kernel, _: &mut dyn FpuAccess, a: [u64; 6]) -> SysResult {
         return err(libc::EINVAL);
     }
     let fixed = (flags & MREMAP_FIXED != 0).then_some(new_addr);
-    ret(k
-        .mm
-        .remap(&k.mem, old, old_len, new_len, flags & MREMAP_MAYMOVE != 0, fixed))
+    ret(k.mm.remap(
+        &k.mem,
+        old,
+        old_len,
+        new_len,
+        flags & MREMAP_MAYMOVE != 0,
+        fixed,
+    ))
 }
 
 const MADV_DONTNEED: u64 = 4;

@@ -8,7 +8,11 @@ use super::{FpuAccess, Kernel, MAIN_TID, SysResult, Tid, err};
 pub const CALLS: &[SyscallDef] = &[
     def(libc::SYS_rt_sigaction, sys_rt_sigaction, ""),
     def(libc::SYS_rt_sigprocmask, sys_rt_sigprocmask, ""),
-    def(libc::SYS_rt_sigreturn, sys_rt_sigreturn, "restores the legacy x87/SSE state only"),
+    def(
+        libc::SYS_rt_sigreturn,
+        sys_rt_sigreturn,
+        "restores the legacy x87/SSE state only",
+    ),
     def(libc::SYS_sigaltstack, sys_sigaltstack, ""),
     def(libc::SYS_rt_sigpending, sys_rt_sigpending, ""),
     def(libc::SYS_pause, sys_pause, ""),
@@ -105,8 +109,11 @@ fn sys_sigaltstack(k: &mut Kernel, _: &mut dyn FpuAccess, a: [u64; 6]) -> SysRes
         if on {
             return err(libc::EPERM);
         }
-        let (Ok(sp), Ok(flags), Ok(size)) = (k.read_u64(a[0]), k.read_u32(a[0] + 8), k.read_u64(a[0] + 16))
-        else {
+        let (Ok(sp), Ok(flags), Ok(size)) = (
+            k.read_u64(a[0]),
+            k.read_u32(a[0] + 8),
+            k.read_u64(a[0] + 16),
+        ) else {
             return err(libc::EFAULT);
         };
         let flags = flags as i32;

@@ -6,9 +6,17 @@ use super::{FpuAccess, Kernel, MAIN_TID, SysResult, Tid, err};
 use crate::outcome::Outcome;
 
 pub const CALLS: &[SyscallDef] = &[
-    def(libc::SYS_clone, sys_clone, "threads only (CLONE_VM|CLONE_THREAD); fork is not supported"),
+    def(
+        libc::SYS_clone,
+        sys_clone,
+        "threads only (CLONE_VM|CLONE_THREAD); fork is not supported",
+    ),
     def(libc::SYS_clone3, sys_clone3, "threads only, as clone"),
-    def(libc::SYS_exit, sys_exit, "robust futex lists are not walked at exit"),
+    def(
+        libc::SYS_exit,
+        sys_exit,
+        "robust futex lists are not walked at exit",
+    ),
     def(libc::SYS_exit_group, sys_exit_group, ""),
     def(libc::SYS_set_tid_address, sys_set_tid_address, ""),
     def(libc::SYS_set_robust_list, sys_set_robust_list, ""),
@@ -16,20 +24,44 @@ pub const CALLS: &[SyscallDef] = &[
     def(libc::SYS_gettid, sys_gettid, ""),
     def(libc::SYS_getpid, sys_getpid, ""),
     def(libc::SYS_getppid, sys_getppid, ""),
-    def(libc::SYS_futex, sys_futex, "priority-inheritance operations are not supported"),
+    def(
+        libc::SYS_futex,
+        sys_futex,
+        "priority-inheritance operations are not supported",
+    ),
     def(libc::SYS_sched_yield, sys_sched_yield, ""),
     def(libc::SYS_sched_getaffinity, sys_sched_getaffinity, ""),
-    def(libc::SYS_sched_setaffinity, sys_sched_setaffinity, "accepted; one vCPU runs every thread"),
+    def(
+        libc::SYS_sched_setaffinity,
+        sys_sched_setaffinity,
+        "accepted; one vCPU runs every thread",
+    ),
     def(libc::SYS_sched_getscheduler, sys_zero, ""),
-    def(libc::SYS_sched_setscheduler, sys_zero, "accepted; the strategy decides who runs"),
+    def(
+        libc::SYS_sched_setscheduler,
+        sys_zero,
+        "accepted; the strategy decides who runs",
+    ),
     def(libc::SYS_sched_getparam, sys_sched_getparam, ""),
-    def(libc::SYS_sched_setparam, sys_zero, "accepted; the strategy decides who runs"),
+    def(
+        libc::SYS_sched_setparam,
+        sys_zero,
+        "accepted; the strategy decides who runs",
+    ),
     def(libc::SYS_sched_get_priority_max, sys_priority_max, ""),
     def(libc::SYS_sched_get_priority_min, sys_priority_min, ""),
     def(libc::SYS_getcpu, sys_getcpu, ""),
-    def(libc::SYS_prctl, sys_prctl, "PR_SET_NAME, PR_GET_NAME and a few queries"),
+    def(
+        libc::SYS_prctl,
+        sys_prctl,
+        "PR_SET_NAME, PR_GET_NAME and a few queries",
+    ),
     def(libc::SYS_arch_prctl, sys_arch_prctl, "FS base only"),
-    def(libc::SYS_rseq, sys_rseq, "answers ENOSYS, as kernels without rseq do"),
+    def(
+        libc::SYS_rseq,
+        sys_rseq,
+        "answers ENOSYS, as kernels without rseq do",
+    ),
 ];
 
 fn sys_zero(_: &mut Kernel, _: &mut dyn FpuAccess, _: [u64; 6]) -> SysResult {
@@ -121,7 +153,11 @@ fn clone_thread(k: &mut Kernel, cpu: &mut dyn FpuAccess, c: CloneArgs) -> SysRes
         regs.rsp = c.stack;
     }
     let mut child = Thread::new(tid, regs, parent.name.clone());
-    child.fs_base = if c.flags & CLONE_SETTLS != 0 { c.tls } else { parent.fs_base };
+    child.fs_base = if c.flags & CLONE_SETTLS != 0 {
+        c.tls
+    } else {
+        parent.fs_base
+    };
     child.sigmask = parent.sigmask;
     child.fpu = Some(cpu.save());
     if c.flags & CLONE_CHILD_CLEARTID != 0 {
@@ -180,7 +216,11 @@ fn sys_set_robust_list(k: &mut Kernel, _: &mut dyn FpuAccess, a: [u64; 6]) -> Sy
 }
 
 fn sys_get_robust_list(k: &mut Kernel, _: &mut dyn FpuAccess, a: [u64; 6]) -> SysResult {
-    let tid = if a[0] == 0 { k.current } else { Tid(a[0] as u32) };
+    let tid = if a[0] == 0 {
+        k.current
+    } else {
+        Tid(a[0] as u32)
+    };
     let Some(head) = k.threads.get(&tid).map(|t| t.robust_list) else {
         return err(libc::ESRCH);
     };
@@ -373,11 +413,18 @@ fn read_timespec(k: &mut Kernel, ptr: u64) -> Result<u64, i32> {
     if sec < 0 || !(0..1_000_000_000).contains(&nsec) {
         return Err(libc::EINVAL);
     }
-    Ok((sec as u64).saturating_mul(1_000_000_000).saturating_add(nsec as u64))
+    Ok((sec as u64)
+        .saturating_mul(1_000_000_000)
+        .saturating_add(nsec as u64))
 }
 
 /// Reads a timeout: relative, or absolute on the monotonic or real-time clock.
-pub fn deadline(k: &mut Kernel, ptr: u64, absolute: bool, realtime: bool) -> Result<Option<u64>, i32> {
+pub fn deadline(
+    k: &mut Kernel,
+    ptr: u64,
+    absolute: bool,
+    realtime: bool,
+) -> Result<Option<u64>, i32> {
     if ptr == 0 {
         return Ok(None);
     }
@@ -400,7 +447,11 @@ fn sys_futex(k: &mut Kernel, _: &mut dyn FpuAccess, a: [u64; 6]) -> SysResult {
     }
     match cmd {
         FUTEX_WAIT | FUTEX_WAIT_BITSET => {
-            let bitset = if cmd == FUTEX_WAIT { FUTEX_BITSET_ALL } else { val3 as u32 };
+            let bitset = if cmd == FUTEX_WAIT {
+                FUTEX_BITSET_ALL
+            } else {
+                val3 as u32
+            };
             if bitset == 0 {
                 return err(libc::EINVAL);
             }
@@ -420,7 +471,11 @@ fn sys_futex(k: &mut Kernel, _: &mut dyn FpuAccess, a: [u64; 6]) -> SysResult {
             }
         }
         FUTEX_WAKE | FUTEX_WAKE_BITSET => {
-            let bitset = if cmd == FUTEX_WAKE { FUTEX_BITSET_ALL } else { val3 as u32 };
+            let bitset = if cmd == FUTEX_WAKE {
+                FUTEX_BITSET_ALL
+            } else {
+                val3 as u32
+            };
             if bitset == 0 {
                 return err(libc::EINVAL);
             }

@@ -7,21 +7,29 @@ use super::thread::Wait;
 use super::{FpuAccess, Kernel, SysResult, err};
 
 pub const CALLS: &[SyscallDef] = &[
-    def(libc::SYS_clock_gettime, sys_clock_gettime, "CPU-time clocks read virtual time"),
+    def(
+        libc::SYS_clock_gettime,
+        sys_clock_gettime,
+        "CPU-time clocks read virtual time",
+    ),
     def(libc::SYS_clock_getres, sys_clock_getres, ""),
     def(libc::SYS_gettimeofday, sys_gettimeofday, ""),
     def(libc::SYS_time, sys_time, ""),
     def(libc::SYS_nanosleep, sys_nanosleep, ""),
     def(libc::SYS_clock_nanosleep, sys_clock_nanosleep, ""),
     def(libc::SYS_times, sys_times, ""),
-    def(libc::SYS_getrusage, sys_getrusage, "user time is virtual time; other fields are zero"),
+    def(
+        libc::SYS_getrusage,
+        sys_getrusage,
+        "user time is virtual time; other fields are zero",
+    ),
 ];
 
 fn is_realtime(clock: u64) -> Option<bool> {
     match clock {
-        0 | 5 | 8 | 11 => Some(true),     // REALTIME, _COARSE, _ALARM, TAI
-        1 | 4 | 6 | 7 | 9 => Some(false), // MONOTONIC, _RAW, _COARSE, BOOTTIME, _ALARM
-        2 | 3 => Some(false),             // process and thread CPU time
+        0 | 5 | 8 | 11 => Some(true),       // REALTIME, _COARSE, _ALARM, TAI
+        1 | 4 | 6 | 7 | 9 => Some(false),   // MONOTONIC, _RAW, _COARSE, BOOTTIME, _ALARM
+        2 | 3 => Some(false),               // process and thread CPU time
         c if (c as i64) < 0 => Some(false), // per-thread/process CPU clocks (clockid from pid)
         _ => None,
     }

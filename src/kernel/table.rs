@@ -81,7 +81,11 @@ mod tests {
     fn every_entry_has_a_linux_name_and_a_family() {
         let mut n = 0;
         for d in implemented() {
-            assert!(names::syscall_name(d.nr).is_some(), "number {} has no name", d.nr);
+            assert!(
+                names::syscall_name(d.nr).is_some(),
+                "number {} has no name",
+                d.nr
+            );
             assert!(!d.family.is_empty());
             n += 1;
         }
@@ -92,13 +96,46 @@ mod tests {
     fn the_calls_real_test_binaries_make_are_implemented() {
         // From SYSCALLS.md: static C, dynamic C/C++ with threads, Rust libtest.
         for name in [
-            "arch_prctl", "brk", "exit_group", "getrandom", "ioctl", "mprotect", "newfstatat",
-            "prlimit64", "readlink", "rseq", "set_robust_list", "set_tid_address", "write",
-            "access", "clone3", "close", "exit", "futex", "madvise", "mmap", "munmap", "openat",
-            "pread64", "read", "rt_sigaction", "rt_sigprocmask", "clock_nanosleep", "gettid",
-            "lseek", "poll", "prctl", "sched_getaffinity", "sigaltstack", "statx", "clone",
+            "arch_prctl",
+            "brk",
+            "exit_group",
+            "getrandom",
+            "ioctl",
+            "mprotect",
+            "newfstatat",
+            "prlimit64",
+            "readlink",
+            "rseq",
+            "set_robust_list",
+            "set_tid_address",
+            "write",
+            "access",
+            "clone3",
+            "close",
+            "exit",
+            "futex",
+            "madvise",
+            "mmap",
+            "munmap",
+            "openat",
+            "pread64",
+            "read",
+            "rt_sigaction",
+            "rt_sigprocmask",
+            "clock_nanosleep",
+            "gettid",
+            "lseek",
+            "poll",
+            "prctl",
+            "sched_getaffinity",
+            "sigaltstack",
+            "statx",
+            "clone",
         ] {
-            let nr = names::SYSCALL_NAMES.iter().position(|n| *n == name).unwrap() as u64;
+            let nr = names::SYSCALL_NAMES
+                .iter()
+                .position(|n| *n == name)
+                .unwrap() as u64;
             assert!(lookup(nr).is_some(), "{name} is not implemented");
         }
     }

@@ -121,11 +121,19 @@ impl FileSource {
     /// What `path` (absolute, normalized) is, following symlinks on the host
     /// when `follow` is set.
     pub fn lookup(&mut self, path: &str, follow: bool) -> HostNode {
-        let key = if follow { path.to_string() } else { format!("{path}\0nofollow") };
+        let key = if follow {
+            path.to_string()
+        } else {
+            format!("{path}\0nofollow")
+        };
         if let Some(n) = self.nodes.get(&key) {
             return n.clone();
         }
-        let node = if self.live { read_host(path, follow) } else { HostNode::Missing };
+        let node = if self.live {
+            read_host(path, follow)
+        } else {
+            HostNode::Missing
+        };
         self.nodes.insert(key, node.clone());
         node
     }
@@ -136,7 +144,10 @@ impl FileSource {
             HostNode::Dir {
                 entries: Some(e), ..
             } => Some(e),
-            HostNode::Dir { mode, entries: None } => {
+            HostNode::Dir {
+                mode,
+                entries: None,
+            } => {
                 if !self.live {
                     return Some(Vec::new());
                 }
@@ -185,7 +196,10 @@ fn read_host(path: &str, follow: bool) -> HostNode {
         };
     }
     if meta.is_dir() {
-        return HostNode::Dir { mode, entries: None };
+        return HostNode::Dir {
+            mode,
+            entries: None,
+        };
     }
     if !meta.is_file() {
         // Devices, sockets and FIFOs of the host are not part of the guest's world.
@@ -203,9 +217,16 @@ fn read_host(path: &str, follow: bool) -> HostNode {
 /// A node of the guest's private overlay.
 #[derive(Clone, Debug)]
 pub enum OverlayNode {
-    File { data: Vec<u8>, mode: u32 },
-    Dir { mode: u32 },
-    Symlink { target: String },
+    File {
+        data: Vec<u8>,
+        mode: u32,
+    },
+    Dir {
+        mode: u32,
+    },
+    Symlink {
+        target: String,
+    },
     /// A host path the guest deleted.
     Deleted,
 }
@@ -352,7 +373,8 @@ impl Vfs {
 
     /// Creates a directory in the overlay.
     pub fn put_dir(&mut self, path: &str, mode: u32) {
-        self.overlay.insert(path.to_string(), OverlayNode::Dir { mode });
+        self.overlay
+            .insert(path.to_string(), OverlayNode::Dir { mode });
     }
 
     /// Creates a symlink in the overlay.
@@ -396,7 +418,11 @@ impl Vfs {
                 map.extend(entries);
             }
         }
-        let prefix = if path == "/" { "/".to_string() } else { format!("{path}/") };
+        let prefix = if path == "/" {
+            "/".to_string()
+        } else {
+            format!("{path}/")
+        };
         for (k, v) in self.overlay.range(prefix.clone()..) {
             if !k.starts_with(&prefix) {
                 break;
@@ -469,7 +495,10 @@ mod tests {
         let mut v = vfs();
         v.put_dir("/work", 0o755);
         v.put_file("/work/f", b"hi".to_vec(), 0o644);
-        assert!(matches!(v.resolve("/work/f", true), Resolved::OverlayFile { size: 2, .. }));
+        assert!(matches!(
+            v.resolve("/work/f", true),
+            Resolved::OverlayFile { size: 2, .. }
+        ));
         assert_eq!(v.list("/work"), vec![("f".to_string(), NodeKind::File)]);
         v.rename("/work/f", "/work/g");
         assert!(!v.resolve("/work/f", true).exists());
@@ -482,7 +511,8 @@ mod tests {
     fn host_lookups_are_recorded_including_misses() {
         let src = FileSource::host();
         let mut v = Vfs::new(src.clone(), "/".into());
-        assert!(v.resolve("/etc/hostname-that-does-not-exist", true).exists() == false);
+        let missing = "/etc/hostname-that-does-not-exist";
+        assert!(!v.resolve(missing, true).exists());
         assert!(matches!(v.resolve("/etc", true), Resolved::HostDir { .. }));
         let rec = src.lock().unwrap();
         assert!(matches!(

@@ -83,9 +83,9 @@ const fn has_error_code(vector: u8) -> bool {
 pub enum MachineError {
     /// `/dev/kvm` is missing or cannot be opened.
     #[error(
-        "cannot open /dev/kvm ({0}): rewind-fuzz needs KVM; run on Linux with KVM enabled and read/write access to /dev/kvm (root or the kvm group)"
+        "cannot open {0} ({1}): rewind-fuzz needs KVM; run on Linux with KVM enabled and read/write access to /dev/kvm (root or the kvm group)"
     )]
-    NoKvm(String),
+    NoKvm(String, String),
     /// KVM lacks a capability the machine needs.
     #[error("this KVM lacks {0}, which rewind-fuzz needs; use a newer host kernel")]
     MissingCapability(&'static str),
@@ -117,7 +117,7 @@ pub enum Exit {
         /// CR2 for page faults.
         fault_addr: u64,
     },
-    /// The wall-clock watchdog fired.
+    /// The wall-clock watchdog fired: no progress for its whole limit.
     TimedOut,
 }
 
@@ -148,7 +148,9 @@ impl Machine {
     /// stub into it. The vCPU is left ready to enter user mode at the first
     /// [`Machine::resume`].
     pub fn new(mem: &PhysMemory) -> Result<Self, MachineError> {
-        let kvm = Kvm::new().map_err(|e| MachineError::NoKvm(e.to_string()))?;
+        let path = kvm_device();
+        let kvm = Kvm::new_with_path(std::ffi::CString::new(path.clone()).unwrap_or_default())
+            .map_err(|e| MachineError::NoKvm(path, e.to_string()))?;
         for (cap, name) in [
             (Cap::SyncRegs, "KVM_CAP_SYNC_REGS"),
             (Cap::Xsave, "KVM_CAP_XSAVE"),
@@ -535,8 +537,9 @@ impl Machine {
     /// Makes the guest see every page-table change made since it last ran.
     ///
     /// On the nested, shadow-paging KVM of the development machines neither a
-    /// guest TLB flush nor KVM_SET_SREGS drops stale translations; only
-    /// re-registering the memory slot does. On bare metal a cheaper path
+    /// guest TLB flush (a CR3 reload or `invlpg` in the entry stub, both
+    /// tried) nor KVM_SET_SREGS drops stale translations; only re-registering
+    /// the memory slot does. On bare metal a cheaper path
     /// (a flush in the entry stub) would do; this is the one place to change.
     pub fn invalidate_translations(&mut self) -> Result<(), MachineError> {
         let log = self.dirty_log_raw()?;
@@ -564,16 +567,28 @@ impl Machine {
         Ok(log)
     }
 
-    /// Starts the wall-clock watchdog: a run still going after `limit` is
-    /// interrupted and [`Machine::run`] returns [`Exit::TimedOut`].
+    /// Starts the wall-clock watchdog: when [`Machine::progress`] is not
+    /// called for `limit`, the guest is interrupted and [`Machine::run`]
+    /// returns [`Exit::TimedOut`].
     pub fn arm_watchdog(&mut self, limit: Duration) {
         self.watchdog.arm(limit);
+    }
+
+    /// Tells the watchdog the guest made progress.
+    pub fn progress(&self) {
+        self.watchdog.progress();
     }
 
     /// Stops the watchdog.
     pub fn disarm_watchdog(&mut self) {
         self.watchdog.disarm();
     }
+}
+
+/// The KVM device: `/dev/kvm`, or `$REWIND_KVM_DEVICE` (for hosts that put it
+/// elsewhere, and for testing the message given when it is missing).
+pub fn kvm_device() -> String {
+    std::env::var("REWIND_KVM_DEVICE").unwrap_or_else(|_| "/dev/kvm".into())
 }
 
 fn merge(into: &mut Vec<u64>, from: &[u64]) {

@@ -1,11 +1,13 @@
 //! The wall-clock watchdog: interrupts a vCPU whose guest computes for too
-//! long without leaving to the monitor (a loop with no system call).
+//! long without making progress (a loop with no system call).
 //!
-//! A helper thread waits for the deadline, then signals the vCPU thread until
-//! the run loop notices; the signal makes `KVM_RUN` return `EINTR`. Signalling
-//! repeatedly closes the race where the signal lands just before `KVM_RUN`.
+//! The run loop bumps a progress counter at every step. A helper thread looks
+//! at it a few times per limit; when it has not moved for the whole limit, the
+//! helper signals the vCPU thread until the run loop notices (the signal makes
+//! `KVM_RUN` return `EINTR`). Signalling repeatedly closes the race where the
+//! signal lands just before `KVM_RUN` starts.
 
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Condvar, Mutex, Once};
 use std::time::{Duration, Instant};
 
@@ -28,7 +30,7 @@ fn install_handler() {
 
 #[derive(Default)]
 struct State {
-    deadline: Option<Instant>,
+    limit: Option<Duration>,
     target: Option<libc::pthread_t>,
     generation: u64,
     shutdown: bool,
@@ -38,6 +40,7 @@ struct Shared {
     state: Mutex<State>,
     wake: Condvar,
     fired: AtomicBool,
+    progress: AtomicU64,
 }
 
 /// A per-machine watchdog.
@@ -53,6 +56,7 @@ impl Watchdog {
             state: Mutex::new(State::default()),
             wake: Condvar::new(),
             fired: AtomicBool::new(false),
+            progress: AtomicU64::new(0),
         });
         let s = shared.clone();
         let thread = std::thread::Builder::new()
@@ -65,21 +69,27 @@ impl Watchdog {
         }
     }
 
-    /// Starts watching the calling thread with a deadline `limit` from now.
+    /// Starts watching the calling thread: it fires after `limit` without
+    /// progress.
     pub fn arm(&self, limit: Duration) {
         self.shared.fired.store(false, Ordering::SeqCst);
         let mut st = self.shared.state.lock().unwrap();
-        st.deadline = Some(Instant::now() + limit);
+        st.limit = Some(limit);
         // SAFETY: pthread_self has no preconditions.
         st.target = Some(unsafe { libc::pthread_self() });
         st.generation += 1;
         self.shared.wake.notify_all();
     }
 
+    /// Records that the guest made progress.
+    pub fn progress(&self) {
+        self.shared.progress.fetch_add(1, Ordering::Relaxed);
+    }
+
     /// Stops watching.
     pub fn disarm(&self) {
         let mut st = self.shared.state.lock().unwrap();
-        st.deadline = None;
+        st.limit = None;
         st.target = None;
         st.generation += 1;
         self.shared.wake.notify_all();
@@ -87,7 +97,7 @@ impl Watchdog {
         self.shared.fired.store(false, Ordering::SeqCst);
     }
 
-    /// Whether the deadline passed.
+    /// Whether the limit passed without progress.
     pub fn fired(&self) -> bool {
         self.shared.fired.load(Ordering::SeqCst)
     }
@@ -99,15 +109,22 @@ fn watch(s: &Shared) {
         if st.shutdown {
             return;
         }
-        match (st.deadline, st.target) {
-            (Some(deadline), Some(target)) => {
-                let now = Instant::now();
-                if now < deadline {
-                    st = s.wake.wait_timeout(st, deadline - now).unwrap().0;
-                    continue;
-                }
+        let (Some(limit), Some(target)) = (st.limit, st.target) else {
+            st = s.wake.wait(st).unwrap();
+            continue;
+        };
+        let generation = st.generation;
+        let tick = (limit / 4).clamp(Duration::from_millis(1), Duration::from_millis(100));
+        let mut seen = s.progress.load(Ordering::Relaxed);
+        let mut since = Instant::now();
+        while st.generation == generation && !st.shutdown {
+            st = s.wake.wait_timeout(st, tick).unwrap().0;
+            let now = s.progress.load(Ordering::Relaxed);
+            if now != seen {
+                seen = now;
+                since = Instant::now();
+            } else if since.elapsed() >= limit {
                 s.fired.store(true, Ordering::SeqCst);
-                let generation = st.generation;
                 // Kick until the owner disarms or re-arms.
                 while st.generation == generation && !st.shutdown {
                     // SAFETY: `target` is a live thread: the owner disarms
@@ -116,7 +133,6 @@ fn watch(s: &Shared) {
                     st = s.wake.wait_timeout(st, Duration::from_millis(5)).unwrap().0;
                 }
             }
-            _ => st = s.wake.wait(st).unwrap(),
         }
     }
 }

@@ -13,9 +13,11 @@ pub const PTE_P: u64 = 1;
 pub const PTE_W: u64 = 1 << 1;
 /// User-accessible.
 pub const PTE_U: u64 = 1 << 2;
-/// Accessed (set in advance so the CPU never has to write the tables).
+/// Accessed. The CPU (or a shadow MMU) sets it before it caches a
+/// translation, so a leaf whose A bit is clear can change without
+/// invalidating anything: new leaves start with it clear.
 pub const PTE_A: u64 = 1 << 5;
-/// Dirty (likewise).
+/// Dirty (set in advance so that first writes need no table update).
 pub const PTE_D: u64 = 1 << 6;
 /// Large page (in a directory entry).
 pub const PTE_PS: u64 = 1 << 7;
@@ -68,7 +70,7 @@ impl Prot {
         if !self.accessible() {
             return PTE_KEEP;
         }
-        let mut f = PTE_P | PTE_U | PTE_A | PTE_D;
+        let mut f = PTE_P | PTE_U | PTE_D;
         if self.write {
             f |= PTE_W;
         }
@@ -163,6 +165,11 @@ impl PageTables {
         let e = self.get(mem, va);
         (e & PTE_P != 0).then(|| (e & PTE_ADDR) + (va & (PAGE_SIZE - 1)))
     }
+}
+
+/// Whether the guest may hold a cached translation of this leaf entry.
+pub fn maybe_cached(pte: u64) -> bool {
+    pte & (PTE_P | PTE_A) == PTE_P | PTE_A
 }
 
 /// The page a leaf entry owns, present or kept.

@@ -36,6 +36,10 @@ pub struct PhysMemory {
 // whole life of the value; access to it is governed by `&`/`&mut self` like
 // the mapping itself.
 unsafe impl Send for PhysMemory {}
+// SAFETY: every access copies bytes in or out (as the vCPU itself reads and
+// writes the same memory concurrently); the only borrowed view, `page`, is
+// taken while no vCPU runs on this memory.
+unsafe impl Sync for PhysMemory {}
 
 impl PhysMemory {
     /// Reserves `size` bytes (a multiple of 2 MiB) of zero-filled guest memory.

@@ -12,7 +12,7 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use super::paging::{PTE_ADDR, PTE_KEEP, PTE_P, PageTables, Prot, owned_page};
+use super::paging::{PTE_ADDR, PTE_KEEP, PTE_P, PageTables, Prot, maybe_cached, owned_page};
 use super::phys::{PageAllocator, PhysError, PhysMemory};
 use crate::layout::{
     MMAP_BASE, MMAP_MIN_ADDR, PAGE_SIZE, STACK_SIZE, STACK_TOP, USER_END, page_ceil, page_floor,
@@ -187,7 +187,6 @@ impl AddressSpace {
         prot: Prot,
         backing: Backing,
         name: &str,
-        shared: bool,
     ) -> Result<u64, MemError> {
         if len == 0 {
             return Err(MemError::Invalid);
@@ -228,7 +227,7 @@ impl AddressSpace {
             prot,
             backing,
             name: name.to_string(),
-            shared,
+            shared: false,
         };
         let eager = matches!(vma.backing, Backing::File { .. }) && prot.accessible();
         self.vmas.insert(start, vma);
@@ -236,6 +235,13 @@ impl AddressSpace {
             self.populate(mem, start, start + len)?;
         }
         Ok(start)
+    }
+
+    /// Marks the mapping at `start` as shared (`MAP_SHARED`), for `/proc/self/maps`.
+    pub fn mark_shared(&mut self, start: u64) {
+        if let Some(v) = self.vmas.get_mut(&start) {
+            v.shared = true;
+        }
     }
 
     /// Splits the mapping that contains `at` so that a mapping starts at `at`.
@@ -284,7 +290,7 @@ impl AddressSpace {
             let old = self.pt.clear(mem, va);
             if let Some(pa) = owned_page(old) {
                 self.alloc.free(pa);
-                if old & PTE_P != 0 {
+                if maybe_cached(old) {
                     self.needs_invalidate = true;
                 }
             }
@@ -393,11 +399,12 @@ impl AddressSpace {
         v.end = dest + new_len;
         for off in (0..moved).step_by(PAGE_SIZE as usize) {
             let pte = self.pt.clear(mem, old + off);
-            if owned_page(pte).is_some() {
-                if pte & PTE_P != 0 {
+            if let Some(pa) = owned_page(pte) {
+                if maybe_cached(pte) {
                     self.needs_invalidate = true;
                 }
-                self.pt.set(mem, &mut self.alloc, dest + off, pte)?;
+                self.pt
+                    .set(mem, &mut self.alloc, dest + off, pa | v.prot.pte_flags())?;
             }
         }
         self.unmap(mem, old, old_len)?;
@@ -491,7 +498,6 @@ impl AddressSpace {
             Prot::RW,
             Backing::Anon,
             "[stack]",
-            false,
         )?;
         Ok(STACK_TOP)
     }
@@ -759,6 +765,14 @@ mod tests {
         (mem, s)
     }
 
+    /// Marks a page as used by the guest, as the CPU's page walker does.
+    fn touch(mem: &PhysMemory, s: &AddressSpace, va: u64) {
+        let pte = s.pt.get(mem, va);
+        let mut alloc = s.alloc.clone();
+        s.pt.set(mem, &mut alloc, va, pte | super::super::paging::PTE_A)
+            .unwrap();
+    }
+
     #[test]
     fn anonymous_memory_is_filled_on_first_touch_around_the_fault() {
         let (mem, mut s) = space();
@@ -770,7 +784,6 @@ mod tests {
                 Prot::RW,
                 Backing::Anon,
                 "",
-                false,
             )
             .unwrap();
         assert_eq!(a + (1 << 20), MMAP_BASE);
@@ -795,7 +808,7 @@ mod tests {
             ..Prot::NONE
         };
         let a = s
-            .map(&mem, Placement::Hint(0), 4096, ro, Backing::Anon, "", false)
+            .map(&mem, Placement::Hint(0), 4096, ro, Backing::Anon, "")
             .unwrap();
         assert_eq!(s.write(&mem, a, b"x"), Err(MemError::Fault));
         assert_eq!(s.fault(&mem, a, Access::Write), Err(MemError::Denied));
@@ -806,24 +819,20 @@ mod tests {
     }
 
     #[test]
-    fn unmapping_the_middle_splits_and_asks_for_invalidation() {
+    fn unmapping_a_page_the_guest_used_asks_for_invalidation() {
         let (mem, mut s) = space();
+        let rw = Prot::RW;
         let a = s
-            .map(
-                &mem,
-                Placement::Hint(0),
-                3 * 4096,
-                Prot::RW,
-                Backing::Anon,
-                "",
-                false,
-            )
+            .map(&mem, Placement::Hint(0), 3 * 4096, rw, Backing::Anon, "")
             .unwrap();
         s.write(&mem, a + 4096, b"hello").unwrap();
-        s.take_needs_invalidate();
+        s.write(&mem, a + 2 * 4096, b"hello").unwrap();
+        s.unmap(&mem, a + 2 * 4096, 4096).unwrap();
+        assert!(!s.take_needs_invalidate(), "the guest never used that page");
+        touch(&mem, &s, a + 4096);
         s.unmap(&mem, a + 4096, 4096).unwrap();
         assert!(s.take_needs_invalidate());
-        assert_eq!(s.vmas().count(), 2);
+        assert_eq!(s.vmas().count(), 1);
         assert_eq!(s.read(&mem, a + 4096, &mut [0u8; 1]), Err(MemError::Fault));
     }
 
@@ -831,17 +840,10 @@ mod tests {
     fn protect_none_keeps_the_contents_for_later() {
         let (mem, mut s) = space();
         let a = s
-            .map(
-                &mem,
-                Placement::Hint(0),
-                4096,
-                Prot::RW,
-                Backing::Anon,
-                "",
-                false,
-            )
+            .map(&mem, Placement::Hint(0), 4096, Prot::RW, Backing::Anon, "")
             .unwrap();
         s.write(&mem, a, b"kept").unwrap();
+        touch(&mem, &s, a);
         s.protect(&mem, a, 4096, Prot::NONE).unwrap();
         assert!(s.take_needs_invalidate());
         s.protect(&mem, a, 4096, Prot::RW).unwrap();
@@ -859,9 +861,7 @@ mod tests {
             read: true,
             ..Prot::NONE
         };
-        let a = s
-            .map(&mem, Placement::Hint(0), 8192, ro, b, "/f", false)
-            .unwrap();
+        let a = s.map(&mem, Placement::Hint(0), 8192, ro, b, "/f").unwrap();
         let mut x = [0u8; 4];
         s.read(&mem, a, &mut x).unwrap();
         assert_eq!(&x, b"6789");
@@ -873,26 +873,10 @@ mod tests {
     fn mremap_grows_in_place_or_moves_with_the_contents() {
         let (mem, mut s) = space();
         let above = s
-            .map(
-                &mem,
-                Placement::Hint(0),
-                4096,
-                Prot::RW,
-                Backing::Anon,
-                "",
-                false,
-            )
+            .map(&mem, Placement::Hint(0), 4096, Prot::RW, Backing::Anon, "")
             .unwrap();
         let a = s
-            .map(
-                &mem,
-                Placement::Hint(0),
-                4096,
-                Prot::RW,
-                Backing::Anon,
-                "",
-                false,
-            )
+            .map(&mem, Placement::Hint(0), 4096, Prot::RW, Backing::Anon, "")
             .unwrap();
         assert_eq!(a + 4096, above);
         s.write(&mem, a, b"move").unwrap();

@@ -1,0 +1,135 @@
+//! Bad input gets one line saying what is wrong and what to do, and exit code 2.
+
+mod common;
+
+use common::cli;
+
+fn fails_with_2(args: &[&str], env: &[(&str, &str)], expect: &str) {
+    let mut c = cli();
+    c.args(args);
+    for (k, v) in env {
+        c.env(k, v);
+    }
+    let out = c.output().unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{args:?}: {err}");
+    assert_eq!(err.trim_end().lines().count(), 1, "one line: {err}");
+    assert!(err.contains(expect), "{args:?}: {err}");
+    assert!(out.stdout.is_empty());
+}
+
+fn elf_with(class: u8, machine: u16) -> tempfile::NamedTempFile {
+    let mut h = vec![0u8; 64];
+    h[..4].copy_from_slice(b"\x7fELF");
+    h[4] = class;
+    h[5] = 1;
+    h[6] = 1;
+    h[16..18].copy_from_slice(&2u16.to_le_bytes());
+    h[18..20].copy_from_slice(&machine.to_le_bytes());
+    h[20..24].copy_from_slice(&1u32.to_le_bytes());
+    let f = tempfile::NamedTempFile::new().unwrap();
+    std::fs::write(f.path(), &h).unwrap();
+    f
+}
+
+#[test]
+fn a_missing_target_is_refused() {
+    fails_with_2(
+        &["run", "--target", "/no/such/program"],
+        &[],
+        "cannot read --target",
+    );
+}
+
+#[test]
+fn a_directory_target_is_refused() {
+    fails_with_2(&["run", "--target", "/tmp"], &[], "is a directory");
+}
+
+#[test]
+fn a_file_that_is_not_elf_is_refused() {
+    fails_with_2(
+        &["run", "--target", "/etc/passwd"],
+        &[],
+        "not an ELF executable",
+    );
+}
+
+#[test]
+fn a_32_bit_elf_is_refused() {
+    let f = elf_with(1, 3);
+    fails_with_2(
+        &["run", "--target", f.path().to_str().unwrap()],
+        &[],
+        "32-bit",
+    );
+}
+
+#[test]
+fn an_elf_for_another_machine_is_refused() {
+    let f = elf_with(2, 183);
+    fails_with_2(
+        &["run", "--target", f.path().to_str().unwrap()],
+        &[],
+        "not x86-64",
+    );
+}
+
+#[test]
+fn a_missing_kvm_device_is_explained() {
+    fails_with_2(
+        &["run", "--target", "/bin/true"],
+        &[("REWIND_KVM_DEVICE", "/no/kvm/here")],
+        "rewind-fuzz needs KVM",
+    );
+}
+
+#[test]
+fn an_unusable_kvm_device_is_explained() {
+    fails_with_2(
+        &["run", "--target", "/bin/true"],
+        &[("REWIND_KVM_DEVICE", "/dev/null")],
+        "KVM",
+    );
+}
+
+#[test]
+fn bad_options_are_refused_with_exit_code_2() {
+    let out = cli()
+        .args(["run", "--target", "/bin/true", "--timeout", "soon"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+}
+
+#[test]
+fn the_exit_code_is_the_guests() {
+    let out = cli()
+        .args(["run", "--target", "/bin/false"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    let out = cli()
+        .args(["run", "--target", "/bin/true"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0));
+}
+
+#[test]
+fn json_output_is_one_object_with_the_documented_keys() {
+    let out = cli()
+        .args(["run", "--json", "--target", "/bin/echo", "--", "hi"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0));
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    for key in ["steps", "trace_hash", "threads", "stdout", "stderr"] {
+        assert!(v.get(key).is_some(), "{key}");
+    }
+    for key in ["kind", "code", "signal", "fault_addr", "thread"] {
+        assert!(v["outcome"].get(key).is_some(), "outcome.{key}");
+    }
+    assert_eq!(v["outcome"]["kind"], "exited");
+    assert_eq!(v["stdout"], "hi\n");
+}

@@ -1,0 +1,69 @@
+//! Helpers shared by the integration tests.
+#![allow(dead_code)]
+
+use std::path::PathBuf;
+use std::process::Command;
+use std::time::Duration;
+
+use rewind_fuzz::harness::{self, Variant};
+use rewind_fuzz::kernel::KernelConfig;
+use rewind_fuzz::kernel::vfs::FileSource;
+use rewind_fuzz::vm::{RunConfig, RunReport, Vm};
+
+/// Fails loudly when KVM cannot be used: these tests need a real machine.
+pub fn require_kvm() {
+    let dev = rewind_fuzz::machine::kvm_device();
+    if let Err(e) = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .open(&dev)
+    {
+        panic!(
+            "KVM is not usable here ({dev}: {e}); these tests need /dev/kvm with read/write access"
+        );
+    }
+}
+
+/// Builds a bundled harness (once per process, safely across processes).
+pub fn harness(name: &str) -> PathBuf {
+    harness_variant(name, Variant::Buggy)
+}
+
+/// Builds a variant of a bundled harness.
+pub fn harness_variant(name: &str, v: Variant) -> PathBuf {
+    let h = harness::find(name).unwrap_or_else(|e| panic!("harness {name}: {e}"));
+    harness::build(&h, v).unwrap_or_else(|e| panic!("building harness {name}: {e}"))
+}
+
+/// A run configuration for `exe` with `args`.
+pub fn config(exe: &std::path::Path, args: &[&str]) -> RunConfig {
+    let exe = exe
+        .canonicalize()
+        .expect("harness path")
+        .to_string_lossy()
+        .into_owned();
+    let args: Vec<String> = args.iter().map(|s| s.to_string()).collect();
+    let mut k = KernelConfig::new(&exe, &args);
+    k.cwd = std::env::temp_dir().to_string_lossy().into_owned();
+    let mut c = RunConfig::new(k);
+    c.memory_mib = 256;
+    c.timeout = Duration::from_secs(20);
+    c
+}
+
+/// Runs `exe` once in a fresh machine.
+pub fn run(exe: &std::path::Path, args: &[&str]) -> RunReport {
+    run_config(&config(exe, args))
+}
+
+/// Runs a configuration once in a fresh machine.
+pub fn run_config(c: &RunConfig) -> RunReport {
+    require_kvm();
+    let mut vm = Vm::new(c, FileSource::host()).expect("create the machine");
+    vm.run().expect("run")
+}
+
+/// The `rewind-fuzz` binary under test.
+pub fn cli() -> Command {
+    Command::new(env!("CARGO_BIN_EXE_rewind-fuzz"))
+}

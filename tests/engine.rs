@@ -1,0 +1,295 @@
+//! The engine runs real programs (C, C++, Rust; static and dynamic) as they
+//! run natively, the same way every time, and ends each run with the right
+//! outcome.
+
+mod common;
+
+use std::collections::BTreeSet;
+use std::process::Command;
+
+use common::{cli, config, harness, run, run_config};
+use rewind_fuzz::outcome::{HungReason, Outcome};
+
+/// Runs a program natively and in the machine and compares output and status.
+fn same_as_native(name: &str) {
+    let exe = harness(name);
+    let native = Command::new(&exe)
+        .current_dir(std::env::temp_dir())
+        .output()
+        .unwrap();
+    let r = run(&exe, &[]);
+    assert_eq!(
+        r.outcome,
+        Outcome::Exited {
+            code: native.status.code().unwrap()
+        },
+        "{name}: {}",
+        String::from_utf8_lossy(&r.stderr)
+    );
+    assert_eq!(
+        String::from_utf8_lossy(&r.stdout),
+        String::from_utf8_lossy(&native.stdout),
+        "{name} prints something else in the machine"
+    );
+}
+
+#[test]
+fn a_dynamic_c_hello_runs_as_natively() {
+    same_as_native("hello");
+}
+
+#[test]
+fn a_static_c_program_runs_as_natively() {
+    same_as_native("hello-static");
+}
+
+#[test]
+fn eight_pthreads_incrementing_a_mutex_counter_run_as_natively() {
+    same_as_native("counter");
+}
+
+#[test]
+fn a_condvar_producer_consumer_runs_as_natively() {
+    same_as_native("prodcons");
+}
+
+#[test]
+fn cpp_std_thread_mutex_and_condition_variable_run_as_natively() {
+    same_as_native("cpp-threads");
+}
+
+#[test]
+fn rust_threads_mutex_and_mpsc_run_as_natively() {
+    same_as_native("rust-threads");
+}
+
+/// The libtest summary line without its timing.
+fn summary(out: &[u8]) -> String {
+    let s = String::from_utf8_lossy(out);
+    let line = s
+        .lines()
+        .find(|l| l.starts_with("test result:"))
+        .unwrap_or("")
+        .to_string();
+    line.split("; finished").next().unwrap().to_string()
+}
+
+#[test]
+fn a_rust_libtest_binary_passes_with_its_default_test_threads() {
+    let exe = harness("rust-libtest");
+    let native = Command::new(&exe).output().unwrap();
+    let r = run(&exe, &[]);
+    assert_eq!(
+        r.outcome,
+        Outcome::Exited { code: 0 },
+        "{}",
+        String::from_utf8_lossy(&r.stdout)
+    );
+    assert_eq!(summary(&r.stdout), summary(&native.stdout));
+    assert!(
+        r.threads > 2,
+        "libtest ran its tests on threads ({} threads)",
+        r.threads
+    );
+}
+
+#[test]
+fn a_failing_rust_test_makes_the_binary_exit_101() {
+    let exe = harness("rust-libtest-fail");
+    let native = Command::new(&exe).output().unwrap();
+    assert_eq!(native.status.code(), Some(101));
+    let r = run(&exe, &[]);
+    assert_eq!(r.outcome, Outcome::Exited { code: 101 });
+    assert_eq!(summary(&r.stdout), summary(&native.stdout));
+}
+
+#[test]
+fn two_hundred_runs_in_one_process_give_one_trace_hash() {
+    let exe = harness("counter");
+    let c = config(&exe, &[]);
+    let hashes: BTreeSet<String> = (0..200).map(|_| run_config(&c).trace_hash).collect();
+    assert_eq!(hashes.len(), 1, "{hashes:?}");
+}
+
+fn hash_from_cli(exe: &std::path::Path, seed: u64) -> String {
+    let out = cli()
+        .args(["run", "--json", "--seed", &seed.to_string(), "--target"])
+        .arg(exe)
+        .output()
+        .unwrap();
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).expect("one JSON object");
+    v["trace_hash"].as_str().unwrap().to_string()
+}
+
+#[test]
+fn runs_in_five_processes_give_the_same_trace_hash_as_in_process() {
+    let exe = harness("counter");
+    let in_process = run(&exe, &[]).trace_hash;
+    let hashes: BTreeSet<String> = (0..5).map(|_| hash_from_cli(&exe, 0)).collect();
+    assert_eq!(hashes, BTreeSet::from([in_process]));
+}
+
+#[test]
+fn the_same_seed_never_changes_the_trace() {
+    let exe = harness("rust-libtest");
+    for seed in [1, 77] {
+        let mut c = config(&exe, &[]);
+        c.kernel.seed = seed;
+        let a = run_config(&c).trace_hash;
+        let b = run_config(&c).trace_hash;
+        assert_eq!(a, b, "seed {seed}");
+    }
+}
+
+#[test]
+fn a_null_dereference_crashes_with_sigsegv_at_address_zero() {
+    let r = run(&harness("null-deref"), &[]);
+    match r.outcome {
+        Outcome::Crashed {
+            signal,
+            fault_addr,
+            thread,
+            ..
+        } => {
+            assert_eq!(signal, "SIGSEGV");
+            assert_eq!(fault_addr, Some(0));
+            assert_eq!(thread, 2, "the second thread dereferences NULL");
+        }
+        o => panic!("{o:?}"),
+    }
+}
+
+#[test]
+fn abort_crashes_with_sigabrt() {
+    let r = run(&harness("abort"), &[]);
+    assert!(
+        matches!(&r.outcome, Outcome::Crashed { signal, .. } if signal == "SIGABRT"),
+        "{:?}",
+        r.outcome
+    );
+}
+
+#[test]
+fn integer_division_by_zero_crashes_with_sigfpe() {
+    let r = run(&harness("div-zero"), &[]);
+    assert!(
+        matches!(&r.outcome, Outcome::Crashed { signal, .. } if signal == "SIGFPE"),
+        "{:?}",
+        r.outcome
+    );
+}
+
+#[test]
+fn threads_that_all_block_are_reported_as_deadlocked_each_with_its_wait() {
+    let r = run(&harness("all-blocked"), &[]);
+    let Outcome::Deadlocked { threads } = &r.outcome else {
+        panic!("{:?}", r.outcome)
+    };
+    assert!(threads.len() >= 2, "{threads:?}");
+    assert!(
+        threads
+            .iter()
+            .all(|t| t.waits_on.starts_with("futex") && t.object.is_some())
+    );
+}
+
+#[test]
+fn an_endless_loop_of_getpid_hits_the_step_limit() {
+    let mut c = config(&harness("getpid-loop"), &[]);
+    c.kernel.max_steps = 5000;
+    let r = run_config(&c);
+    assert!(
+        matches!(
+            r.outcome,
+            Outcome::Hung {
+                reason: HungReason::MaxSteps,
+                ..
+            }
+        ),
+        "{:?}",
+        r.outcome
+    );
+    assert_eq!(r.steps, 5000);
+}
+
+#[test]
+fn an_endless_loop_without_system_calls_is_stopped_by_the_watchdog() {
+    let mut c = config(&harness("spin-loop"), &[]);
+    c.timeout = std::time::Duration::from_millis(500);
+    let r = run_config(&c);
+    let Outcome::Hung { reason, rip, .. } = r.outcome else {
+        panic!("{:?}", r.outcome)
+    };
+    assert_eq!(reason, HungReason::Timeout);
+    assert!(
+        rip < 0x7fff_ffff_ffff,
+        "the loop is in user code, not in the entry stub"
+    );
+}
+
+#[test]
+fn an_unimplemented_system_call_ends_the_run_naming_it() {
+    let r = run(&harness("unimplemented"), &[]);
+    let Outcome::Unsupported {
+        syscall,
+        nr,
+        thread,
+        rip,
+        ..
+    } = &r.outcome
+    else {
+        panic!("{:?}", r.outcome)
+    };
+    assert_eq!(syscall, "io_uring_setup");
+    assert_eq!(*nr, 425);
+    assert_eq!(*thread, 1);
+    assert_ne!(*rip, 0);
+}
+
+#[test]
+fn a_guest_that_writes_files_leaves_the_host_untouched() {
+    let dir = tempfile::tempdir().unwrap();
+    let inside = dir.path().join("made-by-guest");
+    let in_tmp = std::env::temp_dir().join(format!("rewind-guest-{}", std::process::id()));
+    let r = run(
+        &harness("file-writer"),
+        &[in_tmp.to_str().unwrap(), inside.to_str().unwrap()],
+    );
+    assert_eq!(
+        r.outcome,
+        Outcome::Exited { code: 0 },
+        "{}",
+        String::from_utf8_lossy(&r.stdout)
+    );
+    assert!(String::from_utf8_lossy(&r.stdout).contains("second line"));
+    // Real coreutils creating files and directories, which they leave behind.
+    let touched = dir.path().join("touched");
+    let r = run(
+        std::path::Path::new("/usr/bin/touch"),
+        &[touched.to_str().unwrap()],
+    );
+    assert_eq!(r.outcome, Outcome::Exited { code: 0 });
+    let made = dir.path().join("a/b/c");
+    let r = run(
+        std::path::Path::new("/usr/bin/mkdir"),
+        &["-p", made.to_str().unwrap()],
+    );
+    assert_eq!(r.outcome, Outcome::Exited { code: 0 });
+    let left: Vec<_> = std::fs::read_dir(dir.path()).unwrap().collect();
+    assert!(left.is_empty(), "the host directory changed: {left:?}");
+    assert!(
+        !in_tmp.exists()
+            && !std::path::Path::new(&format!("{}.renamed", in_tmp.display())).exists()
+    );
+}
+
+#[test]
+fn a_signal_handler_runs_and_returns_through_its_frame() {
+    let r = run(&harness("signal-handler"), &[]);
+    assert_eq!(
+        r.outcome,
+        Outcome::Exited { code: 0 },
+        "{}",
+        String::from_utf8_lossy(&r.stdout)
+    );
+}
