@@ -4,6 +4,7 @@
 //! Linux system-call interface itself, so that the thread schedule is an input
 //! and the same input gives the same run, step for step.
 
+pub mod abi;
 pub mod cli;
 pub mod cpu;
 pub mod harness;

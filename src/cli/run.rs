@@ -15,7 +15,7 @@ use crate::vm::{RunConfig, Vm, VmError};
 /// Options shared by every command that runs a target.
 #[derive(Args, Debug, Clone)]
 pub struct TargetArgs {
-    /// The program to run (an x86-64 Linux ELF executable).
+    /// The program to run: an x86-64 Linux ELF executable, or `harness:NAME` for a bundled harness.
     #[arg(long, short = 't', value_name = "PATH")]
     pub target: String,
     /// CPUs the program is told it has (one vCPU runs them all).
@@ -81,8 +81,19 @@ impl TargetArgs {
     }
 }
 
-/// Checks the target and returns its absolute path.
+/// Checks the target and returns its absolute path. `harness:NAME` (or
+/// `harness:NAME-fixed`) names a bundled harness, built on first use.
 pub fn absolute_target(target: &str) -> Result<String, UserError> {
+    if let Some(name) = target.strip_prefix("harness:") {
+        let (name, variant) = match name.strip_suffix("-fixed") {
+            Some(n) => (n, crate::harness::Variant::Fixed),
+            None => (name, crate::harness::Variant::Buggy),
+        };
+        let h = crate::harness::find(name).map_err(|e| UserError::bad_input(e.to_string()))?;
+        let path = crate::harness::build(&h, variant)
+            .map_err(|e| UserError::bad_input(format!("building harness {name}: {e}")))?;
+        return absolute_target(&path.to_string_lossy());
+    }
     let p = Path::new(target);
     let meta = std::fs::metadata(p).map_err(|e| {
         UserError::bad_input(format!(

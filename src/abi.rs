@@ -1,0 +1,201 @@
+//! The contract between the guest-side shim (`guest/shim.c`) and the
+//! monitor. Both sides must agree on every constant here; `guest/shim.c`
+//! repeats them and a test compares the two.
+//!
+//! The shim is a preloaded shared library that wraps the pthread operations
+//! that never enter the kernel on their fast path. Before (and for try/timed
+//! operations also after) the real operation it makes the private system
+//! call [`HINT_SYSCALL`] with
+//!
+//! | register | meaning |
+//! | --- | --- |
+//! | `rax` | [`HINT_SYSCALL`] |
+//! | `rdi` | the operation, a [`HintOp`] number |
+//! | `rsi` | the object's address (mutex, rwlock, condvar, semaphore, barrier, spinlock, thread) |
+//! | `rdx` | the call site: the return address into the caller of the wrapped function |
+//! | `r10` | a second value: the mutex of a condvar wait, the result of a try/timed operation, the new thread of a create |
+//!
+//! The call returns 0 and changes nothing; it is a scheduling point (a step)
+//! that carries what the program is about to do. On a kernel that does not
+//! know it (running natively), it returns `-ENOSYS`, which the shim ignores.
+
+/// The private system-call number of a hint (not a Linux system call).
+pub const HINT_SYSCALL: u64 = 0x7277;
+
+/// Where the monitor serves the shim inside the guest.
+pub const SHIM_PATH: &str = "/.rewind/librewind-shim.so";
+
+/// What a hint says the thread is about to do (or, for `*Result`, did).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, serde::Serialize, serde::Deserialize)]
+#[repr(u64)]
+#[serde(rename_all = "kebab-case")]
+pub enum HintOp {
+    MutexLock = 1,
+    MutexTrylock = 2,
+    MutexTimedlock = 3,
+    MutexUnlock = 4,
+    RwlockRdlock = 5,
+    RwlockWrlock = 6,
+    RwlockTryrdlock = 7,
+    RwlockTrywrlock = 8,
+    RwlockTimedrdlock = 9,
+    RwlockTimedwrlock = 10,
+    RwlockUnlock = 11,
+    /// `r10` = the mutex released while waiting.
+    CondWait = 12,
+    /// `r10` = the mutex released while waiting.
+    CondTimedwait = 13,
+    CondSignal = 14,
+    CondBroadcast = 15,
+    SemWait = 16,
+    SemTrywait = 17,
+    SemTimedwait = 18,
+    SemPost = 19,
+    BarrierWait = 20,
+    SpinLock = 21,
+    SpinTrylock = 22,
+    SpinUnlock = 23,
+    /// `rsi` = the start routine, made before the thread exists.
+    ThreadCreate = 24,
+    /// `rsi` = the `pthread_t` joined.
+    ThreadJoin = 25,
+    ThreadExit = 26,
+    /// After a try or timed operation: `rsi` = the object, `r10` = the
+    /// operation's return value (0 = acquired), `rdx` = the call site.
+    TryResult = 27,
+    /// A program-chosen point (for example where a test's setup ends), named
+    /// by `rsi`.
+    Marker = 28,
+}
+
+impl HintOp {
+    /// The operation numbered `n`.
+    pub fn from_u64(n: u64) -> Option<HintOp> {
+        use HintOp::*;
+        Some(match n {
+            1 => MutexLock,
+            2 => MutexTrylock,
+            3 => MutexTimedlock,
+            4 => MutexUnlock,
+            5 => RwlockRdlock,
+            6 => RwlockWrlock,
+            7 => RwlockTryrdlock,
+            8 => RwlockTrywrlock,
+            9 => RwlockTimedrdlock,
+            10 => RwlockTimedwrlock,
+            11 => RwlockUnlock,
+            12 => CondWait,
+            13 => CondTimedwait,
+            14 => CondSignal,
+            15 => CondBroadcast,
+            16 => SemWait,
+            17 => SemTrywait,
+            18 => SemTimedwait,
+            19 => SemPost,
+            20 => BarrierWait,
+            21 => SpinLock,
+            22 => SpinTrylock,
+            23 => SpinUnlock,
+            24 => ThreadCreate,
+            25 => ThreadJoin,
+            26 => ThreadExit,
+            27 => TryResult,
+            28 => Marker,
+            _ => return None,
+        })
+    }
+
+    /// The name in traces: `mutex-lock`, `cond-wait`, ...
+    pub fn name(self) -> &'static str {
+        use HintOp::*;
+        match self {
+            MutexLock => "mutex-lock",
+            MutexTrylock => "mutex-trylock",
+            MutexTimedlock => "mutex-timedlock",
+            MutexUnlock => "mutex-unlock",
+            RwlockRdlock => "rwlock-rdlock",
+            RwlockWrlock => "rwlock-wrlock",
+            RwlockTryrdlock => "rwlock-tryrdlock",
+            RwlockTrywrlock => "rwlock-trywrlock",
+            RwlockTimedrdlock => "rwlock-timedrdlock",
+            RwlockTimedwrlock => "rwlock-timedwrlock",
+            RwlockUnlock => "rwlock-unlock",
+            CondWait => "cond-wait",
+            CondTimedwait => "cond-timedwait",
+            CondSignal => "cond-signal",
+            CondBroadcast => "cond-broadcast",
+            SemWait => "sem-wait",
+            SemTrywait => "sem-trywait",
+            SemTimedwait => "sem-timedwait",
+            SemPost => "sem-post",
+            BarrierWait => "barrier-wait",
+            SpinLock => "spin-lock",
+            SpinTrylock => "spin-trylock",
+            SpinUnlock => "spin-unlock",
+            ThreadCreate => "thread-create",
+            ThreadJoin => "thread-join",
+            ThreadExit => "thread-exit",
+            TryResult => "try-result",
+            Marker => "marker",
+        }
+    }
+
+    /// Operations that take a lock (blocking or not).
+    pub fn acquires(self) -> bool {
+        use HintOp::*;
+        matches!(
+            self,
+            MutexLock
+                | MutexTrylock
+                | MutexTimedlock
+                | RwlockRdlock
+                | RwlockWrlock
+                | RwlockTryrdlock
+                | RwlockTrywrlock
+                | RwlockTimedrdlock
+                | RwlockTimedwrlock
+                | SpinLock
+                | SpinTrylock
+        )
+    }
+
+    /// Try and timed acquisitions, which report their result afterwards.
+    pub fn may_fail(self) -> bool {
+        use HintOp::*;
+        matches!(
+            self,
+            MutexTrylock
+                | MutexTimedlock
+                | RwlockTryrdlock
+                | RwlockTrywrlock
+                | RwlockTimedrdlock
+                | RwlockTimedwrlock
+                | SpinTrylock
+        )
+    }
+
+    /// Operations that release a lock.
+    pub fn releases(self) -> bool {
+        matches!(self, HintOp::MutexUnlock | HintOp::RwlockUnlock | HintOp::SpinUnlock)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_op_number_round_trips() {
+        for n in 1..=28 {
+            let op = HintOp::from_u64(n).unwrap();
+            assert_eq!(op as u64, n);
+        }
+        assert_eq!(HintOp::from_u64(0), None);
+        assert_eq!(HintOp::from_u64(29), None);
+    }
+
+    #[test]
+    fn the_hint_number_is_not_a_linux_system_call() {
+        assert!(crate::kernel::names::syscall_name(HINT_SYSCALL).is_none());
+    }
+}
