@@ -26,7 +26,9 @@ pub const HINT_SYSCALL: u64 = 0x7277;
 pub const SHIM_PATH: &str = "/.rewind/librewind-shim.so";
 
 /// What a hint says the thread is about to do (or, for `*Result`, did).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, serde::Serialize, serde::Deserialize)]
+#[derive(
+    Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, serde::Serialize, serde::Deserialize,
+)]
 #[repr(u64)]
 #[serde(rename_all = "kebab-case")]
 pub enum HintOp {
@@ -176,7 +178,10 @@ impl HintOp {
 
     /// Operations that release a lock.
     pub fn releases(self) -> bool {
-        matches!(self, HintOp::MutexUnlock | HintOp::RwlockUnlock | HintOp::SpinUnlock)
+        matches!(
+            self,
+            HintOp::MutexUnlock | HintOp::RwlockUnlock | HintOp::SpinUnlock
+        )
     }
 }
 

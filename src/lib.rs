@@ -7,12 +7,17 @@
 pub mod abi;
 pub mod cli;
 pub mod cpu;
+pub mod fsutil;
 pub mod harness;
 pub mod kernel;
 pub mod layout;
+pub mod locks;
 pub mod machine;
 pub mod memory;
 pub mod outcome;
+pub mod report;
 pub mod sched;
+pub mod shim;
+pub mod symbols;
 pub mod trace;
 pub mod vm;

@@ -13,6 +13,45 @@ pub struct BlockedThread {
     pub object: Option<u64>,
     /// Where the thread stands (its user RIP).
     pub rip: u64,
+    /// The lock it is acquiring, when the shim reported one.
+    pub lock: Option<u64>,
+    /// Where it asked for that lock.
+    pub site: Option<u64>,
+    /// The thread holding that lock.
+    pub holder: Option<u32>,
+    /// Where the holder took it.
+    pub holder_site: Option<u64>,
+}
+
+/// The threads of a wait-for cycle (each waits for a lock the next holds),
+/// starting from the lowest thread id; empty when there is none.
+pub fn wait_cycle(threads: &[BlockedThread]) -> Vec<u32> {
+    let next = |t: u32| {
+        threads
+            .iter()
+            .find(|b| b.thread == t)
+            .and_then(|b| b.holder)
+    };
+    for start in threads.iter().map(|b| b.thread) {
+        let mut path = vec![start];
+        let mut at = start;
+        while let Some(h) = next(at) {
+            if let Some(i) = path.iter().position(|p| *p == h) {
+                let mut cycle = path[i..].to_vec();
+                let min = cycle
+                    .iter()
+                    .enumerate()
+                    .min_by_key(|(_, t)| **t)
+                    .map(|(i, _)| i)
+                    .unwrap();
+                cycle.rotate_left(min);
+                return cycle;
+            }
+            path.push(h);
+            at = h;
+        }
+    }
+    Vec::new()
 }
 
 /// Why a run was stopped without ending by itself.
@@ -50,7 +89,11 @@ pub enum Outcome {
         rip: u64,
     },
     /// Every live thread is blocked and no timer is pending.
-    Deadlocked { threads: Vec<BlockedThread> },
+    Deadlocked {
+        threads: Vec<BlockedThread>,
+        /// The wait-for cycle among them, when locks explain it.
+        cycle: Vec<u32>,
+    },
     /// The run was stopped.
     Hung {
         reason: HungReason,
@@ -101,12 +144,23 @@ impl Outcome {
                     .unwrap_or_default();
                 format!("crashed: {signal}{addr} in thread {thread} (rip {rip:#x})")
             }
-            Outcome::Deadlocked { threads } => {
+            Outcome::Deadlocked { threads, cycle } => {
                 let parts: Vec<String> = threads
                     .iter()
                     .map(|t| format!("thread {} ({}) waits on {}", t.thread, t.name, t.waits_on))
                     .collect();
-                format!("deadlocked: {}", parts.join("; "))
+                let c = if cycle.is_empty() {
+                    String::new()
+                } else {
+                    let ids: Vec<String> = cycle.iter().map(|t| t.to_string()).collect();
+                    format!(
+                        " [cycle of {} threads: {} -> {}]",
+                        cycle.len(),
+                        ids.join(" -> "),
+                        ids[0]
+                    )
+                };
+                format!("deadlocked: {}{c}", parts.join("; "))
             }
             Outcome::Hung {
                 reason,

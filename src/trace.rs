@@ -1,29 +1,96 @@
 //! The record of a run: a hash over every step, so two runs can be compared
-//! whole by one number.
+//! whole by one number, and (when asked for) the events themselves.
 
+use std::collections::VecDeque;
+
+use serde::{Deserialize, Serialize};
 use xxhash_rust::xxh3::Xxh3;
 
+use crate::abi::HintOp;
 use crate::kernel::Tid;
 
-/// The running hash of a run's steps.
+/// What happened at a step.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "kebab-case")]
+pub enum Operation {
+    /// A Linux system call, by number.
+    Syscall { nr: u64 },
+    /// A pthread operation reported by the shim.
+    Hint { op: HintOp },
+}
+
+/// One step of a run.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Event {
+    pub step: u64,
+    pub thread: u32,
+    pub op: Operation,
+    /// The object operated on: a lock, condvar or futex word, or a file
+    /// descriptor's number for file calls; none when there is no object.
+    pub object: Option<u64>,
+    /// Where the thread was: the call site of a pthread operation (a return
+    /// address), or the address after the `syscall` instruction.
+    pub site: u64,
+    /// The system call's result (`None` while the thread is blocked in it).
+    pub result: Option<i64>,
+}
+
+impl Event {
+    /// The operation's name: `futex`, `mutex-lock`, ...
+    pub fn name(&self) -> &'static str {
+        match self.op {
+            Operation::Syscall { nr } => {
+                crate::kernel::names::syscall_name(nr).unwrap_or("unknown")
+            }
+            Operation::Hint { op } => op.name(),
+        }
+    }
+}
+
+/// How many of the last events every run keeps, for reports.
+pub const RECENT_EVENTS: usize = 64;
+
+/// The running record of a run's steps.
 #[derive(Clone, Default)]
 pub struct Trace {
     hasher: Xxh3,
+    /// Every event, when recording was asked for.
+    all: Option<Vec<Event>>,
+    /// The last [`RECENT_EVENTS`] events.
+    recent: VecDeque<Event>,
 }
 
 impl Trace {
-    /// Records a system call: who made it, with what, and what it returned
-    /// (`i64::MIN` when the thread blocked; its wake-up is recorded apart).
-    pub fn syscall(&mut self, step: u64, tid: Tid, nr: u64, args: &[u64; 6], result: i64) {
+    /// Starts keeping every event, not only the recent ones.
+    pub fn record_all(&mut self) {
+        self.all.get_or_insert_with(Vec::new);
+    }
+
+    /// Records a step: who took it, what it was, its arguments, and what it
+    /// returned (`None` when the thread blocked; its wake-up is recorded
+    /// apart).
+    pub fn step(&mut self, ev: Event, args: &[u64; 6]) {
+        let nr = match ev.op {
+            Operation::Syscall { nr } => nr,
+            Operation::Hint { op } => crate::abi::HINT_SYSCALL << 8 | op as u64,
+        };
         let mut rec = [0u64; 10];
-        rec[0] = step;
-        rec[1] = tid.0 as u64;
+        rec[0] = ev.step;
+        rec[1] = ev.thread as u64;
         rec[2] = nr;
         rec[3..9].copy_from_slice(args);
-        rec[9] = result as u64;
+        rec[9] = ev.result.unwrap_or(i64::MIN) as u64;
         for w in rec {
             self.hasher.update(&w.to_le_bytes());
         }
+
+        if let Some(all) = &mut self.all {
+            all.push(ev);
+        }
+        if self.recent.len() == RECENT_EVENTS {
+            self.recent.pop_front();
+        }
+        self.recent.push_back(ev);
     }
 
     /// Records a blocked thread waking with `result`.
@@ -31,10 +98,33 @@ impl Trace {
         self.hasher.update(&[0xffu8]);
         self.hasher.update(&(tid.0 as u64).to_le_bytes());
         self.hasher.update(&result.to_le_bytes());
+        let fill = |e: &mut Event| {
+            if e.thread == tid.0 && e.result.is_none() {
+                e.result = Some(result);
+            }
+        };
+        if let Some(e) = self.recent.iter_mut().rev().find(|e| e.thread == tid.0) {
+            fill(e);
+        }
+        if let Some(all) = &mut self.all {
+            if let Some(e) = all.iter_mut().rev().find(|e| e.thread == tid.0) {
+                fill(e);
+            }
+        }
     }
 
     /// The hash so far, as 16 hex digits.
     pub fn hash_hex(&self) -> String {
         format!("{:016x}", self.hasher.digest())
+    }
+
+    /// Every event, if recording was asked for.
+    pub fn events(&self) -> Option<&[Event]> {
+        self.all.as_deref()
+    }
+
+    /// The last events of the run.
+    pub fn recent(&self) -> impl Iterator<Item = &Event> {
+        self.recent.iter()
     }
 }

@@ -8,14 +8,17 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use crate::abi::SHIM_PATH;
 use crate::cpu::ExtendedState;
 use crate::kernel::loader::LoadError;
 use crate::kernel::vfs::SharedSource;
 use crate::kernel::{FpuAccess, Kernel, KernelConfig, Tid};
+use crate::locks::Inversion;
 use crate::machine::{Exit, Machine, MachineError};
 use crate::memory::{PhysError, PhysMemory};
 use crate::outcome::{HungReason, Outcome};
-use crate::sched::{RunUntilBlocked, SchedView, Strategy};
+use crate::sched::{Decision, RunUntilBlocked, SchedView, Schedule, Strategy};
+use crate::trace::Event;
 
 /// How to run a program.
 #[derive(Clone, Debug)]
@@ -27,6 +30,9 @@ pub struct RunConfig {
     pub timeout: Duration,
     /// Copy guest output to the terminal as it is written.
     pub stream_output: bool,
+    /// Preload the pthread shim into dynamically linked programs, so pthread
+    /// operations are scheduling points.
+    pub shim: bool,
 }
 
 impl RunConfig {
@@ -36,6 +42,7 @@ impl RunConfig {
             memory_mib: 1024,
             timeout: Duration::from_secs(10),
             stream_output: false,
+            shim: true,
         }
     }
 }
@@ -73,6 +80,15 @@ pub struct RunReport {
     pub invalidations: u64,
     /// Wall-clock time of the run.
     pub wall_us: u64,
+    /// The decisions the strategy took: replaying them gives this run.
+    pub schedule: Schedule,
+    /// Lock-order cycles seen in the run (lockdep's potential deadlocks).
+    pub potential_deadlocks: Vec<Inversion>,
+    /// Every event, when recording was asked for.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub events: Option<Vec<Event>>,
+    /// The last events before the end.
+    pub recent_events: Vec<Event>,
 }
 
 fn lossy<S: serde::Serializer>(v: &[u8], s: S) -> Result<S::Ok, S::Error> {
@@ -104,6 +120,8 @@ pub struct Vm {
     timeout: Duration,
     /// The thread whose extended state is in the CPU.
     fpu_owner: Option<Tid>,
+    /// Decisions that differed from the default policy's.
+    decisions: Vec<Decision>,
 }
 
 impl Vm {
@@ -111,7 +129,13 @@ impl Vm {
     pub fn new(cfg: &RunConfig, source: SharedSource) -> Result<Vm, VmError> {
         let mem = Arc::new(PhysMemory::new(cfg.memory_mib << 20)?);
         let machine = Machine::new(&mem)?;
-        let mut kernel = Kernel::new(mem.clone(), cfg.kernel.clone(), source)?;
+        let mut kcfg = cfg.kernel.clone();
+        if cfg.shim {
+            let shim = Arc::new(crate::shim::SHIM_SO.to_vec());
+            source.lock().unwrap().provide(SHIM_PATH, shim, 0o755);
+            kcfg.preload = vec![SHIM_PATH.to_string()];
+        }
+        let mut kernel = Kernel::new(mem.clone(), kcfg, source)?;
         kernel.out.stream = cfg.stream_output;
         Ok(Vm {
             machine,
@@ -120,6 +144,7 @@ impl Vm {
             strategy: Box::new(RunUntilBlocked),
             timeout: cfg.timeout,
             fpu_owner: None,
+            decisions: Vec::new(),
         })
     }
 
@@ -131,6 +156,11 @@ impl Vm {
     /// The kernel (for inspection).
     pub fn kernel(&self) -> &Kernel {
         &self.kernel
+    }
+
+    /// Keeps every event of the run (for traces), not only the last ones.
+    pub fn record_events(&mut self) {
+        self.kernel.trace.record_all();
     }
 
     /// Runs the program to its end.
@@ -154,6 +184,10 @@ impl Vm {
             demand_faults: k.mm.demand_faults,
             invalidations: self.machine.invalidations - inval0,
             wall_us: start.elapsed().as_micros() as u64,
+            schedule: Schedule::new(self.strategy.name(), self.decisions.clone()),
+            potential_deadlocks: k.locks.inversions(),
+            events: k.trace.events().map(|e| e.to_vec()),
+            recent_events: k.trace.recent().copied().collect(),
         })
     }
 
@@ -226,12 +260,19 @@ impl Vm {
             current_runnable,
             yielded: k.threads[&cur].yielded,
             runnable: &runnable,
+            objects: &k.objects,
         };
         let next = self.strategy.pick(&view);
         assert!(
             runnable.contains(&next),
             "strategy chose a thread that cannot run"
         );
+        if next != RunUntilBlocked::choose(&view) {
+            self.decisions.push(Decision {
+                step: k.step,
+                thread: next.0,
+            });
+        }
         k.switch_to(next);
     }
 

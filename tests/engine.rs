@@ -182,7 +182,7 @@ fn integer_division_by_zero_crashes_with_sigfpe() {
 #[test]
 fn threads_that_all_block_are_reported_as_deadlocked_each_with_its_wait() {
     let r = run(&harness("all-blocked"), &[]);
-    let Outcome::Deadlocked { threads } = &r.outcome else {
+    let Outcome::Deadlocked { threads, .. } = &r.outcome else {
         panic!("{:?}", r.outcome)
     };
     assert!(threads.len() >= 2, "{threads:?}");
@@ -291,5 +291,22 @@ fn a_signal_handler_runs_and_returns_through_its_frame() {
         Outcome::Exited { code: 0 },
         "{}",
         String::from_utf8_lossy(&r.stdout)
+    );
+}
+
+#[test]
+fn the_time_stamp_counter_is_virtual_and_the_same_in_every_run() {
+    let exe = harness("rdtsc");
+    let a = run(&exe, &[]);
+    std::thread::sleep(std::time::Duration::from_millis(1500));
+    let b = run(&exe, &[]);
+    assert_eq!(a.outcome, Outcome::Exited { code: 0 });
+    assert_eq!(a.stdout, b.stdout);
+    assert_eq!(a.trace_hash, b.trace_hash);
+    let text = String::from_utf8_lossy(&a.stdout);
+    let first: u64 = text.split_whitespace().nth(1).unwrap().parse().unwrap();
+    assert!(
+        first < 1_000_000_000_000,
+        "virtual, not the host's counter: {text}"
     );
 }

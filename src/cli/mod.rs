@@ -1,5 +1,6 @@
 //! The command line.
 
+mod check;
 mod run;
 
 use std::process::ExitCode;
@@ -18,6 +19,8 @@ pub struct Cli {
 enum Command {
     /// Run a program once in the deterministic machine.
     Run(run::RunArgs),
+    /// Run many schedules of a program; fail on the first that does not exit 0.
+    Check(check::CheckArgs),
 }
 
 /// An error for the user: one line, and the exit code to leave with.
@@ -49,6 +52,7 @@ pub fn main() -> ExitCode {
     };
     let r = match cli.command {
         Command::Run(a) => run::run(a),
+        Command::Check(a) => check::check(a),
     };
     match r {
         Ok(code) => ExitCode::from(code),

@@ -1,6 +1,6 @@
 //! `rewind-fuzz run`: one run, its output, its outcome.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use clap::Args;
@@ -8,8 +8,9 @@ use clap::Args;
 use super::UserError;
 use crate::kernel::KernelConfig;
 use crate::kernel::loader::check_elf;
-use crate::kernel::vfs::FileSource;
+use crate::kernel::vfs::{FileSource, SharedSource};
 use crate::outcome::Outcome;
+use crate::sched::StrategySpec;
 use crate::vm::{RunConfig, Vm, VmError};
 
 /// Options shared by every command that runs a target.
@@ -133,6 +134,18 @@ pub fn vm_error(e: VmError) -> UserError {
 pub struct RunArgs {
     #[command(flatten)]
     pub target: TargetArgs,
+    /// Scheduling strategy: default, random, pct:D, pos, or schedule:FILE.
+    #[arg(long, default_value = "default")]
+    pub strategy: StrategySpec,
+    /// Replay the decisions saved in FILE (the same as --strategy schedule:FILE).
+    #[arg(long, value_name = "FILE", conflicts_with = "strategy")]
+    pub schedule: Option<PathBuf>,
+    /// Save the decisions this run took, so --schedule FILE replays it.
+    #[arg(long, value_name = "FILE")]
+    pub save_schedule: Option<PathBuf>,
+    /// Print every step: thread, operation, object, call site, result.
+    #[arg(long)]
+    pub trace: bool,
     /// Print one JSON object describing the run on stdout (guest output is captured in it).
     #[arg(long)]
     pub json: bool,
@@ -141,19 +154,75 @@ pub struct RunArgs {
 pub fn run(a: RunArgs) -> Result<u8, UserError> {
     let mut cfg = a.target.config()?;
     cfg.stream_output = !a.json;
-    let mut vm = Vm::new(&cfg, FileSource::host()).map_err(vm_error)?;
-    let report = vm.run().map_err(vm_error)?;
+    let spec = match &a.schedule {
+        Some(f) => StrategySpec::Schedule(f.clone()),
+        None => a.strategy.clone(),
+    };
+    let source = FileSource::host();
+    let steps = estimate_steps(&cfg, &spec, &source)?;
+    let strategy = spec
+        .build(a.target.seed, steps)
+        .map_err(|e| UserError::bad_input(e.to_string()))?;
+    let mut vm = Vm::new(&cfg, source).map_err(vm_error)?;
+    vm.set_strategy(strategy);
+    if a.trace {
+        vm.record_events();
+    }
+    let mut report = vm.run().map_err(vm_error)?;
+    report.schedule.origin = format!("{spec} seed {}", a.target.seed);
+    if let Some(f) = &a.save_schedule {
+        report
+            .schedule
+            .save(f)
+            .map_err(|e| UserError::bad_input(e.to_string()))?;
+    }
+    let mut sym = crate::report::Symbols::new(&vm);
     if a.json {
-        println!("{}", report_json(&report));
+        let mut v = report_json(&report);
+        if let Some(ev) = &report.events {
+            v["events"] = serde_json::Value::Array(ev.iter().map(|e| sym.event_json(e)).collect());
+        }
+        v["potential_deadlocks"] = sym.inversions_json(&report.potential_deadlocks);
+        v["outcome"]["details"] = sym.outcome_details_json(&report.outcome);
+        println!("{v}");
     } else {
+        if let Some(ev) = &report.events {
+            for e in ev {
+                eprintln!("{}", sym.event_line(e));
+            }
+        }
         eprintln!(
             "rewind-fuzz: {} after {} steps (trace {})",
             report.outcome.summary(),
             report.steps,
             report.trace_hash
         );
+        for line in sym.outcome_lines(&report.outcome) {
+            eprintln!("  {line}");
+        }
+        for inv in &report.potential_deadlocks {
+            for line in sym.inversion_lines(inv) {
+                eprintln!("{line}");
+            }
+        }
     }
     Ok(exit_code(&report.outcome))
+}
+
+/// How many steps a default run of the target takes, when the strategy
+/// needs to know (PCT); 0 otherwise.
+pub fn estimate_steps(
+    cfg: &RunConfig,
+    spec: &StrategySpec,
+    source: &SharedSource,
+) -> Result<u64, UserError> {
+    if !spec.needs_step_estimate() {
+        return Ok(0);
+    }
+    let mut probe = cfg.clone();
+    probe.stream_output = false;
+    let mut vm = Vm::new(&probe, source.clone()).map_err(vm_error)?;
+    Ok(vm.run().map_err(vm_error)?.steps)
 }
 
 /// The process exit code for an outcome: the guest's own code when it exited.

@@ -28,10 +28,12 @@ use std::sync::Arc;
 use rand_chacha::ChaCha20Rng;
 use rand_core::{RngCore, SeedableRng};
 
+use crate::abi::{HINT_SYSCALL, HintOp};
 use crate::cpu::{ExtendedState, UserRegs};
+use crate::locks::LockTracker;
 use crate::memory::{Access, AddressSpace, MemError, PhysMemory};
 use crate::outcome::{BlockedThread, HungReason, Outcome, signal_name};
-use crate::trace::Trace;
+use crate::trace::{Event, Operation, Trace};
 
 use files::FdTable;
 use futex::FutexTable;
@@ -177,6 +179,10 @@ pub struct Kernel {
     /// Steps taken (the number of the last step).
     pub step: u64,
     pub trace: Trace,
+    /// Who holds which lock, from the shim's hints.
+    pub locks: LockTracker,
+    /// The object (lock, futex word) of each thread's last step.
+    pub objects: BTreeMap<Tid, u64>,
     pub out: Output,
     pub outcome: Option<Outcome>,
     /// Resource limits set by the program (`prlimit64`), by resource number.
@@ -208,6 +214,8 @@ impl Kernel {
             rng,
             step: 0,
             trace: Trace::default(),
+            locks: LockTracker::default(),
+            objects: BTreeMap::new(),
             out: Output {
                 cap: 16 << 20,
                 ..Default::default()
@@ -290,9 +298,25 @@ impl Kernel {
         self.cur().regs = regs;
         self.cur().yielded = false;
         let (nr, args) = regs.syscall_args();
-        let result = match table::lookup(nr) {
-            Some(def) => (def.handler)(self, cpu, args),
-            None => SysResult::Unsupported(String::new()),
+        self.locks.on_step(tid, nr == libc::SYS_futex as u64);
+        let hint = (nr == HINT_SYSCALL)
+            .then(|| HintOp::from_u64(args[0]))
+            .flatten();
+        let result = if nr == HINT_SYSCALL {
+            match hint {
+                Some(op) => {
+                    self.locks.on_hint(tid, op, args[1], args[2], args[3]);
+                    SysResult::Ret(0)
+                }
+                None => {
+                    SysResult::Unsupported(format!("shim hint with unknown operation {}", args[0]))
+                }
+            }
+        } else {
+            match table::lookup(nr) {
+                Some(def) => (def.handler)(self, cpu, args),
+                None => SysResult::Unsupported(String::new()),
+            }
         };
         let recorded = match result {
             SysResult::Ret(v) => {
@@ -324,7 +348,26 @@ impl Kernel {
                 0
             }
         };
-        self.trace.syscall(self.step, tid, nr, &args, recorded);
+        let event = Event {
+            step: self.step,
+            thread: tid.0,
+            op: match hint {
+                Some(op) => Operation::Hint { op },
+                None => Operation::Syscall { nr },
+            },
+            object: match hint {
+                Some(_) => Some(args[1]),
+                None if nr == libc::SYS_futex as u64 => Some(args[0]),
+                None => None,
+            },
+            site: if hint.is_some() { args[2] } else { regs.rip },
+            result: (recorded != i64::MIN).then_some(recorded),
+        };
+        match event.object {
+            Some(o) => self.objects.insert(tid, o),
+            None => self.objects.remove(&tid),
+        };
+        self.trace.step(event, &args);
 
         self.expire_timers();
         if self.outcome.is_none() && self.step >= self.config.max_steps {
@@ -515,7 +558,8 @@ impl Kernel {
             None => {
                 if self.threads.values().any(|t| t.is_alive()) {
                     let threads = self.blocked_threads();
-                    self.end(Outcome::Deadlocked { threads });
+                    let cycle = crate::outcome::wait_cycle(&threads);
+                    self.end(Outcome::Deadlocked { threads, cycle });
                 } else {
                     self.end(Outcome::Exited { code: 0 });
                 }
@@ -524,27 +568,47 @@ impl Kernel {
         }
     }
 
-    /// Every blocked thread and what it waits on.
+    /// Every blocked thread and what it waits on: for a thread blocked in a
+    /// lock the shim reported, the lock, where it asked for it, and which
+    /// thread holds it.
     pub fn blocked_threads(&self) -> Vec<BlockedThread> {
         self.threads
             .values()
-            .filter_map(|t| match &t.state {
-                ThreadState::Blocked(w) => Some(BlockedThread {
+            .filter_map(|t| {
+                let ThreadState::Blocked(w) = &t.state else {
+                    return None;
+                };
+                let futex = match w {
+                    Wait::Futex { addr, .. } => Some(*addr),
+                    _ => None,
+                };
+                // A lock's futex word lies inside the lock object.
+                let lock = self
+                    .locks
+                    .acquiring(t.tid)
+                    .filter(|(l, _)| futex.is_some_and(|a| a >= *l && a < l + 64));
+                let holder = lock.and_then(|(l, _)| {
+                    self.locks.holders(l).into_iter().find(|(h, _)| *h != t.tid)
+                });
+                let waits_on = match (w, lock, holder) {
+                    (_, Some((l, _)), Some((h, _))) => format!("lock {l:#x} held by thread {h}"),
+                    (_, Some((l, _)), None) => format!("lock {l:#x}"),
+                    (Wait::Futex { addr, .. }, ..) => format!("futex {addr:#x}"),
+                    (Wait::Sleep { .. }, ..) => "sleep".into(),
+                    (Wait::Poll { .. }, ..) => "poll".into(),
+                    (Wait::Signal, ..) => "a signal".into(),
+                };
+                Some(BlockedThread {
                     thread: t.tid.0,
                     name: t.name.clone(),
-                    waits_on: match w {
-                        Wait::Futex { addr, .. } => format!("futex {addr:#x}"),
-                        Wait::Sleep { .. } => "sleep".into(),
-                        Wait::Poll { .. } => "poll".into(),
-                        Wait::Signal => "a signal".into(),
-                    },
-                    object: match w {
-                        Wait::Futex { addr, .. } => Some(*addr),
-                        _ => None,
-                    },
+                    waits_on,
+                    object: futex,
                     rip: t.regs.rip,
-                }),
-                _ => None,
+                    lock: lock.map(|(l, _)| l),
+                    site: lock.map(|(_, s)| s),
+                    holder: holder.map(|(h, _)| h.0),
+                    holder_site: holder.map(|(_, s)| s),
+                })
             })
             .collect()
     }

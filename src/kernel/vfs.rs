@@ -113,6 +113,20 @@ impl FileSource {
         Arc::new(Mutex::new(FileSource { live: false, nodes }))
     }
 
+    /// Provides a file the monitor itself supplies (the shim), recorded
+    /// like any host file.
+    pub fn provide(&mut self, path: &str, data: Arc<Vec<u8>>, mode: u32) {
+        self.nodes
+            .insert(path.to_string(), HostNode::File { data, mode });
+        self.nodes.insert(
+            super::vfs::parent_of(path),
+            HostNode::Dir {
+                mode: 0o755,
+                entries: None,
+            },
+        );
+    }
+
     /// Everything looked up so far.
     pub fn recording(&self) -> &BTreeMap<String, HostNode> {
         &self.nodes

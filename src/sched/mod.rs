@@ -1,5 +1,22 @@
 //! Scheduling: at every step a strategy chooses which runnable thread runs
 //! next. The kernel says who can run; only the strategy says who does.
+//!
+//! Every run records the decisions its strategy took wherever they differ
+//! from the default policy's ([`RunUntilBlocked`]); replaying those decisions
+//! ([`Replay`]) gives the same run. That record is a [`Schedule`], the
+//! fuzzer's input and what a reproducer carries.
+
+mod pct;
+mod pos;
+mod random;
+mod schedule;
+
+use std::collections::BTreeMap;
+
+pub use pct::Pct;
+pub use pos::Pos;
+pub use random::RandomWalk;
+pub use schedule::{Decision, Replay, Schedule, ScheduleError};
 
 use crate::kernel::Tid;
 
@@ -16,6 +33,8 @@ pub struct SchedView<'a> {
     pub yielded: bool,
     /// Every runnable thread, in thread-id order (never empty).
     pub runnable: &'a [Tid],
+    /// The object (lock, futex word) of each thread's last step, if any.
+    pub objects: &'a BTreeMap<Tid, u64>,
 }
 
 /// A scheduling policy.
@@ -34,18 +53,15 @@ pub fn round_robin_after(after: Tid, runnable: &[Tid]) -> Tid {
         .unwrap_or(&runnable[0])
 }
 
-/// Runs the current thread until it blocks or yields, then the next one in
-/// thread-id order: no preemption, like a uniprocessor with cooperative
-/// threads.
+/// The default policy: run the current thread until it blocks or yields,
+/// then the next one in thread-id order. No preemption, like a uniprocessor
+/// with cooperative threads.
 #[derive(Debug, Default, Clone)]
 pub struct RunUntilBlocked;
 
-impl Strategy for RunUntilBlocked {
-    fn name(&self) -> String {
-        "default".into()
-    }
-
-    fn pick(&mut self, v: &SchedView) -> Tid {
+impl RunUntilBlocked {
+    /// The default choice, as a function of the view.
+    pub fn choose(v: &SchedView) -> Tid {
         if v.current_runnable && !v.yielded {
             return v.current;
         }
@@ -53,34 +69,157 @@ impl Strategy for RunUntilBlocked {
     }
 }
 
+impl Strategy for RunUntilBlocked {
+    fn name(&self) -> String {
+        "default".into()
+    }
+
+    fn pick(&mut self, v: &SchedView) -> Tid {
+        Self::choose(v)
+    }
+}
+
+/// A strategy as the command line names it: `default`, `random`, `pct:D`
+/// (optionally `pct:D:K` with K the expected number of steps), `pos`, or
+/// `schedule:FILE`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum StrategySpec {
+    Default,
+    Random,
+    Pct { depth: u32, steps: Option<u64> },
+    Pos,
+    Schedule(std::path::PathBuf),
+}
+
+impl std::str::FromStr for StrategySpec {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Self, String> {
+        let bad = || {
+            format!(
+                "unknown strategy {s:?}: use default, random, pct:D (D >= 1, optionally pct:D:STEPS), pos or schedule:FILE"
+            )
+        };
+        Ok(match s {
+            "default" => StrategySpec::Default,
+            "random" => StrategySpec::Random,
+            "pos" => StrategySpec::Pos,
+            _ if s.starts_with("schedule:") => {
+                StrategySpec::Schedule(s["schedule:".len()..].into())
+            }
+            _ if s.starts_with("pct:") => {
+                let mut parts = s["pct:".len()..].split(':');
+                let depth: u32 = parts
+                    .next()
+                    .and_then(|d| d.parse().ok())
+                    .filter(|d| *d >= 1)
+                    .ok_or_else(bad)?;
+                let steps = match parts.next() {
+                    Some(k) => Some(k.parse::<u64>().ok().filter(|k| *k >= 1).ok_or_else(bad)?),
+                    None => None,
+                };
+                if parts.next().is_some() {
+                    return Err(bad());
+                }
+                StrategySpec::Pct { depth, steps }
+            }
+            _ => return Err(bad()),
+        })
+    }
+}
+
+impl std::fmt::Display for StrategySpec {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            StrategySpec::Default => write!(f, "default"),
+            StrategySpec::Random => write!(f, "random"),
+            StrategySpec::Pct { depth, steps: None } => write!(f, "pct:{depth}"),
+            StrategySpec::Pct {
+                depth,
+                steps: Some(k),
+            } => write!(f, "pct:{depth}:{k}"),
+            StrategySpec::Pos => write!(f, "pos"),
+            StrategySpec::Schedule(p) => write!(f, "schedule:{}", p.display()),
+        }
+    }
+}
+
+impl StrategySpec {
+    /// Whether the strategy needs to know how many steps a run takes (PCT
+    /// spreads its change points over them).
+    pub fn needs_step_estimate(&self) -> bool {
+        matches!(self, StrategySpec::Pct { steps: None, .. })
+    }
+
+    /// Makes the strategy for one run. `seed` picks the run's random
+    /// choices; `steps` estimates a run's length for PCT.
+    pub fn build(&self, seed: u64, steps: u64) -> Result<Box<dyn Strategy>, ScheduleError> {
+        Ok(match self {
+            StrategySpec::Default => Box::new(RunUntilBlocked),
+            StrategySpec::Random => Box::new(RandomWalk::new(seed)),
+            StrategySpec::Pct { depth, steps: k } => {
+                Box::new(Pct::new(*depth, k.unwrap_or(steps), seed))
+            }
+            StrategySpec::Pos => Box::new(Pos::new(seed)),
+            StrategySpec::Schedule(p) => Box::new(Replay::new(Schedule::load(p)?)),
+        })
+    }
+}
+
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
 
-    fn view<'a>(current: u32, runnable: bool, yielded: bool, all: &'a [Tid]) -> SchedView<'a> {
+    pub fn view<'a>(
+        current: u32,
+        runnable: bool,
+        yielded: bool,
+        all: &'a [Tid],
+        objects: &'a BTreeMap<Tid, u64>,
+    ) -> SchedView<'a> {
         SchedView {
             step: 1,
             current: Tid(current),
             current_runnable: runnable,
             yielded,
             runnable: all,
+            objects,
         }
     }
 
     #[test]
     fn the_default_keeps_the_running_thread_until_it_blocks_or_yields() {
         let all = [Tid(1), Tid(2), Tid(3)];
+        let o = BTreeMap::new();
         let mut s = RunUntilBlocked;
-        assert_eq!(s.pick(&view(2, true, false, &all)), Tid(2));
-        assert_eq!(s.pick(&view(2, true, true, &all)), Tid(3));
-        assert_eq!(s.pick(&view(3, true, true, &all)), Tid(1));
+        assert_eq!(s.pick(&view(2, true, false, &all, &o)), Tid(2));
+        assert_eq!(s.pick(&view(2, true, true, &all, &o)), Tid(3));
+        assert_eq!(s.pick(&view(3, true, true, &all, &o)), Tid(1));
         let rest = [Tid(1)];
-        assert_eq!(s.pick(&view(2, false, false, &rest)), Tid(1));
+        assert_eq!(s.pick(&view(2, false, false, &rest, &o)), Tid(1));
     }
 
     #[test]
-    fn a_yielding_thread_alone_keeps_running() {
-        let all = [Tid(4)];
-        assert_eq!(RunUntilBlocked.pick(&view(4, true, true, &all)), Tid(4));
+    fn strategies_parse_as_the_command_line_writes_them() {
+        assert_eq!(
+            "pct:3".parse(),
+            Ok(StrategySpec::Pct {
+                depth: 3,
+                steps: None
+            })
+        );
+        assert_eq!(
+            "pct:2:500".parse(),
+            Ok(StrategySpec::Pct {
+                depth: 2,
+                steps: Some(500)
+            })
+        );
+        assert_eq!("pos".parse(), Ok(StrategySpec::Pos));
+        assert!("pct:0".parse::<StrategySpec>().is_err());
+        assert!("fast".parse::<StrategySpec>().is_err());
+        for s in ["default", "random", "pct:2", "pos", "schedule:/tmp/x"] {
+            assert_eq!(s.parse::<StrategySpec>().unwrap().to_string(), s);
+        }
     }
 }

@@ -1,0 +1,386 @@
+//! Who holds which lock, and in which order locks are taken.
+//!
+//! Fed by the shim's hints, this knows each thread's held locks and the lock
+//! it is acquiring, so a deadlock can be reported as a cycle (thread 2 waits
+//! for the lock thread 3 holds, ...), and it builds the lock-order graph that
+//! lockdep builds: an edge A → B whenever a thread acquires B while holding A.
+//! A cycle in that graph, taken by at least two threads with no common gate
+//! lock, is a potential deadlock even if the run did not hang.
+//!
+//! An acquisition completes when the thread next shows up with anything but
+//! a `futex` call (the lock's own slow path), or, for try and timed
+//! operations, when the shim reports the result.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use serde::{Deserialize, Serialize};
+
+use crate::abi::HintOp;
+use crate::kernel::Tid;
+
+/// A lock a thread holds.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Held {
+    pub lock: u64,
+    /// Where it was taken.
+    pub site: u64,
+    /// A shared (read) hold of a reader-writer lock.
+    pub shared: bool,
+}
+
+/// An acquisition in progress.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct Pending {
+    lock: u64,
+    site: u64,
+    op: HintOp,
+}
+
+#[derive(Clone, Debug, Default)]
+struct ThreadLocks {
+    held: Vec<Held>,
+    pending: Option<Pending>,
+}
+
+/// One edge of the lock-order graph: a thread took `to` while holding `from`.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct OrderEdge {
+    pub from: u64,
+    pub to: u64,
+    pub thread: u32,
+    /// Where `from` was taken.
+    pub from_site: u64,
+    /// Where `to` was taken.
+    pub to_site: u64,
+    /// Other locks held at the time (a lock common to every edge of a cycle
+    /// serializes it: no deadlock).
+    pub gates: Vec<u64>,
+}
+
+/// A cycle in the lock-order graph.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Inversion {
+    pub edges: Vec<OrderEdge>,
+}
+
+/// Largest cycle looked for.
+const MAX_CYCLE: usize = 8;
+
+/// The lock state of a process.
+#[derive(Clone, Debug, Default)]
+pub struct LockTracker {
+    threads: BTreeMap<Tid, ThreadLocks>,
+    /// First witness of each (from, to, from_site, to_site).
+    order: BTreeMap<(u64, u64), Vec<OrderEdge>>,
+}
+
+impl LockTracker {
+    /// Notes that `tid` took a step: any acquisition it had under way that
+    /// cannot fail has completed unless the step is the lock's own futex call.
+    pub fn on_step(&mut self, tid: Tid, is_futex: bool) {
+        if is_futex {
+            return;
+        }
+        let Some(p) = self.threads.get(&tid).and_then(|t| t.pending) else {
+            return;
+        };
+        if !p.op.may_fail() {
+            self.acquired(tid, p);
+        }
+    }
+
+    /// Applies a hint from `tid`.
+    pub fn on_hint(&mut self, tid: Tid, op: HintOp, object: u64, site: u64, extra: u64) {
+        match op {
+            HintOp::TryResult => {
+                let t = self.threads.entry(tid).or_default();
+                if let Some(p) = t.pending.take() {
+                    if extra as i64 == 0 && p.lock == object {
+                        self.acquired(tid, p);
+                    }
+                }
+            }
+            HintOp::CondWait | HintOp::CondTimedwait => {
+                // The mutex is released while waiting and taken again after.
+                self.release(tid, extra);
+                let t = self.threads.entry(tid).or_default();
+                t.pending = Some(Pending {
+                    lock: extra,
+                    site,
+                    op: HintOp::MutexLock,
+                });
+            }
+            op if op.acquires() => {
+                self.threads.entry(tid).or_default().pending = Some(Pending {
+                    lock: object,
+                    site,
+                    op,
+                });
+            }
+            op if op.releases() => self.release(tid, object),
+            HintOp::ThreadExit => {
+                self.threads.remove(&tid);
+            }
+            _ => {}
+        }
+    }
+
+    fn acquired(&mut self, tid: Tid, p: Pending) {
+        let shared = matches!(
+            p.op,
+            HintOp::RwlockRdlock | HintOp::RwlockTryrdlock | HintOp::RwlockTimedrdlock
+        );
+        let t = self.threads.entry(tid).or_default();
+        t.pending = None;
+        // Lock order: shared holds are left out (readers do not exclude one
+        // another, and counting them would report reader-reader "cycles").
+        if !shared {
+            let held: Vec<Held> = t.held.iter().filter(|h| !h.shared).copied().collect();
+            for h in &held {
+                if h.lock == p.lock {
+                    continue;
+                }
+                let edges = self.order.entry((h.lock, p.lock)).or_default();
+                if edges.len() < 8
+                    && !edges
+                        .iter()
+                        .any(|e| e.from_site == h.site && e.to_site == p.site && e.thread == tid.0)
+                {
+                    let gates = held
+                        .iter()
+                        .map(|g| g.lock)
+                        .filter(|l| *l != h.lock)
+                        .collect();
+                    edges.push(OrderEdge {
+                        from: h.lock,
+                        to: p.lock,
+                        thread: tid.0,
+                        from_site: h.site,
+                        to_site: p.site,
+                        gates,
+                    });
+                }
+            }
+        }
+        self.threads.entry(tid).or_default().held.push(Held {
+            lock: p.lock,
+            site: p.site,
+            shared,
+        });
+    }
+
+    fn release(&mut self, tid: Tid, lock: u64) {
+        if let Some(t) = self.threads.get_mut(&tid) {
+            if let Some(i) = t.held.iter().rposition(|h| h.lock == lock) {
+                t.held.remove(i);
+            }
+        }
+    }
+
+    /// The lock `tid` is acquiring, and where.
+    pub fn acquiring(&self, tid: Tid) -> Option<(u64, u64)> {
+        self.threads.get(&tid)?.pending.map(|p| (p.lock, p.site))
+    }
+
+    /// Threads holding `lock`, with where they took it.
+    pub fn holders(&self, lock: u64) -> Vec<(Tid, u64)> {
+        self.threads
+            .iter()
+            .flat_map(|(t, l)| {
+                l.held
+                    .iter()
+                    .filter(|h| h.lock == lock)
+                    .map(move |h| (*t, h.site))
+            })
+            .collect()
+    }
+
+    /// Locks `tid` holds.
+    pub fn held(&self, tid: Tid) -> &[Held] {
+        self.threads.get(&tid).map_or(&[], |t| &t.held)
+    }
+
+    /// Cycles in the lock-order graph that two or more threads took, with no
+    /// lock held across all of their edges. Each cycle is reported once.
+    pub fn inversions(&self) -> Vec<Inversion> {
+        let mut adj: BTreeMap<u64, BTreeSet<u64>> = BTreeMap::new();
+        for (from, to) in self.order.keys() {
+            adj.entry(*from).or_default().insert(*to);
+        }
+        let mut seen: BTreeSet<Vec<u64>> = BTreeSet::new();
+        let mut out = Vec::new();
+        for &start in adj.keys() {
+            let mut path = vec![start];
+            self.walk(&adj, start, &mut path, &mut seen, &mut out);
+        }
+        out
+    }
+
+    fn walk(
+        &self,
+        adj: &BTreeMap<u64, BTreeSet<u64>>,
+        start: u64,
+        path: &mut Vec<u64>,
+        seen: &mut BTreeSet<Vec<u64>>,
+        out: &mut Vec<Inversion>,
+    ) {
+        let last = *path.last().unwrap();
+        for &next in adj.get(&last).into_iter().flatten() {
+            if next == start && path.len() >= 2 {
+                let mut key = path.clone();
+                key.sort_unstable();
+                if seen.contains(&key) {
+                    continue;
+                }
+                if let Some(inv) = self.witness(path) {
+                    seen.insert(key);
+                    out.push(inv);
+                }
+            } else if next > start && !path.contains(&next) && path.len() < MAX_CYCLE {
+                // Only cycles whose smallest lock is `start`: each once.
+                path.push(next);
+                self.walk(adj, start, path, seen, out);
+                path.pop();
+            }
+        }
+    }
+
+    /// Picks one edge per hop of the cycle `locks` so that at least two
+    /// threads take part and no gate is common to all, if possible.
+    fn witness(&self, locks: &[u64]) -> Option<Inversion> {
+        let hops: Vec<&Vec<OrderEdge>> = (0..locks.len())
+            .map(|i| &self.order[&(locks[i], locks[(i + 1) % locks.len()])])
+            .collect();
+        let mut choice = vec![0usize; hops.len()];
+        loop {
+            let edges: Vec<&OrderEdge> = choice.iter().zip(&hops).map(|(c, h)| &h[*c]).collect();
+            let threads: BTreeSet<u32> = edges.iter().map(|e| e.thread).collect();
+            let common_gate = edges[0]
+                .gates
+                .iter()
+                .any(|g| edges.iter().all(|e| e.gates.contains(g)));
+            if threads.len() >= 2 && !common_gate {
+                return Some(Inversion {
+                    edges: edges.into_iter().cloned().collect(),
+                });
+            }
+            // Next combination.
+            let mut i = 0;
+            loop {
+                if i == choice.len() {
+                    return None;
+                }
+                choice[i] += 1;
+                if choice[i] < hops[i].len() {
+                    break;
+                }
+                choice[i] = 0;
+                i += 1;
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn lock(t: &mut LockTracker, tid: u32, l: u64, site: u64) {
+        t.on_hint(Tid(tid), HintOp::MutexLock, l, site, 0);
+        t.on_step(Tid(tid), false);
+    }
+
+    fn unlock(t: &mut LockTracker, tid: u32, l: u64) {
+        t.on_step(Tid(tid), false);
+        t.on_hint(Tid(tid), HintOp::MutexUnlock, l, 0, 0);
+    }
+
+    #[test]
+    fn opposite_orders_in_two_threads_are_a_potential_deadlock() {
+        let mut t = LockTracker::default();
+        lock(&mut t, 1, 0xa, 10);
+        lock(&mut t, 1, 0xb, 11);
+        unlock(&mut t, 1, 0xb);
+        unlock(&mut t, 1, 0xa);
+        lock(&mut t, 2, 0xb, 20);
+        lock(&mut t, 2, 0xa, 21);
+        let inv = t.inversions();
+        assert_eq!(inv.len(), 1);
+        let sites: BTreeSet<(u64, u64)> = inv[0]
+            .edges
+            .iter()
+            .map(|e| (e.from_site, e.to_site))
+            .collect();
+        assert_eq!(sites, BTreeSet::from([(10, 11), (20, 21)]));
+    }
+
+    #[test]
+    fn one_thread_alone_or_a_common_gate_is_not_a_deadlock() {
+        let mut t = LockTracker::default();
+        lock(&mut t, 1, 0xa, 1);
+        lock(&mut t, 1, 0xb, 2);
+        unlock(&mut t, 1, 0xb);
+        unlock(&mut t, 1, 0xa);
+        lock(&mut t, 1, 0xb, 3);
+        lock(&mut t, 1, 0xa, 4);
+        assert!(t.inversions().is_empty(), "same thread");
+        let mut g = LockTracker::default();
+        for (tid, first, second) in [(1, 0xa, 0xb), (2, 0xb, 0xa)] {
+            lock(&mut g, tid, 0x9, 0);
+            lock(&mut g, tid, first, 1);
+            lock(&mut g, tid, second, 2);
+            unlock(&mut g, tid, second);
+            unlock(&mut g, tid, first);
+            unlock(&mut g, tid, 0x9);
+        }
+        assert!(g.inversions().is_empty(), "gated by 0x9");
+    }
+
+    #[test]
+    fn a_ring_of_five_is_one_cycle() {
+        let mut t = LockTracker::default();
+        for i in 0..5u64 {
+            let tid = i as u32 + 1;
+            lock(&mut t, tid, 100 + i, 1);
+            lock(&mut t, tid, 100 + (i + 1) % 5, 2);
+            unlock(&mut t, tid, 100 + (i + 1) % 5);
+            unlock(&mut t, tid, 100 + i);
+        }
+        let inv = t.inversions();
+        assert_eq!(inv.len(), 1);
+        assert_eq!(inv[0].edges.len(), 5);
+    }
+
+    #[test]
+    fn a_thread_blocked_in_the_locks_futex_is_still_acquiring() {
+        let mut t = LockTracker::default();
+        lock(&mut t, 1, 0xa, 1);
+        t.on_hint(Tid(2), HintOp::MutexLock, 0xa, 7, 0);
+        t.on_step(Tid(2), true);
+        assert_eq!(t.acquiring(Tid(2)), Some((0xa, 7)));
+        assert_eq!(t.holders(0xa), vec![(Tid(1), 1)]);
+    }
+
+    #[test]
+    fn a_failed_trylock_takes_nothing() {
+        let mut t = LockTracker::default();
+        t.on_hint(Tid(1), HintOp::MutexTrylock, 0xa, 1, 0);
+        t.on_step(Tid(1), false);
+        t.on_hint(Tid(1), HintOp::TryResult, 0xa, 1, 16);
+        assert!(t.held(Tid(1)).is_empty());
+        t.on_hint(Tid(1), HintOp::MutexTrylock, 0xa, 1, 0);
+        t.on_hint(Tid(1), HintOp::TryResult, 0xa, 1, 0);
+        assert_eq!(t.held(Tid(1)).len(), 1);
+    }
+
+    #[test]
+    fn a_condvar_wait_gives_the_mutex_back_for_the_wait() {
+        let mut t = LockTracker::default();
+        lock(&mut t, 1, 0xa, 1);
+        t.on_hint(Tid(1), HintOp::CondWait, 0xc, 2, 0xa);
+        assert!(t.held(Tid(1)).is_empty());
+        t.on_step(Tid(1), true);
+        t.on_step(Tid(1), false);
+        assert_eq!(t.held(Tid(1))[0].lock, 0xa);
+    }
+}

@@ -1,0 +1,203 @@
+//! Reports for people: events, outcomes and lock-order cycles, with code
+//! addresses turned into functions and source lines.
+
+use serde_json::{Value, json};
+
+use crate::locks::Inversion;
+use crate::memory::{AddressSpace, Backing};
+use crate::outcome::{BlockedThread, Outcome};
+use crate::symbols::{Location, Mapping, Symbolizer};
+use crate::trace::Event;
+use crate::vm::Vm;
+
+/// The guest's file mappings, as the symbolizer takes them.
+pub fn mappings(mm: &AddressSpace) -> Vec<Mapping> {
+    mm.vmas()
+        .filter_map(|v| match &v.backing {
+            Backing::File { data, offset } => Some(Mapping {
+                start: v.start,
+                end: v.end,
+                file_offset: *offset,
+                path: v.name.clone(),
+                data: data.clone(),
+            }),
+            Backing::Anon => None,
+        })
+        .collect()
+}
+
+/// Symbolizes addresses of one run.
+pub struct Symbols {
+    maps: Vec<Mapping>,
+    sym: Symbolizer,
+}
+
+impl Symbols {
+    /// For the run `vm` made (its mappings as they are now).
+    pub fn new(vm: &Vm) -> Self {
+        Self::from_mappings(mappings(&vm.kernel().mm))
+    }
+
+    pub fn from_mappings(maps: Vec<Mapping>) -> Self {
+        Symbols {
+            maps,
+            sym: Symbolizer::new(),
+        }
+    }
+
+    /// Where a return address (a call site) is.
+    pub fn call_site(&mut self, addr: u64) -> Location {
+        self.sym.locate_call_site(&self.maps, addr)
+    }
+
+    /// Where an instruction is.
+    pub fn at(&mut self, addr: u64) -> Location {
+        self.sym.locate(&self.maps, addr)
+    }
+
+    /// One line for an event.
+    pub fn event_line(&mut self, e: &Event) -> String {
+        let object = e.object.map(|o| format!("{o:#x}")).unwrap_or_default();
+        let result = e
+            .result
+            .map(|r| r.to_string())
+            .unwrap_or_else(|| "(blocked)".into());
+        format!(
+            "[{:>6}] thread {:<3} {:<18} {:<16} = {:<10} at {}",
+            e.step,
+            e.thread,
+            e.name(),
+            object,
+            result,
+            self.call_site(e.site).short()
+        )
+    }
+
+    /// An event as JSON.
+    pub fn event_json(&mut self, e: &Event) -> Value {
+        json!({
+            "step": e.step,
+            "thread": e.thread,
+            "op": e.name(),
+            "object": e.object.map(|o| format!("{o:#x}")),
+            "site": format!("{:#x}", e.site),
+            "location": self.call_site(e.site).short(),
+            "result": e.result,
+        })
+    }
+
+    fn blocked_line(&mut self, b: &BlockedThread) -> String {
+        match (b.lock, b.site, b.holder) {
+            (Some(l), Some(site), Some(h)) => {
+                let taken = b
+                    .holder_site
+                    .map(|s| self.call_site(s).short())
+                    .unwrap_or_default();
+                format!(
+                    "thread {} ({}) waits for lock {l:#x} at {}, held by thread {h} (taken at {taken})",
+                    b.thread,
+                    b.name,
+                    self.call_site(site).short()
+                )
+            }
+            _ => format!(
+                "thread {} ({}) waits on {} at {}",
+                b.thread,
+                b.name,
+                b.waits_on,
+                self.at(b.rip).short()
+            ),
+        }
+    }
+
+    /// Lines explaining an outcome beyond its summary.
+    pub fn outcome_lines(&mut self, o: &Outcome) -> Vec<String> {
+        match o {
+            Outcome::Deadlocked { threads, cycle } => {
+                let mut out = Vec::new();
+                if !cycle.is_empty() {
+                    out.push(format!("wait-for cycle of {} threads:", cycle.len()));
+                }
+                let ordered: Vec<&BlockedThread> = cycle
+                    .iter()
+                    .filter_map(|t| threads.iter().find(|b| b.thread == *t))
+                    .chain(threads.iter().filter(|b| !cycle.contains(&b.thread)))
+                    .collect();
+                for b in ordered {
+                    out.push(self.blocked_line(b));
+                }
+                out
+            }
+            Outcome::Crashed { rip, thread, .. } | Outcome::Hung { rip, thread, .. } => {
+                vec![format!("thread {thread} at {}", self.at(*rip).short())]
+            }
+            Outcome::Unsupported { rip, .. } => {
+                vec![format!("called from {}", self.at(*rip).short())]
+            }
+            Outcome::Exited { .. } => Vec::new(),
+        }
+    }
+
+    /// The outcome's addresses, symbolized, as JSON.
+    pub fn outcome_details_json(&mut self, o: &Outcome) -> Value {
+        match o {
+            Outcome::Deadlocked { threads, cycle } => json!({
+                "cycle": cycle,
+                "threads": threads.iter().map(|b| json!({
+                    "thread": b.thread,
+                    "name": b.name,
+                    "waits_on": b.waits_on,
+                    "lock": b.lock.map(|l| format!("{l:#x}")),
+                    "site": b.site.map(|s| self.call_site(s).short()),
+                    "holder": b.holder,
+                    "holder_site": b.holder_site.map(|s| self.call_site(s).short()),
+                    "at": self.at(b.rip).short(),
+                })).collect::<Vec<_>>(),
+            }),
+            Outcome::Crashed { rip, .. }
+            | Outcome::Hung { rip, .. }
+            | Outcome::Unsupported { rip, .. } => {
+                json!({ "at": self.at(*rip).short() })
+            }
+            Outcome::Exited { .. } => Value::Null,
+        }
+    }
+
+    /// Lines describing a lock-order cycle.
+    pub fn inversion_lines(&mut self, inv: &Inversion) -> Vec<String> {
+        let mut out = vec![format!(
+            "potential deadlock: a lock-order cycle over {} locks",
+            inv.edges.len()
+        )];
+        for e in &inv.edges {
+            out.push(format!(
+                "  thread {} took lock {:#x} at {} while holding lock {:#x} (taken at {})",
+                e.thread,
+                e.to,
+                self.call_site(e.to_site).short(),
+                e.from,
+                self.call_site(e.from_site).short()
+            ));
+        }
+        out
+    }
+
+    /// Lock-order cycles as JSON.
+    pub fn inversions_json(&mut self, invs: &[Inversion]) -> Value {
+        Value::Array(
+            invs.iter()
+                .map(|inv| {
+                    json!({
+                        "edges": inv.edges.iter().map(|e| json!({
+                            "thread": e.thread,
+                            "holding": format!("{:#x}", e.from),
+                            "holding_site": self.call_site(e.from_site).short(),
+                            "acquiring": format!("{:#x}", e.to),
+                            "acquiring_site": self.call_site(e.to_site).short(),
+                        })).collect::<Vec<_>>()
+                    })
+                })
+                .collect(),
+        )
+    }
+}

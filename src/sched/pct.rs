@@ -1,0 +1,146 @@
+//! PCT, probabilistic concurrency testing (Burckhardt, Kothari, Musuvathi,
+//! Nagarakatte, ASPLOS 2010).
+//!
+//! Threads get distinct random priorities (at least `depth`) when they first
+//! appear; `depth - 1` change points are steps drawn uniformly from the
+//! expected run length; the highest-priority runnable thread always runs,
+//! and when the running thread reaches the i-th change point its priority
+//! drops to i, below every initial one. A bug of depth d is found with
+//! probability at least 1/(n k^(d-1)) per run.
+//!
+//! A thread that yields (`sched_yield`) drops below every other initial
+//! priority: otherwise a spin-with-yield loop at the top priority would spin
+//! forever while the thread it waits for never runs.
+
+use std::collections::BTreeMap;
+
+use rand_chacha::ChaCha8Rng;
+use rand_core::{RngCore, SeedableRng};
+
+use super::{SchedView, Strategy};
+use crate::kernel::Tid;
+
+/// Initial priorities lie above this (and change-point priorities below depth).
+const INITIAL_BASE: u64 = 1 << 62;
+
+pub struct Pct {
+    depth: u32,
+    rng: ChaCha8Rng,
+    priorities: BTreeMap<Tid, u64>,
+    /// The priority the next yielding thread drops to (below every initial
+    /// one, each yielder below the previous).
+    next_low: u64,
+    /// Change-point steps, with the priority each one sets.
+    change_points: BTreeMap<u64, u64>,
+}
+
+impl Pct {
+    /// `steps` is the expected number of steps of a run.
+    pub fn new(depth: u32, steps: u64, seed: u64) -> Self {
+        let mut rng = ChaCha8Rng::seed_from_u64(seed);
+        let mut change_points = BTreeMap::new();
+        let k = steps.max(1);
+        let wanted = (depth.saturating_sub(1) as u64).min(k);
+        let mut i = 1;
+        while (change_points.len() as u64) < wanted {
+            let at = 1 + rng.next_u64() % k;
+            if let std::collections::btree_map::Entry::Vacant(e) = change_points.entry(at) {
+                e.insert(i);
+                i += 1;
+            }
+        }
+        Pct {
+            depth,
+            rng,
+            priorities: BTreeMap::new(),
+            next_low: INITIAL_BASE - 1,
+            change_points,
+        }
+    }
+
+    fn priority(&mut self, t: Tid) -> u64 {
+        let rng = &mut self.rng;
+        *self
+            .priorities
+            .entry(t)
+            .or_insert_with(|| INITIAL_BASE + (rng.next_u64() >> 2))
+    }
+}
+
+impl Strategy for Pct {
+    fn name(&self) -> String {
+        format!("pct:{}", self.depth)
+    }
+
+    fn pick(&mut self, v: &SchedView) -> Tid {
+        if let Some(p) = self.change_points.get(&v.step).copied() {
+            self.priorities.insert(v.current, p);
+        } else if v.yielded && self.priority(v.current) >= self.depth as u64 {
+            self.priorities.insert(v.current, self.next_low);
+            self.next_low -= 1;
+        }
+        let mut best = v.runnable[0];
+        let mut best_p = self.priority(best);
+        for &t in &v.runnable[1..] {
+            let p = self.priority(t);
+            if p > best_p {
+                best = t;
+                best_p = p;
+            }
+        }
+        best
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::sched::tests::view;
+
+    #[test]
+    fn the_highest_priority_thread_runs_until_a_change_point() {
+        let all = [Tid(1), Tid(2)];
+        let o = BTreeMap::new();
+        let mut p = Pct::new(2, 10, 7);
+        let cp = *p.change_points.keys().next().unwrap();
+        let first = p.pick(&view(1, true, false, &all, &o));
+        for step in 1..cp {
+            let mut v = view(first.0, true, false, &all, &o);
+            v.step = step;
+            assert_eq!(p.pick(&v), first, "no change before step {cp}");
+        }
+        let mut v = view(first.0, true, false, &all, &o);
+        v.step = cp;
+        assert_ne!(
+            p.pick(&v),
+            first,
+            "the change point demotes the running thread"
+        );
+    }
+
+    #[test]
+    fn a_yielding_thread_lets_the_others_run() {
+        let all = [Tid(1), Tid(2), Tid(3)];
+        let o = BTreeMap::new();
+        let mut p = Pct::new(1, 100, 3);
+        let top = p.pick(&view(1, true, false, &all, &o));
+        let mut seen = vec![top];
+        let mut cur = top;
+        for _ in 0..2 {
+            cur = p.pick(&view(cur.0, true, true, &all, &o));
+            seen.push(cur);
+        }
+        seen.sort();
+        assert_eq!(
+            seen,
+            all.to_vec(),
+            "each yield hands over to the next thread"
+        );
+    }
+
+    #[test]
+    fn depth_one_never_changes_priorities() {
+        assert!(Pct::new(1, 100, 1).change_points.is_empty());
+        assert_eq!(Pct::new(3, 100, 1).change_points.len(), 2);
+    }
+}

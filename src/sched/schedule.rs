@@ -1,0 +1,163 @@
+//! Schedules: the decisions of a run, replayable exactly.
+//!
+//! A schedule lists only the steps where the choice differed from the
+//! default policy (run the current thread until it blocks or yields), so a
+//! schedule with no decisions is the default run and each decision is a
+//! preemption or an unusual pick. It is small to store and easy to mutate.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+
+use serde::{Deserialize, Serialize};
+
+use super::{RunUntilBlocked, SchedView, Strategy};
+use crate::kernel::Tid;
+
+/// Format version of schedule files.
+pub const SCHEDULE_VERSION: u32 = 1;
+
+/// After step `step`, thread `thread` runs.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+pub struct Decision {
+    pub step: u64,
+    pub thread: u32,
+}
+
+/// The decisions of a run.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct Schedule {
+    pub version: u32,
+    /// Where it came from, for people: "pct:2 seed 17".
+    #[serde(default)]
+    pub origin: String,
+    /// Sorted by step, at most one per step.
+    pub decisions: Vec<Decision>,
+}
+
+/// Why a schedule could not be read or written.
+#[derive(Debug, thiserror::Error)]
+pub enum ScheduleError {
+    #[error("cannot read schedule {0}: {1}")]
+    Read(String, std::io::Error),
+    #[error("{0} is not a schedule file: {1}")]
+    Parse(String, String),
+    #[error(
+        "schedule {0} has format version {1}; this rewind-fuzz reads version {SCHEDULE_VERSION}"
+    )]
+    Version(String, u32),
+    #[error("cannot write schedule {0}: {1}")]
+    Write(String, std::io::Error),
+}
+
+impl Schedule {
+    /// A schedule from decisions, sorted and with one decision per step.
+    pub fn new(origin: impl Into<String>, mut decisions: Vec<Decision>) -> Self {
+        decisions.sort();
+        decisions.dedup_by_key(|d| d.step);
+        Schedule {
+            version: SCHEDULE_VERSION,
+            origin: origin.into(),
+            decisions,
+        }
+    }
+
+    /// Reads a schedule file (JSON).
+    pub fn load(path: &Path) -> Result<Schedule, ScheduleError> {
+        let name = path.display().to_string();
+        let text = std::fs::read(path).map_err(|e| ScheduleError::Read(name.clone(), e))?;
+        Self::from_json(&name, &text)
+    }
+
+    /// Parses a schedule, checking its version and order.
+    pub fn from_json(name: &str, text: &[u8]) -> Result<Schedule, ScheduleError> {
+        let s: Schedule = serde_json::from_slice(text)
+            .map_err(|e| ScheduleError::Parse(name.into(), e.to_string()))?;
+        if s.version != SCHEDULE_VERSION {
+            return Err(ScheduleError::Version(name.into(), s.version));
+        }
+        if s.decisions.windows(2).any(|w| w[0].step >= w[1].step) {
+            return Err(ScheduleError::Parse(
+                name.into(),
+                "decisions are not in step order".into(),
+            ));
+        }
+        Ok(s)
+    }
+
+    /// Writes the schedule atomically (a temporary file, then a rename).
+    pub fn save(&self, path: &Path) -> Result<(), ScheduleError> {
+        let name = path.display().to_string();
+        let json = serde_json::to_vec_pretty(self).expect("schedules serialize");
+        crate::fsutil::write_atomically(path, &json).map_err(|e| ScheduleError::Write(name, e))
+    }
+}
+
+/// Replays a schedule: its decisions where it has them, the default policy
+/// everywhere else.
+pub struct Replay {
+    decisions: BTreeMap<u64, Tid>,
+    /// The first step whose decision named a thread that could not run.
+    pub diverged_at: Option<u64>,
+}
+
+impl Replay {
+    pub fn new(s: Schedule) -> Self {
+        Replay {
+            decisions: s
+                .decisions
+                .iter()
+                .map(|d| (d.step, Tid(d.thread)))
+                .collect(),
+            diverged_at: None,
+        }
+    }
+}
+
+impl Strategy for Replay {
+    fn name(&self) -> String {
+        "schedule".into()
+    }
+
+    fn pick(&mut self, v: &SchedView) -> Tid {
+        match self.decisions.get(&v.step) {
+            Some(t) if v.runnable.contains(t) => *t,
+            Some(_) => {
+                self.diverged_at.get_or_insert(v.step);
+                RunUntilBlocked::choose(v)
+            }
+            None => RunUntilBlocked::choose(v),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn schedules_round_trip_through_their_file_format() {
+        let s = Schedule::new(
+            "test",
+            vec![
+                Decision { step: 9, thread: 2 },
+                Decision { step: 3, thread: 1 },
+            ],
+        );
+        assert_eq!(s.decisions[0].step, 3);
+        let json = serde_json::to_vec(&s).unwrap();
+        assert_eq!(Schedule::from_json("x", &json).unwrap(), s);
+    }
+
+    #[test]
+    fn a_future_version_or_disorder_is_refused() {
+        let v2 = br#"{"version":2,"decisions":[]}"#;
+        assert!(matches!(
+            Schedule::from_json("x", v2),
+            Err(ScheduleError::Version(_, 2))
+        ));
+        let disorder =
+            br#"{"version":1,"decisions":[{"step":5,"thread":1},{"step":2,"thread":1}]}"#;
+        assert!(Schedule::from_json("x", disorder).is_err());
+        assert!(Schedule::from_json("x", b"garbage").is_err());
+    }
+}

@@ -1,0 +1,207 @@
+//! Schedules as inputs: strategies find concurrency bugs, every failing
+//! schedule replays exactly, and lock-order inversions are reported even
+//! when the run did not hang.
+
+mod common;
+
+use std::collections::BTreeSet;
+
+use common::{cli, harness, harness_variant};
+use rewind_fuzz::harness::Variant;
+use serde_json::Value;
+
+/// Runs `check --json` and returns its object.
+fn check(
+    target: &std::path::Path,
+    strategy: &str,
+    schedules: u32,
+    dir: &std::path::Path,
+) -> (i32, Value) {
+    common::require_kvm();
+    let out = cli()
+        .current_dir(dir)
+        .args([
+            "check",
+            "--json",
+            "--strategy",
+            strategy,
+            "--schedules",
+            &schedules.to_string(),
+            "--target",
+        ])
+        .arg(target)
+        .output()
+        .unwrap();
+    let v: Value = serde_json::from_slice(&out.stdout)
+        .unwrap_or_else(|e| panic!("{e}: {}", String::from_utf8_lossy(&out.stderr)));
+    (out.status.code().unwrap(), v)
+}
+
+/// Runs `run --json` with extra arguments and returns its object.
+fn run_json(target: &std::path::Path, extra: &[&str]) -> Value {
+    let out = cli()
+        .args(["run", "--json", "--target"])
+        .arg(target)
+        .args(extra)
+        .output()
+        .unwrap();
+    serde_json::from_slice(&out.stdout)
+        .unwrap_or_else(|e| panic!("{e}: {}", String::from_utf8_lossy(&out.stderr)))
+}
+
+fn finds_the_philosophers_deadlock(strategy: &str) {
+    let dir = tempfile::tempdir().unwrap();
+    let (code, v) = check(&harness("philosophers"), strategy, 500, dir.path());
+    assert_eq!(code, 1);
+    let first = &v["first_failure"];
+    assert_eq!(first["outcome"]["kind"], "deadlocked", "{v}");
+    assert_eq!(
+        first["outcome"]["cycle"].as_array().unwrap().len(),
+        5,
+        "a cycle through all five: {first}"
+    );
+    // The saved schedule replays to the same run.
+    let file = first["schedule_file"].as_str().unwrap();
+    let replay = run_json(
+        &harness("philosophers"),
+        &["--schedule", &dir.path().join(file).to_string_lossy()],
+    );
+    assert_eq!(replay["trace_hash"], first["trace_hash"]);
+    assert_eq!(replay["outcome"]["kind"], "deadlocked");
+}
+
+#[test]
+fn random_finds_the_philosophers_deadlock_within_500_schedules() {
+    finds_the_philosophers_deadlock("random");
+}
+
+#[test]
+fn pct_2_finds_the_philosophers_deadlock_within_500_schedules() {
+    finds_the_philosophers_deadlock("pct:2");
+}
+
+fn passes(name: &str, strategy: &str, schedules: u32) {
+    let dir = tempfile::tempdir().unwrap();
+    let (code, v) = check(
+        &harness_variant(name, Variant::Fixed),
+        strategy,
+        schedules,
+        dir.path(),
+    );
+    assert_eq!(v["failures"], 0, "{v}");
+    assert_eq!(v["schedules"], schedules);
+    assert_eq!(code, 0);
+}
+
+#[test]
+fn fixed_philosophers_pass_2000_random_schedules() {
+    passes("philosophers", "random", 2000);
+}
+
+#[test]
+fn fixed_philosophers_pass_2000_pct_2_schedules() {
+    passes("philosophers", "pct:2", 2000);
+}
+
+#[test]
+fn pct_2_finds_the_atomicity_violation_as_sigabrt_within_1000_schedules() {
+    let dir = tempfile::tempdir().unwrap();
+    let (code, v) = check(&harness("atomicity"), "pct:2", 1000, dir.path());
+    assert_eq!(code, 1);
+    let o = &v["first_failure"]["outcome"];
+    assert_eq!(o["kind"], "crashed", "{v}");
+    assert_eq!(o["signal"], "SIGABRT");
+}
+
+#[test]
+fn failing_schedules_replay_to_the_same_trace_a_hundred_times() {
+    let dir = tempfile::tempdir().unwrap();
+    for (name, strategy) in [("atomicity", "pct:2"), ("abba", "random")] {
+        let target = harness(name);
+        let (_, v) = check(&target, strategy, 300, dir.path());
+        let first = &v["first_failure"];
+        assert!(first.is_object(), "{name}: no failure found: {v}");
+        let file = dir.path().join(first["schedule_file"].as_str().unwrap());
+        let hashes: BTreeSet<String> = (0..100)
+            .map(|_| {
+                let r = run_json(&target, &["--schedule", &file.to_string_lossy()]);
+                assert_eq!(r["outcome"]["kind"], first["outcome"]["kind"]);
+                r["trace_hash"].as_str().unwrap().to_string()
+            })
+            .collect();
+        assert_eq!(hashes.len(), 1, "{name}: {hashes:?}");
+        assert!(
+            hashes.contains(first["trace_hash"].as_str().unwrap()),
+            "{name}"
+        );
+    }
+}
+
+#[test]
+fn a_saved_random_run_replays_as_an_explicit_schedule() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("s.json");
+    let target = harness("prodcons");
+    let a = run_json(
+        &target,
+        &[
+            "--strategy",
+            "random",
+            "--seed",
+            "5",
+            "--save-schedule",
+            &file.to_string_lossy(),
+        ],
+    );
+    let b = run_json(
+        &target,
+        &["--schedule", &file.to_string_lossy(), "--seed", "5"],
+    );
+    assert_eq!(a["trace_hash"], b["trace_hash"]);
+    assert!(
+        !a["schedule"]["decisions"].as_array().unwrap().is_empty(),
+        "random preempts"
+    );
+}
+
+#[test]
+fn rust_mutexes_taken_in_opposite_orders_deadlock_under_some_schedule() {
+    let dir = tempfile::tempdir().unwrap();
+    let (_, v) = check(&harness("rust-two-mutex"), "random", 200, dir.path());
+    assert_eq!(v["first_failure"]["outcome"]["kind"], "deadlocked", "{v}");
+}
+
+#[test]
+fn a_lock_order_inversion_that_did_not_deadlock_is_a_potential_deadlock() {
+    let v = run_json(&harness("potential-inversion"), &[]);
+    assert_eq!(v["outcome"]["kind"], "exited");
+    let inv = v["potential_deadlocks"].as_array().unwrap();
+    assert_eq!(inv.len(), 1, "{v}");
+    let edges = inv[0]["edges"].as_array().unwrap();
+    assert_eq!(edges.len(), 2);
+    let sites: BTreeSet<&str> = edges
+        .iter()
+        .map(|e| e["acquiring_site"].as_str().unwrap())
+        .collect();
+    assert_eq!(sites.len(), 2, "both call-site pairs: {edges:?}");
+    let dir = tempfile::tempdir().unwrap();
+    let (code, c) = check(&harness("potential-inversion"), "default", 1, dir.path());
+    assert_eq!(code, 1);
+    assert_eq!(c["outcomes"]["potential-deadlock"], 1);
+}
+
+#[test]
+fn run_trace_names_operations_objects_and_source_lines() {
+    let v = run_json(&harness("abba"), &["--trace"]);
+    let events = v["events"].as_array().unwrap();
+    assert_eq!(events.len() as u64, v["steps"].as_u64().unwrap());
+    let lock = events
+        .iter()
+        .find(|e| e["op"] == "mutex-lock")
+        .expect("a mutex-lock event");
+    assert!(
+        lock["location"].as_str().unwrap().contains("abba.c:"),
+        "{lock}"
+    );
+    assert!(lock["object"].is_string());
+}
