@@ -4,15 +4,22 @@
 //! kernel, asks the strategy who runs next, and loads that thread into the
 //! vCPU. Everything a run depends on is an input (program, arguments, files,
 //! seed, schedule), so the same inputs give the same run.
+//!
+//! A `Vm` takes a snapshot where concurrency begins (by default just before
+//! the first thread is created) and every later run restores it instead of
+//! starting the program again: the pages written since are copied back,
+//! the kernel state is cloned, translations are invalidated. Until that
+//! point only one thread exists, so every strategy runs the same prefix.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use crate::abi::SHIM_PATH;
-use crate::cpu::ExtendedState;
+use crate::abi::{HintOp, SHIM_PATH};
+use crate::cpu::{ExtendedState, UserRegs};
 use crate::kernel::loader::LoadError;
 use crate::kernel::vfs::SharedSource;
 use crate::kernel::{FpuAccess, Kernel, KernelConfig, Tid};
+use crate::layout::PAGE_SIZE;
 use crate::locks::Inversion;
 use crate::machine::{Exit, Machine, MachineError};
 use crate::memory::{PhysError, PhysMemory};
@@ -33,6 +40,21 @@ pub struct RunConfig {
     /// Preload the pthread shim into dynamically linked programs, so pthread
     /// operations are scheduling points.
     pub shim: bool,
+    /// Where to take the snapshot later runs start from.
+    pub snapshot_at: SnapshotAt,
+}
+
+/// Where a `Vm` takes its snapshot.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum SnapshotAt {
+    /// Just before the first thread is created.
+    FirstThread,
+    /// At the program's first instruction.
+    Start,
+    /// At the first marker the program sends through the shim.
+    Marker,
+    /// Never: every run starts the program from scratch.
+    Never,
 }
 
 impl RunConfig {
@@ -43,6 +65,7 @@ impl RunConfig {
             timeout: Duration::from_secs(10),
             stream_output: false,
             shim: true,
+            snapshot_at: SnapshotAt::FirstThread,
         }
     }
 }
@@ -89,6 +112,12 @@ pub struct RunReport {
     pub events: Option<Vec<Event>>,
     /// The last events before the end.
     pub recent_events: Vec<Event>,
+    /// Steps at which the strategy had a choice (two or more runnable threads).
+    pub decision_points: u64,
+    /// Whether this run started from the snapshot.
+    pub from_snapshot: bool,
+    /// Pages copied back to restore the snapshot (0 when it started fresh).
+    pub restored_pages: u64,
 }
 
 fn lossy<S: serde::Serializer>(v: &[u8], s: S) -> Result<S::Ok, S::Error> {
@@ -111,7 +140,31 @@ impl FpuAccess for MachineFpu<'_> {
     }
 }
 
-/// A program loaded into a machine, ready to run once.
+/// The engine's own state beyond the kernel's (part of a snapshot too).
+#[derive(Clone, Debug, Default)]
+struct EngineState {
+    /// Decisions that differed from the default policy's.
+    decisions: Vec<Decision>,
+    /// Steps at which the strategy had a choice.
+    decision_points: u64,
+}
+
+/// Everything that decides what happens next, at one point of a run.
+struct Snapshot {
+    /// The kernel, with every thread's extended state saved in it.
+    kernel: Kernel,
+    engine: EngineState,
+    /// The system call exit the snapshot was taken at, handled first on
+    /// restore.
+    pending: Option<UserRegs>,
+    /// Guest-physical memory below `high_water`; above it, every page was
+    /// zero at the snapshot.
+    memory: Vec<u8>,
+    high_water: u64,
+}
+
+/// A program loaded into a machine: runs once from scratch, then again and
+/// again from its snapshot.
 pub struct Vm {
     machine: Machine,
     kernel: Kernel,
@@ -120,8 +173,12 @@ pub struct Vm {
     timeout: Duration,
     /// The thread whose extended state is in the CPU.
     fpu_owner: Option<Tid>,
-    /// Decisions that differed from the default policy's.
-    decisions: Vec<Decision>,
+    engine: EngineState,
+    snapshot_at: SnapshotAt,
+    snapshot: Option<Snapshot>,
+    /// Whether the kernel is as loaded, not yet run.
+    fresh: bool,
+    restored_pages: u64,
 }
 
 impl Vm {
@@ -144,11 +201,15 @@ impl Vm {
             strategy: Box::new(RunUntilBlocked),
             timeout: cfg.timeout,
             fpu_owner: None,
-            decisions: Vec::new(),
+            engine: EngineState::default(),
+            snapshot_at: cfg.snapshot_at,
+            snapshot: None,
+            fresh: true,
+            restored_pages: 0,
         })
     }
 
-    /// Replaces the scheduling strategy.
+    /// Replaces the scheduling strategy (for the next run).
     pub fn set_strategy(&mut self, s: Box<dyn Strategy>) {
         self.strategy = s;
     }
@@ -158,18 +219,38 @@ impl Vm {
         &self.kernel
     }
 
-    /// Keeps every event of the run (for traces), not only the last ones.
+    /// Keeps every event of the next run (for traces), not only the last
+    /// ones. A run from the snapshot records from the snapshot on.
     pub fn record_events(&mut self) {
         self.kernel.trace.record_all();
     }
 
-    /// Runs the program to its end.
+    /// Whether another run is possible: the first one always is; later ones
+    /// need the snapshot (a program that never reached its snapshot point
+    /// must be loaded again, in a new `Vm`).
+    pub fn can_run(&self) -> bool {
+        self.fresh || self.snapshot.is_some()
+    }
+
+    /// Runs the program to its end: from scratch the first time, from the
+    /// snapshot after that.
     pub fn run(&mut self) -> Result<RunReport, VmError> {
+        assert!(self.can_run(), "a Vm without a snapshot runs once");
         let start = Instant::now();
         let exits0 = self.machine.exits;
         let inval0 = self.machine.invalidations;
+        let from_snapshot = !self.fresh;
+        let pending = if self.fresh {
+            self.fresh = false;
+            if self.snapshot_at == SnapshotAt::Start {
+                self.take_snapshot(None)?;
+            }
+            None
+        } else {
+            self.restore()?
+        };
         self.machine.arm_watchdog(self.timeout);
-        let r = self.run_loop();
+        let r = self.run_loop(pending);
         self.machine.disarm_watchdog();
         r?;
         let k = &self.kernel;
@@ -184,26 +265,37 @@ impl Vm {
             demand_faults: k.mm.demand_faults,
             invalidations: self.machine.invalidations - inval0,
             wall_us: start.elapsed().as_micros() as u64,
-            schedule: Schedule::new(self.strategy.name(), self.decisions.clone()),
+            schedule: Schedule::new(self.strategy.name(), self.engine.decisions.clone()),
             potential_deadlocks: k.locks.inversions(),
             events: k.trace.events().map(|e| e.to_vec()),
             recent_events: k.trace.recent().copied().collect(),
+            decision_points: self.engine.decision_points,
+            from_snapshot,
+            restored_pages: if from_snapshot {
+                self.restored_pages
+            } else {
+                0
+            },
         })
     }
 
-    fn run_loop(&mut self) -> Result<(), VmError> {
-        self.enter()?;
+    fn run_loop(&mut self, pending: Option<UserRegs>) -> Result<(), VmError> {
+        if let Some(regs) = pending {
+            self.syscall(regs);
+        }
+        if self.kernel.outcome.is_none() {
+            self.enter()?;
+        }
         while self.kernel.outcome.is_none() {
             let exit = self.machine.run()?;
             match exit {
                 Exit::Syscall => {
                     self.machine.progress();
                     let regs = self.machine.user_regs()?;
-                    self.kernel
-                        .on_syscall(regs, &mut MachineFpu(&mut self.machine));
-                    if self.kernel.outcome.is_none() {
-                        self.schedule();
+                    if self.is_snapshot_point(&regs) {
+                        self.take_snapshot(Some(regs))?;
                     }
+                    self.syscall(regs);
                 }
                 Exit::Exception {
                     vector,
@@ -241,8 +333,108 @@ impl Vm {
         Ok(())
     }
 
+    /// One step: the kernel handles the call, the strategy picks who runs.
+    fn syscall(&mut self, regs: UserRegs) {
+        self.kernel
+            .on_syscall(regs, &mut MachineFpu(&mut self.machine));
+        if self.kernel.outcome.is_none() {
+            self.schedule();
+        }
+    }
+
+    /// Whether the system call about to be handled is where the snapshot
+    /// belongs.
+    fn is_snapshot_point(&self, regs: &UserRegs) -> bool {
+        if self.snapshot.is_some() {
+            return false;
+        }
+        let (nr, args) = regs.syscall_args();
+        let hint = |op: HintOp| nr == crate::abi::HINT_SYSCALL && args[0] == op as u64;
+        match self.snapshot_at {
+            SnapshotAt::FirstThread => {
+                self.kernel.threads.len() == 1
+                    && (nr == libc::SYS_clone as u64
+                        || nr == libc::SYS_clone3 as u64
+                        || hint(HintOp::ThreadCreate))
+            }
+            SnapshotAt::Marker => hint(HintOp::Marker),
+            SnapshotAt::Start | SnapshotAt::Never => false,
+        }
+    }
+
+    /// Takes the snapshot; `pending` is the system call exit being handled.
+    fn take_snapshot(&mut self, pending: Option<UserRegs>) -> Result<(), VmError> {
+        // Park the live extended state in its thread so the kernel holds all.
+        if let Some(owner) = self.fpu_owner.take() {
+            let s = self.machine.extended_state()?;
+            if let Some(t) = self.kernel.threads.get_mut(&owner) {
+                t.fpu = Some(s);
+            }
+        }
+        let high_water = self.kernel.mm.allocator().high_water();
+        let mut memory = vec![0u8; high_water as usize];
+        for (i, chunk) in memory.chunks_mut(PAGE_SIZE as usize).enumerate() {
+            chunk.copy_from_slice(self.mem.page(i as u64 * PAGE_SIZE));
+        }
+        // From here on the dirty records say what to copy back.
+        self.machine.take_dirty_log()?;
+        self.mem.take_host_dirty();
+        self.snapshot = Some(Snapshot {
+            kernel: self.kernel.clone(),
+            engine: self.engine.clone(),
+            pending,
+            memory,
+            high_water,
+        });
+        Ok(())
+    }
+
+    /// Puts memory, kernel and engine back as they were at the snapshot;
+    /// returns the system call exit to handle first.
+    fn restore(&mut self) -> Result<Option<UserRegs>, VmError> {
+        let snap = self.snapshot.as_ref().expect("restore needs a snapshot");
+        let mut dirty = self.machine.take_dirty_log()?;
+        for (a, b) in dirty.iter_mut().zip(self.mem.take_host_dirty()) {
+            *a |= b;
+        }
+        let zero = [0u8; PAGE_SIZE as usize];
+        let mut pages = 0;
+        for (w, bits) in dirty.iter().enumerate() {
+            let mut bits = *bits;
+            while bits != 0 {
+                let pa = (w as u64 * 64 + bits.trailing_zeros() as u64) * PAGE_SIZE;
+                bits &= bits - 1;
+                let data = if pa < snap.high_water {
+                    &snap.memory[pa as usize..(pa + PAGE_SIZE) as usize]
+                } else {
+                    &zero[..]
+                };
+                self.mem.restore_page(pa, data);
+                pages += 1;
+            }
+        }
+        // Page tables changed back: drop every translation the guest cached,
+        // and the dirty records that doing so leaves behind.
+        self.machine.invalidate_translations()?;
+        self.machine.take_dirty_log()?;
+        self.machine.forget_loaded_state();
+        let stream = self.kernel.out.stream;
+        let record = self.kernel.trace.events().is_some();
+        self.kernel = snap.kernel.clone();
+        self.kernel.out.stream = stream;
+        if record {
+            self.kernel.trace.record_all();
+        }
+        self.engine = snap.engine.clone();
+        self.fpu_owner = None;
+        self.restored_pages = pages;
+        Ok(snap.pending)
+    }
+
     /// Lets the strategy choose the next thread after a step, jumping
-    /// virtual time forward when every thread sleeps.
+    /// virtual time forward when every thread sleeps. With one runnable
+    /// thread there is no choice and the strategy is not asked, so every
+    /// strategy agrees on a run's single-threaded parts.
     fn schedule(&mut self) {
         let k = &mut self.kernel;
         let mut runnable = k.runnable();
@@ -252,23 +444,27 @@ impl Vm {
             }
             runnable = k.runnable();
         }
+        if runnable.len() == 1 {
+            k.switch_to(runnable[0]);
+            return;
+        }
         let cur = k.current;
-        let current_runnable = k.threads[&cur].is_runnable();
         let view = SchedView {
             step: k.step,
             current: cur,
-            current_runnable,
+            current_runnable: k.threads[&cur].is_runnable(),
             yielded: k.threads[&cur].yielded,
             runnable: &runnable,
             objects: &k.objects,
         };
+        self.engine.decision_points += 1;
         let next = self.strategy.pick(&view);
         assert!(
             runnable.contains(&next),
             "strategy chose a thread that cannot run"
         );
         if next != RunUntilBlocked::choose(&view) {
-            self.decisions.push(Decision {
+            self.engine.decisions.push(Decision {
                 step: k.step,
                 thread: next.0,
             });

@@ -114,22 +114,29 @@ pub fn check(a: CheckArgs) -> Result<u8, UserError> {
             let tx = tx.clone();
             let (cfg, source, next, spec) = (&cfg, &source, &next, &a.strategy);
             scope.spawn(move || {
+                // One machine per job, restored from its snapshot for every
+                // schedule after the first.
+                let mut vm: Option<Vm> = None;
                 loop {
                     let i = next.fetch_add(1, Ordering::Relaxed) as u64;
                     if i >= a.schedules {
                         break;
                     }
                     let seed = schedule_seed(a.target.seed, i);
-                    let r = (|| {
+                    let mut once = || {
                         let strategy = spec
                             .build(seed, steps)
                             .map_err(|e| UserError::bad_input(e.to_string()))?;
-                        let mut vm = Vm::new(cfg, source.clone()).map_err(vm_error)?;
+                        if !vm.as_ref().is_some_and(|v| v.can_run()) {
+                            vm = Some(Vm::new(cfg, source.clone()).map_err(vm_error)?);
+                        }
+                        let vm = vm.as_mut().expect("just made");
                         vm.set_strategy(strategy);
                         let mut report = vm.run().map_err(vm_error)?;
                         report.schedule.origin = format!("{spec} seed {seed}");
                         Ok(Trial { index: i, report })
-                    })();
+                    };
+                    let r = once();
                     let stop = r.is_err();
                     if tx.send(r).is_err() || stop {
                         break;

@@ -11,7 +11,7 @@ use crate::kernel::loader::check_elf;
 use crate::kernel::vfs::{FileSource, SharedSource};
 use crate::outcome::Outcome;
 use crate::sched::StrategySpec;
-use crate::vm::{RunConfig, Vm, VmError};
+use crate::vm::{RunConfig, SnapshotAt, Vm, VmError};
 
 /// Options shared by every command that runs a target.
 #[derive(Args, Debug, Clone)]
@@ -40,6 +40,18 @@ pub struct TargetArgs {
     /// Guest memory in MiB.
     #[arg(long, default_value_t = 1024, value_parser = clap::value_parser!(u64).range(16..=65536))]
     pub memory: u64,
+    /// Where to take the snapshot every later run restores: first-thread
+    /// (just before the first thread is created), start, or marker (a hint
+    /// the program sends).
+    #[arg(long, value_enum, default_value = "first-thread")]
+    pub snapshot_at: SnapshotAt,
+    /// Start every run from scratch instead of from a snapshot.
+    #[arg(long)]
+    pub no_snapshot: bool,
+    /// Do not preload the pthread shim (pthread operations are then not
+    /// scheduling points; system calls still are).
+    #[arg(long)]
+    pub no_shim: bool,
     /// Arguments for the program.
     #[arg(last = true)]
     pub args: Vec<String>,
@@ -78,6 +90,12 @@ impl TargetArgs {
         let mut cfg = RunConfig::new(k);
         cfg.timeout = self.timeout;
         cfg.memory_mib = self.memory;
+        cfg.shim = !self.no_shim;
+        cfg.snapshot_at = if self.no_snapshot {
+            SnapshotAt::Never
+        } else {
+            self.snapshot_at
+        };
         Ok(cfg)
     }
 }

@@ -354,6 +354,12 @@ impl Machine {
         self.vcpu.set_sync_dirty_reg(SyncReg::Register);
     }
 
+    /// Forgets what the vCPU was last loaded with (after a snapshot restore),
+    /// so the next loads write it whatever it is.
+    pub fn forget_loaded_state(&mut self) {
+        self.loaded_fs_base = u64::MAX;
+    }
+
     /// Sets the FS base (thread pointer) the guest will run with.
     pub fn set_fs_base(&mut self, base: u64) {
         if base != self.loaded_fs_base {
