@@ -77,7 +77,11 @@ fn main() {
     // `cargo bench` passes --bench; `cargo test --benches` passes nothing.
     let quick = !std::env::args().any(|a| a == "--bench");
     let runs = if quick { 3 } else { 100 };
-    let rows = vec![syscall_round_trip(), whole_runs("counter", runs), whole_runs("hello", runs)];
+    let rows = vec![
+        syscall_round_trip(),
+        whole_runs("counter", runs),
+        whole_runs("hello", runs),
+    ];
     println!("| benchmark | figure | steps | exits | exits/step | µs/exit |");
     println!("| --- | --- | --- | --- | --- | --- |");
     for r in rows {

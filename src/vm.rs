@@ -118,6 +118,8 @@ pub struct RunReport {
     pub from_snapshot: bool,
     /// Pages copied back to restore the snapshot (0 when it started fresh).
     pub restored_pages: u64,
+    /// Time the restore took, in microseconds (0 when it started fresh).
+    pub restore_us: u64,
 }
 
 fn lossy<S: serde::Serializer>(v: &[u8], s: S) -> Result<S::Ok, S::Error> {
@@ -179,6 +181,7 @@ pub struct Vm {
     /// Whether the kernel is as loaded, not yet run.
     fresh: bool,
     restored_pages: u64,
+    restore_us: u64,
 }
 
 impl Vm {
@@ -206,6 +209,7 @@ impl Vm {
             snapshot: None,
             fresh: true,
             restored_pages: 0,
+            restore_us: 0,
         })
     }
 
@@ -276,6 +280,7 @@ impl Vm {
             } else {
                 0
             },
+            restore_us: if from_snapshot { self.restore_us } else { 0 },
         })
     }
 
@@ -392,6 +397,7 @@ impl Vm {
     /// Puts memory, kernel and engine back as they were at the snapshot;
     /// returns the system call exit to handle first.
     fn restore(&mut self) -> Result<Option<UserRegs>, VmError> {
+        let start = Instant::now();
         let snap = self.snapshot.as_ref().expect("restore needs a snapshot");
         let mut dirty = self.machine.take_dirty_log()?;
         for (a, b) in dirty.iter_mut().zip(self.mem.take_host_dirty()) {
@@ -428,6 +434,7 @@ impl Vm {
         self.engine = snap.engine.clone();
         self.fpu_owner = None;
         self.restored_pages = pages;
+        self.restore_us = start.elapsed().as_micros() as u64;
         Ok(snap.pending)
     }
 

@@ -318,13 +318,15 @@ impl AddressSpace {
             let old = v.prot;
             v.prot = prot;
             let (s, e) = (v.start, v.end);
-            if old.loses_rights_to(prot) {
-                self.needs_invalidate = true;
-            }
+            let loses = old.loses_rights_to(prot);
             let mut va = s;
             while va < e {
                 let pte = self.pt.get(mem, va);
                 if let Some(pa) = owned_page(pte) {
+                    // Only a translation the guest may have cached can be stale.
+                    if loses && maybe_cached(pte) {
+                        self.needs_invalidate = true;
+                    }
                     self.pt
                         .set(mem, &mut self.alloc, va, pa | prot.pte_flags())?;
                 }
