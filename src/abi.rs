@@ -25,6 +25,57 @@ pub const HINT_SYSCALL: u64 = 0x7277;
 /// Where the monitor serves the shim inside the guest.
 pub const SHIM_PATH: &str = "/.rewind/librewind-shim.so";
 
+// The hint ring.
+//
+// A hint that cannot change who runs next need not leave the guest: the
+// monitor publishes, before it resumes a thread, the first step at which the
+// strategy might switch threads (`limit_step`), and the shim appends the
+// hints of earlier steps to a ring in guest memory instead of making the
+// system call. At the next exit the monitor takes them as the steps they
+// are, in order, before anything else, so runs, traces and coverage are
+// exactly those of one exit per hint. The ring is a fixed mapping
+// (`[rewind]` in /proc/self/maps); the shim finds it with
+// `getauxval(AT_REWIND_RING)` (0 natively: no ring).
+//
+// Layout, all little-endian u64 words:
+//
+// | word | field | written by |
+// | --- | --- | --- |
+// | 0 | magic [`RING_MAGIC`] | monitor |
+// | 1 | `limit_step`: a hint may be buffered only as a step below this | monitor |
+// | 2 | `base_step`: the step number of the last step the monitor took | monitor |
+// | 3 | `head`: entries consumed by the monitor | monitor |
+// | 4 | `tail`: entries written by the shim (the shim stores it last) | shim |
+// | 5 | `capacity` in entries | monitor |
+// | 6 | `busy`: set by the shim while it writes (a signal handler's hints then use the system call) | shim |
+// | 7 | reserved | |
+// | 8.. | entries of 4 words: op, object, site, value (as the hint's rdi, rsi, rdx, r10) | shim |
+//
+// The next buffered hint is step `base_step + (tail - head) + 1`; the shim
+// buffers it when that is below `limit_step` and `tail - head < capacity`.
+
+/// `getauxval` key of the ring's address (not a Linux AT_* number).
+pub const AT_REWIND_RING: u64 = 0x7277;
+/// Guest address of the ring.
+pub const RING_VA: u64 = 0x7fff_f800_0000;
+/// Size of the ring mapping.
+pub const RING_SIZE: u64 = 64 * 1024;
+/// The ring's first word.
+pub const RING_MAGIC: u64 = 0x3147_4e49_5257_4552; // "REWRING1"
+/// Word offsets in the ring header.
+pub const RING_LIMIT_STEP: u64 = 1;
+pub const RING_BASE_STEP: u64 = 2;
+pub const RING_HEAD: u64 = 3;
+pub const RING_TAIL: u64 = 4;
+pub const RING_CAPACITY: u64 = 5;
+pub const RING_BUSY: u64 = 6;
+/// Words before the first entry.
+pub const RING_HEADER_WORDS: u64 = 8;
+/// Words per entry.
+pub const RING_ENTRY_WORDS: u64 = 4;
+/// Entries the ring holds.
+pub const RING_ENTRIES: u64 = (RING_SIZE / 8 - RING_HEADER_WORDS) / RING_ENTRY_WORDS;
+
 /// What a hint says the thread is about to do (or, for `*Result`, did).
 #[derive(
     Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, serde::Serialize, serde::Deserialize,

@@ -12,10 +12,10 @@
 //! flags = ["-Wall"]              # appended to the language's default flags
 //! static = false                 # link statically (C and C++ only)
 //! args = []                      # arguments to run it with
-//! stdout = "5 philosophers ate 10 meals\n"   # what a native (passing) run prints
+//! stdout = "5 philosophers ate 15 meals\n"   # what a native (passing) run prints
 //! [expect]                       # what the buggy build does under some schedule
 //! kind = "deadlocked"
-//! depth = 4
+//! depth = 1
 //! needs_shim = true
 //! [fixed]                        # the fixed twin: built with -DFIXED / --cfg fixed
 //! ```
@@ -130,7 +130,11 @@ pub struct Expect {
     /// Which budget ends the run, for `kind = "hung"`.
     pub budget: Option<HangBudget>,
     /// Bug depth: the fewest preemptions (switches away from a thread that
-    /// could have gone on) that reach the bug. PCT's `d` is `depth + 1`.
+    /// could have gone on) that reach the bug, when the scheduler may pick
+    /// any runnable thread whenever the running one blocks or exits (the
+    /// preemption bound of CHESS). PCT needs `d >= depth + 1`, and more when
+    /// the bug also needs particular picks at those blocking points (its
+    /// priorities must produce them too), as the dining philosophers do.
     pub depth: Option<u32>,
     /// True when the bug window holds only pthread operations, no system
     /// call, so only the preload shim's scheduling points can reach it.

@@ -133,8 +133,14 @@ impl LockTracker {
         let t = self.threads.entry(tid).or_default();
         t.pending = None;
         // Lock order: shared holds are left out (readers do not exclude one
-        // another, and counting them would report reader-reader "cycles").
-        if !shared {
+        // another, and counting them would report reader-reader "cycles"),
+        // and so are trylocks, which never wait (std::lock takes one lock and
+        // tries the others; lockdep leaves trylocks out for the same reason).
+        let tried = matches!(
+            p.op,
+            HintOp::MutexTrylock | HintOp::RwlockTrywrlock | HintOp::SpinTrylock
+        );
+        if !shared && !tried {
             let held: Vec<Held> = t.held.iter().filter(|h| !h.shared).copied().collect();
             for h in &held {
                 if h.lock == p.lock {
@@ -371,6 +377,23 @@ mod tests {
         t.on_hint(Tid(1), HintOp::MutexTrylock, 0xa, 1, 0);
         t.on_hint(Tid(1), HintOp::TryResult, 0xa, 1, 0);
         assert_eq!(t.held(Tid(1)).len(), 1);
+    }
+
+    #[test]
+    fn a_trylock_while_holding_a_lock_orders_nothing() {
+        let mut t = LockTracker::default();
+        lock(&mut t, 1, 0xa, 1);
+        t.on_hint(Tid(1), HintOp::MutexTrylock, 0xb, 2, 0);
+        t.on_hint(Tid(1), HintOp::TryResult, 0xb, 2, 0);
+        unlock(&mut t, 1, 0xb);
+        unlock(&mut t, 1, 0xa);
+        lock(&mut t, 2, 0xb, 3);
+        t.on_hint(Tid(2), HintOp::MutexTrylock, 0xa, 4, 0);
+        t.on_hint(Tid(2), HintOp::TryResult, 0xa, 4, 0);
+        assert!(
+            t.inversions().is_empty(),
+            "std::lock's pattern is not an inversion"
+        );
     }
 
     #[test]

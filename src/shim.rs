@@ -153,6 +153,32 @@ mod tests {
     }
 
     #[test]
+    fn the_ring_layout_in_the_c_source_matches_the_abi() {
+        use crate::abi::*;
+        let defines = c_defines();
+        for (name, value) in [
+            ("AT_REWIND_RING", AT_REWIND_RING),
+            ("RING_MAGIC", RING_MAGIC),
+            ("RING_LIMIT_STEP", RING_LIMIT_STEP),
+            ("RING_BASE_STEP", RING_BASE_STEP),
+            ("RING_HEAD", RING_HEAD),
+            ("RING_TAIL", RING_TAIL),
+            ("RING_CAPACITY", RING_CAPACITY),
+            ("RING_BUSY", RING_BUSY),
+            ("RING_HEADER_WORDS", RING_HEADER_WORDS),
+        ] {
+            let v = defines
+                .get(name)
+                .unwrap_or_else(|| panic!("guest/shim.c lacks {name}"));
+            assert_eq!(c_number(v.trim_end_matches("UL")), value, "{name}");
+        }
+        assert_eq!(
+            RING_ENTRY_WORDS, 4,
+            "the C source writes four words per entry"
+        );
+    }
+
+    #[test]
     fn every_hint_op_number_in_the_c_source_matches_the_abi() {
         let defines = c_defines();
         let mut ops = 0;

@@ -33,6 +33,10 @@ pub struct Event {
     pub site: u64,
     /// The system call's result (`None` while the thread is blocked in it).
     pub result: Option<i64>,
+    /// A pthread operation's second value (the mutex of a condvar wait, a
+    /// try's result); 0 for system calls.
+    #[serde(default)]
+    pub value: u64,
 }
 
 impl Event {
@@ -66,20 +70,27 @@ impl Trace {
         self.all.get_or_insert_with(Vec::new);
     }
 
-    /// Records a step: who took it, what it was, its arguments, and what it
-    /// returned (`None` when the thread blocked; its wake-up is recorded
-    /// apart).
-    pub fn step(&mut self, ev: Event, args: &[u64; 6]) {
+    /// Records a step: who took it, what it was, on what object and from
+    /// where, and what it returned (`None` when the thread blocked; its
+    /// wake-up is recorded apart).
+    ///
+    /// The arguments of system calls are left out: registers a call does not
+    /// use hold whatever the program left there, which would make two runs
+    /// that behave the same differ.
+    pub fn step(&mut self, ev: Event) {
         let nr = match ev.op {
             Operation::Syscall { nr } => nr,
             Operation::Hint { op } => crate::abi::HINT_SYSCALL << 8 | op as u64,
         };
-        let mut rec = [0u64; 10];
-        rec[0] = ev.step;
-        rec[1] = ev.thread as u64;
-        rec[2] = nr;
-        rec[3..9].copy_from_slice(args);
-        rec[9] = ev.result.unwrap_or(i64::MIN) as u64;
+        let rec = [
+            ev.step,
+            ev.thread as u64,
+            nr,
+            ev.object.unwrap_or(u64::MAX),
+            ev.site,
+            ev.value,
+            ev.result.unwrap_or(i64::MIN) as u64,
+        ];
         for w in rec {
             self.hasher.update(&w.to_le_bytes());
         }

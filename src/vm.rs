@@ -42,6 +42,10 @@ pub struct RunConfig {
     pub shim: bool,
     /// Where to take the snapshot later runs start from.
     pub snapshot_at: SnapshotAt,
+    /// Let the shim buffer hints that cannot change who runs next in the
+    /// hint ring instead of leaving the guest for each (the run is the same
+    /// either way; this only changes how many exits it takes).
+    pub hint_ring: bool,
 }
 
 /// Where a `Vm` takes its snapshot.
@@ -66,6 +70,7 @@ impl RunConfig {
             stream_output: false,
             shim: true,
             snapshot_at: SnapshotAt::FirstThread,
+            hint_ring: true,
         }
     }
 }
@@ -177,6 +182,7 @@ pub struct Vm {
     fpu_owner: Option<Tid>,
     engine: EngineState,
     snapshot_at: SnapshotAt,
+    hint_ring: bool,
     snapshot: Option<Snapshot>,
     /// Whether the kernel is as loaded, not yet run.
     fresh: bool,
@@ -206,6 +212,7 @@ impl Vm {
             fpu_owner: None,
             engine: EngineState::default(),
             snapshot_at: cfg.snapshot_at,
+            hint_ring: cfg.hint_ring,
             snapshot: None,
             fresh: true,
             restored_pages: 0,
@@ -293,6 +300,10 @@ impl Vm {
         }
         while self.kernel.outcome.is_none() {
             let exit = self.machine.run()?;
+            self.drain_ring();
+            if self.kernel.outcome.is_some() {
+                break;
+            }
             match exit {
                 Exit::Syscall => {
                     self.machine.progress();
@@ -336,6 +347,55 @@ impl Vm {
             }
         }
         Ok(())
+    }
+
+    /// Takes the steps the shim buffered in the hint ring since the last
+    /// exit, each followed by its scheduling decision (which, by the
+    /// strategy's horizon, keeps the current thread).
+    fn drain_ring(&mut self) {
+        for [op, object, site, value] in self.kernel.take_ring() {
+            let tid = self.kernel.current;
+            self.kernel.hint_step(op, object, site, value);
+            if self.kernel.outcome.is_some() {
+                return;
+            }
+            self.schedule();
+            assert_eq!(
+                self.kernel.current, tid,
+                "the strategy switched threads before the horizon it published"
+            );
+        }
+    }
+
+    /// Publishes how far the shim may buffer hints for the thread about to
+    /// run: to the strategy's horizon, the next timer and the step limit.
+    fn publish_horizon(&mut self) {
+        if !self.hint_ring {
+            return;
+        }
+        let k = &self.kernel;
+        let runnable = k.runnable();
+        let cur = k.current;
+        let mut limit = if runnable.len() < 2 {
+            u64::MAX
+        } else {
+            let view = SchedView {
+                step: k.step,
+                current: cur,
+                current_runnable: true,
+                yielded: false,
+                runnable: &runnable,
+                objects: &k.objects,
+            };
+            self.strategy.horizon(&view)
+        };
+        if let Some(t) = k.next_timer_step() {
+            limit = limit.min(t);
+        }
+        // The step that reaches the limit leaves the guest, so its report
+        // names where the thread stands.
+        limit = limit.min(k.config.max_steps);
+        self.kernel.publish_ring(limit);
     }
 
     /// One step: the kernel handles the call, the strategy picks who runs.
@@ -507,6 +567,7 @@ impl Vm {
         if self.kernel.mm.take_needs_invalidate() {
             self.machine.invalidate_translations()?;
         }
+        self.publish_horizon();
         let t = &self.kernel.threads[&tid];
         self.machine.set_fs_base(t.fs_base);
         self.machine.resume(&self.mem, &t.regs);

@@ -227,8 +227,9 @@ pub fn run(a: RunArgs) -> Result<u8, UserError> {
     Ok(exit_code(&report.outcome))
 }
 
-/// How many steps a default run of the target takes, when the strategy
-/// needs to know (PCT); 0 otherwise.
+/// How many decision points (steps where two or more threads can run) a
+/// default run of the target has, when the strategy needs to know (PCT);
+/// 0 otherwise.
 pub fn estimate_steps(
     cfg: &RunConfig,
     spec: &StrategySpec,
@@ -240,7 +241,7 @@ pub fn estimate_steps(
     let mut probe = cfg.clone();
     probe.stream_output = false;
     let mut vm = Vm::new(&probe, source.clone()).map_err(vm_error)?;
-    Ok(vm.run().map_err(vm_error)?.steps)
+    Ok(vm.run().map_err(vm_error)?.decision_points.max(1))
 }
 
 /// The process exit code for an outcome: the guest's own code when it exited.

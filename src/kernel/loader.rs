@@ -336,6 +336,7 @@ fn build_stack(
         (AT_EXECFN, execfn),
         (AT_PLATFORM, platform),
         (AT_MINSIGSTKSZ, 2048),
+        (crate::abi::AT_REWIND_RING, crate::abi::RING_VA),
         (AT_NULL, 0),
     ];
     let mut words: Vec<u64> = Vec::new();

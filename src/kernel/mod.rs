@@ -28,7 +28,7 @@ use std::sync::Arc;
 use rand_chacha::ChaCha20Rng;
 use rand_core::{RngCore, SeedableRng};
 
-use crate::abi::{HINT_SYSCALL, HintOp};
+use crate::abi::{self, HINT_SYSCALL, HintOp};
 use crate::cpu::{ExtendedState, UserRegs};
 use crate::locks::LockTracker;
 use crate::memory::{Access, AddressSpace, MemError, PhysMemory};
@@ -224,6 +224,8 @@ impl Kernel {
             limits: BTreeMap::new(),
             next_tid: MAIN_TID.0 + 1,
         };
+        k.map_ring()
+            .map_err(|e| loader::LoadError::Memory("the hint ring".into(), e))?;
         let regs = loader::load(&mut k)?;
         let name = k
             .config
@@ -292,31 +294,18 @@ impl Kernel {
 
     /// Handles the current thread's system call: one step.
     pub fn on_syscall(&mut self, regs: UserRegs, cpu: &mut dyn FpuAccess) {
-        self.step += 1;
-        self.now += STEP_QUANTUM_NS;
-        let tid = self.current;
         self.cur().regs = regs;
-        self.cur().yielded = false;
         let (nr, args) = regs.syscall_args();
+        if nr == HINT_SYSCALL {
+            self.hint_step(args[0], args[1], args[2], args[3]);
+            return;
+        }
+        self.begin_step();
+        let tid = self.current;
         self.locks.on_step(tid, nr == libc::SYS_futex as u64);
-        let hint = (nr == HINT_SYSCALL)
-            .then(|| HintOp::from_u64(args[0]))
-            .flatten();
-        let result = if nr == HINT_SYSCALL {
-            match hint {
-                Some(op) => {
-                    self.locks.on_hint(tid, op, args[1], args[2], args[3]);
-                    SysResult::Ret(0)
-                }
-                None => {
-                    SysResult::Unsupported(format!("shim hint with unknown operation {}", args[0]))
-                }
-            }
-        } else {
-            match table::lookup(nr) {
-                Some(def) => (def.handler)(self, cpu, args),
-                None => SysResult::Unsupported(String::new()),
-            }
+        let result = match table::lookup(nr) {
+            Some(def) => (def.handler)(self, cpu, args),
+            None => SysResult::Unsupported(String::new()),
         };
         let recorded = match result {
             SysResult::Ret(v) => {
@@ -351,24 +340,58 @@ impl Kernel {
         let event = Event {
             step: self.step,
             thread: tid.0,
-            op: match hint {
-                Some(op) => Operation::Hint { op },
-                None => Operation::Syscall { nr },
-            },
-            object: match hint {
-                Some(_) => Some(args[1]),
-                None if nr == libc::SYS_futex as u64 => Some(args[0]),
-                None => None,
-            },
-            site: if hint.is_some() { args[2] } else { regs.rip },
+            op: Operation::Syscall { nr },
+            object: (nr == libc::SYS_futex as u64).then_some(args[0]),
+            site: regs.rip,
             result: (recorded != i64::MIN).then_some(recorded),
+            value: 0,
         };
+        self.finish_step(event);
+    }
+
+    /// One step of the shim's: a pthread operation the current thread is
+    /// about to perform (from its system call, or from the hint ring).
+    pub fn hint_step(&mut self, op: u64, object: u64, site: u64, value: u64) {
+        self.begin_step();
+        let tid = self.current;
+        self.locks.on_step(tid, false);
+        let Some(hint) = HintOp::from_u64(op) else {
+            let rip = self.cur().regs.rip;
+            self.end(Outcome::Unsupported {
+                syscall: "rewind hint".into(),
+                nr: HINT_SYSCALL,
+                thread: tid.0,
+                rip,
+                detail: format!("unknown shim operation {op}"),
+            });
+            return;
+        };
+        self.locks.on_hint(tid, hint, object, site, value);
+        let event = Event {
+            step: self.step,
+            thread: tid.0,
+            op: Operation::Hint { op: hint },
+            object: Some(object),
+            site,
+            result: Some(0),
+            value,
+        };
+        self.finish_step(event);
+    }
+
+    fn begin_step(&mut self) {
+        self.step += 1;
+        self.now += STEP_QUANTUM_NS;
+        self.cur().yielded = false;
+    }
+
+    fn finish_step(&mut self, event: Event) {
+        let tid = Tid(event.thread);
         match event.object {
             Some(o) => self.objects.insert(tid, o),
             None => self.objects.remove(&tid),
         };
-        self.trace.step(event, &args);
-
+        self.trace.step(event);
         self.expire_timers();
         if self.outcome.is_none() && self.step >= self.config.max_steps {
             let rip = self.threads.get(&tid).map_or(0, |t| t.regs.rip);
@@ -378,6 +401,79 @@ impl Kernel {
                 rip,
             });
         }
+    }
+
+    // ----- the hint ring (see `abi`)
+
+    fn ring_word(&mut self, word: u64) -> u64 {
+        self.read_u64(abi::RING_VA + word * 8).unwrap_or(0)
+    }
+
+    fn set_ring_word(&mut self, word: u64, v: u64) {
+        let _ = self.write_u64(abi::RING_VA + word * 8, v);
+    }
+
+    /// Maps the ring and fills in its header; nothing may be buffered until
+    /// [`Kernel::publish_ring`] says so.
+    fn map_ring(&mut self) -> Result<(), MemError> {
+        use crate::memory::{Backing, Placement, Prot};
+        self.mm.map(
+            &self.mem,
+            Placement::FixedNoReplace(abi::RING_VA),
+            abi::RING_SIZE,
+            Prot::RW,
+            Backing::Anon,
+            "[rewind]",
+        )?;
+        // Present from the start: the shim must never fault half-way
+        // through an entry.
+        self.mm
+            .poke(&self.mem, abi::RING_VA, &vec![0u8; abi::RING_SIZE as usize])?;
+        self.set_ring_word(0, abi::RING_MAGIC);
+        self.set_ring_word(abi::RING_CAPACITY, abi::RING_ENTRIES);
+        Ok(())
+    }
+
+    /// Takes the hints the shim buffered since the last exit, oldest first.
+    pub fn take_ring(&mut self) -> Vec<[u64; 4]> {
+        let (head, tail) = (
+            self.ring_word(abi::RING_HEAD),
+            self.ring_word(abi::RING_TAIL),
+        );
+        let n = tail.wrapping_sub(head).min(abi::RING_ENTRIES);
+        let mut out = Vec::with_capacity(n as usize);
+        for i in 0..n {
+            let slot = (head + i) % abi::RING_ENTRIES;
+            let at = abi::RING_VA + (abi::RING_HEADER_WORDS + slot * abi::RING_ENTRY_WORDS) * 8;
+            let mut e = [0u64; 4];
+            for (j, w) in e.iter_mut().enumerate() {
+                *w = self.read_u64(at + j as u64 * 8).unwrap_or(0);
+            }
+            out.push(e);
+        }
+        if n > 0 {
+            self.set_ring_word(abi::RING_HEAD, tail);
+        }
+        out
+    }
+
+    /// Lets the shim buffer hints that would be steps below `limit_step`.
+    pub fn publish_ring(&mut self, limit_step: u64) {
+        let step = self.step;
+        self.set_ring_word(abi::RING_BASE_STEP, step);
+        self.set_ring_word(abi::RING_LIMIT_STEP, limit_step);
+    }
+
+    /// The first step at whose end a sleeping thread's timer fires, if any.
+    pub fn next_timer_step(&self) -> Option<u64> {
+        self.threads
+            .values()
+            .filter_map(|t| match &t.state {
+                ThreadState::Blocked(w) => w.deadline(),
+                _ => None,
+            })
+            .min()
+            .map(|d| self.step + d.saturating_sub(self.now).div_ceil(STEP_QUANTUM_NS).max(1))
     }
 
     /// Ends the run (the first ending wins).

@@ -43,6 +43,14 @@ pub trait Strategy: Send {
     fn name(&self) -> String;
     /// Chooses the next thread; must be one of `view.runnable`.
     fn pick(&mut self, view: &SchedView) -> Tid;
+    /// A step before which `pick` will keep choosing `view.current`,
+    /// provided the runnable threads stay the same: the shim may then take
+    /// the steps in between without leaving the guest. Earlier is always
+    /// safe; the default, `view.step + 1`, means "ask me at every step".
+    /// `pick` is still called for every step, in order.
+    fn horizon(&mut self, view: &SchedView) -> u64 {
+        view.step + 1
+    }
 }
 
 /// The next runnable thread after `after` in thread-id order, wrapping.
@@ -76,6 +84,10 @@ impl Strategy for RunUntilBlocked {
 
     fn pick(&mut self, v: &SchedView) -> Tid {
         Self::choose(v)
+    }
+
+    fn horizon(&mut self, _: &SchedView) -> u64 {
+        u64::MAX
     }
 }
 

@@ -2,10 +2,11 @@
 //! Nagarakatte, ASPLOS 2010).
 //!
 //! Threads get distinct random priorities (at least `depth`) when they first
-//! appear; `depth - 1` change points are steps drawn uniformly from the
-//! expected run length; the highest-priority runnable thread always runs,
-//! and when the running thread reaches the i-th change point its priority
-//! drops to i, below every initial one. A bug of depth d is found with
+//! appear; `depth - 1` change points are drawn uniformly from the expected
+//! number of decision points (steps where two or more threads can run); the
+//! highest-priority runnable thread always runs, and when the running thread
+//! reaches the i-th change point its priority drops to i, below every
+//! initial one. A bug of depth d is found with
 //! probability at least 1/(n k^(d-1)) per run.
 //!
 //! A thread that yields (`sched_yield`) drops below every other initial
@@ -30,12 +31,14 @@ pub struct Pct {
     /// The priority the next yielding thread drops to (below every initial
     /// one, each yielder below the previous).
     next_low: u64,
-    /// Change-point steps, with the priority each one sets.
+    /// Change points, by decision index, with the priority each one sets.
     change_points: BTreeMap<u64, u64>,
+    /// Decisions taken so far.
+    index: u64,
 }
 
 impl Pct {
-    /// `steps` is the expected number of steps of a run.
+    /// `steps` is the expected number of decision points of a run.
     pub fn new(depth: u32, steps: u64, seed: u64) -> Self {
         let mut rng = ChaCha8Rng::seed_from_u64(seed);
         let mut change_points = BTreeMap::new();
@@ -43,7 +46,7 @@ impl Pct {
         let wanted = (depth.saturating_sub(1) as u64).min(k);
         let mut i = 1;
         while (change_points.len() as u64) < wanted {
-            let at = 1 + rng.next_u64() % k;
+            let at = rng.next_u64() % k;
             if let std::collections::btree_map::Entry::Vacant(e) = change_points.entry(at) {
                 e.insert(i);
                 i += 1;
@@ -55,6 +58,7 @@ impl Pct {
             priorities: BTreeMap::new(),
             next_low: INITIAL_BASE - 1,
             change_points,
+            index: 0,
         }
     }
 
@@ -72,8 +76,20 @@ impl Strategy for Pct {
         format!("pct:{}", self.depth)
     }
 
+    fn horizon(&mut self, v: &SchedView) -> u64 {
+        // Priorities change only at change points (and yields, which are
+        // system calls); until then the current, highest, thread keeps
+        // running.
+        match self.change_points.range(self.index..).next() {
+            Some((at, _)) => v.step + 1 + (at - self.index),
+            None => u64::MAX,
+        }
+    }
+
     fn pick(&mut self, v: &SchedView) -> Tid {
-        if let Some(p) = self.change_points.get(&v.step).copied() {
+        let index = self.index;
+        self.index += 1;
+        if let Some(p) = self.change_points.get(&index).copied() {
             self.priorities.insert(v.current, p);
         } else if v.yielded && self.priority(v.current) >= self.depth as u64 {
             self.priorities.insert(v.current, self.next_low);

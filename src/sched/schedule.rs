@@ -128,6 +128,13 @@ impl Strategy for Replay {
             None => RunUntilBlocked::choose(v),
         }
     }
+
+    fn horizon(&mut self, v: &SchedView) -> u64 {
+        self.decisions
+            .range(v.step + 1..)
+            .next()
+            .map_or(u64::MAX, |(step, _)| *step)
+    }
 }
 
 #[cfg(test)]
