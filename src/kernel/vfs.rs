@@ -114,8 +114,12 @@ impl FileSource {
     }
 
     /// Provides a file the monitor itself supplies (the shim), recorded
-    /// like any host file.
+    /// like any host file. A recording that already holds the path keeps its
+    /// own copy, so a reproducer replays with the shim it was made with.
     pub fn provide(&mut self, path: &str, data: Arc<Vec<u8>>, mode: u32) {
+        if matches!(self.nodes.get(path), Some(HostNode::File { .. })) {
+            return;
+        }
         self.nodes
             .insert(path.to_string(), HostNode::File { data, mode });
         self.nodes.insert(
