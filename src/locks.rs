@@ -66,148 +66,36 @@ pub struct Inversion {
 /// Largest cycle looked for.
 const MAX_CYCLE: usize = 8;
 
-/// The lock state of a process.
+/// The lock-order graph: an edge A → B for each way a thread took B while
+/// holding A (a few witnesses per pair).
 #[derive(Clone, Debug, Default)]
-pub struct LockTracker {
-    threads: BTreeMap<Tid, ThreadLocks>,
-    /// First witness of each (from, to, from_site, to_site).
+pub struct OrderGraph {
     order: BTreeMap<(u64, u64), Vec<OrderEdge>>,
 }
 
-impl LockTracker {
-    /// Notes that `tid` took a step: any acquisition it had under way that
-    /// cannot fail has completed unless the step is the lock's own futex call.
-    pub fn on_step(&mut self, tid: Tid, is_futex: bool) {
-        if is_futex {
-            return;
-        }
-        let Some(p) = self.threads.get(&tid).and_then(|t| t.pending) else {
-            return;
-        };
-        if !p.op.may_fail() {
-            self.acquired(tid, p);
-        }
-    }
+/// Witnesses kept per (from, to) pair.
+const WITNESSES: usize = 8;
 
-    /// Applies a hint from `tid`.
-    pub fn on_hint(&mut self, tid: Tid, op: HintOp, object: u64, site: u64, extra: u64) {
-        match op {
-            HintOp::TryResult => {
-                let t = self.threads.entry(tid).or_default();
-                if let Some(p) = t.pending.take() {
-                    if extra as i64 == 0 && p.lock == object {
-                        self.acquired(tid, p);
-                    }
-                }
-            }
-            HintOp::CondWait | HintOp::CondTimedwait => {
-                // The mutex is released while waiting and taken again after.
-                self.release(tid, extra);
-                let t = self.threads.entry(tid).or_default();
-                t.pending = Some(Pending {
-                    lock: extra,
-                    site,
-                    op: HintOp::MutexLock,
-                });
-            }
-            op if op.acquires() => {
-                self.threads.entry(tid).or_default().pending = Some(Pending {
-                    lock: object,
-                    site,
-                    op,
-                });
-            }
-            op if op.releases() => self.release(tid, object),
-            HintOp::ThreadExit => {
-                self.threads.remove(&tid);
-            }
-            _ => {}
-        }
-    }
-
-    fn acquired(&mut self, tid: Tid, p: Pending) {
-        let shared = matches!(
-            p.op,
-            HintOp::RwlockRdlock | HintOp::RwlockTryrdlock | HintOp::RwlockTimedrdlock
-        );
-        let t = self.threads.entry(tid).or_default();
-        t.pending = None;
-        // Lock order: shared holds are left out (readers do not exclude one
-        // another, and counting them would report reader-reader "cycles"),
-        // and so are trylocks, which never wait (std::lock takes one lock and
-        // tries the others; lockdep leaves trylocks out for the same reason).
-        let tried = matches!(
-            p.op,
-            HintOp::MutexTrylock | HintOp::RwlockTrywrlock | HintOp::SpinTrylock
-        );
-        if !shared && !tried {
-            let held: Vec<Held> = t.held.iter().filter(|h| !h.shared).copied().collect();
-            for h in &held {
-                if h.lock == p.lock {
-                    continue;
-                }
-                let edges = self.order.entry((h.lock, p.lock)).or_default();
-                if edges.len() < 8
-                    && !edges
-                        .iter()
-                        .any(|e| e.from_site == h.site && e.to_site == p.site && e.thread == tid.0)
-                {
-                    let gates = held
-                        .iter()
-                        .map(|g| g.lock)
-                        .filter(|l| *l != h.lock)
-                        .collect();
-                    edges.push(OrderEdge {
-                        from: h.lock,
-                        to: p.lock,
-                        thread: tid.0,
-                        from_site: h.site,
-                        to_site: p.site,
-                        gates,
-                    });
-                }
-            }
-        }
-        self.threads.entry(tid).or_default().held.push(Held {
-            lock: p.lock,
-            site: p.site,
-            shared,
-        });
-    }
-
-    fn release(&mut self, tid: Tid, lock: u64) {
-        if let Some(t) = self.threads.get_mut(&tid) {
-            if let Some(i) = t.held.iter().rposition(|h| h.lock == lock) {
-                t.held.remove(i);
-            }
-        }
-    }
-
-    /// The lock `tid` is acquiring, and where.
-    pub fn acquiring(&self, tid: Tid) -> Option<(u64, u64)> {
-        self.threads.get(&tid)?.pending.map(|p| (p.lock, p.site))
-    }
-
-    /// Threads holding `lock`, with where they took it.
-    pub fn holders(&self, lock: u64) -> Vec<(Tid, u64)> {
-        self.threads
-            .iter()
-            .flat_map(|(t, l)| {
-                l.held
-                    .iter()
-                    .filter(|h| h.lock == lock)
-                    .map(move |h| (*t, h.site))
+impl OrderGraph {
+    /// Adds an edge unless an equal witness (same thread and sites) is known.
+    pub fn add(&mut self, e: OrderEdge) {
+        let edges = self.order.entry((e.from, e.to)).or_default();
+        if edges.len() < WITNESSES
+            && !edges.iter().any(|x| {
+                x.from_site == e.from_site && x.to_site == e.to_site && x.thread == e.thread
             })
-            .collect()
+        {
+            edges.push(e);
+        }
     }
 
-    /// Locks `tid` holds.
-    pub fn held(&self, tid: Tid) -> &[Held] {
-        self.threads.get(&tid).map_or(&[], |t| &t.held)
+    /// Every edge.
+    pub fn edges(&self) -> impl Iterator<Item = &OrderEdge> {
+        self.order.values().flatten()
     }
 
-    /// Cycles in the lock-order graph that two or more threads took, with no
-    /// lock held across all of their edges. Each cycle is reported once.
+    /// Cycles that two or more threads took, with no lock held across all of
+    /// their edges. Each cycle is reported once.
     pub fn inversions(&self) -> Vec<Inversion> {
         let mut adj: BTreeMap<u64, BTreeSet<u64>> = BTreeMap::new();
         for (from, to) in self.order.keys() {
@@ -284,6 +172,175 @@ impl LockTracker {
                 i += 1;
             }
         }
+    }
+}
+
+/// The lock state of a process.
+#[derive(Clone, Debug, Default)]
+pub struct LockTracker {
+    threads: BTreeMap<Tid, ThreadLocks>,
+    order: OrderGraph,
+    /// The last release of each lock: by whom, where.
+    last_release: BTreeMap<u64, (Tid, u64)>,
+    /// Handoffs seen: (release site in one thread, acquire site of the same
+    /// lock in another), an approximation of reads-from pairs.
+    handoffs: BTreeSet<(u64, u64)>,
+}
+
+impl LockTracker {
+    /// Notes that `tid` took a step: any acquisition it had under way that
+    /// cannot fail has completed unless the step is the lock's own futex call.
+    pub fn on_step(&mut self, tid: Tid, is_futex: bool) {
+        if is_futex {
+            return;
+        }
+        let Some(p) = self.threads.get(&tid).and_then(|t| t.pending) else {
+            return;
+        };
+        if !p.op.may_fail() {
+            self.acquired(tid, p);
+        }
+    }
+
+    /// Applies a hint from `tid`.
+    pub fn on_hint(&mut self, tid: Tid, op: HintOp, object: u64, site: u64, extra: u64) {
+        match op {
+            HintOp::TryResult => {
+                let t = self.threads.entry(tid).or_default();
+                if let Some(p) = t.pending.take() {
+                    if extra as i64 == 0 && p.lock == object {
+                        self.acquired(tid, p);
+                    }
+                }
+            }
+            HintOp::CondWait | HintOp::CondTimedwait => {
+                // The mutex is released while waiting and taken again after.
+                self.release(tid, extra);
+                let t = self.threads.entry(tid).or_default();
+                t.pending = Some(Pending {
+                    lock: extra,
+                    site,
+                    op: HintOp::MutexLock,
+                });
+            }
+            op if op.acquires() => {
+                self.threads.entry(tid).or_default().pending = Some(Pending {
+                    lock: object,
+                    site,
+                    op,
+                });
+            }
+            op if op.releases() => {
+                self.release(tid, object);
+                self.last_release.insert(object, (tid, site));
+            }
+            HintOp::ThreadExit => {
+                self.threads.remove(&tid);
+            }
+            _ => {}
+        }
+    }
+
+    fn acquired(&mut self, tid: Tid, p: Pending) {
+        let shared = matches!(
+            p.op,
+            HintOp::RwlockRdlock | HintOp::RwlockTryrdlock | HintOp::RwlockTimedrdlock
+        );
+        if let Some((from, site)) = self.last_release.get(&p.lock) {
+            if *from != tid {
+                self.handoffs.insert((*site, p.site));
+            }
+        }
+        let t = self.threads.entry(tid).or_default();
+        t.pending = None;
+        // Lock order: shared holds are left out (readers do not exclude one
+        // another, and counting them would report reader-reader "cycles"),
+        // and so are trylocks, which never wait (std::lock takes one lock and
+        // tries the others; lockdep leaves trylocks out for the same reason).
+        let tried = matches!(
+            p.op,
+            HintOp::MutexTrylock | HintOp::RwlockTrywrlock | HintOp::SpinTrylock
+        );
+        if !shared && !tried {
+            let held: Vec<Held> = t.held.iter().filter(|h| !h.shared).copied().collect();
+            for h in &held {
+                if h.lock == p.lock {
+                    continue;
+                }
+                let gates = held
+                    .iter()
+                    .map(|g| g.lock)
+                    .filter(|l| *l != h.lock)
+                    .collect();
+                self.order.add(OrderEdge {
+                    from: h.lock,
+                    to: p.lock,
+                    thread: tid.0,
+                    from_site: h.site,
+                    to_site: p.site,
+                    gates,
+                });
+            }
+        }
+        self.threads.entry(tid).or_default().held.push(Held {
+            lock: p.lock,
+            site: p.site,
+            shared,
+        });
+    }
+
+    fn release(&mut self, tid: Tid, lock: u64) {
+        if let Some(t) = self.threads.get_mut(&tid) {
+            if let Some(i) = t.held.iter().rposition(|h| h.lock == lock) {
+                t.held.remove(i);
+            }
+        }
+    }
+
+    /// Every (holding site, acquiring site) pair of the lock-order graph.
+    pub fn order_site_pairs(&self) -> BTreeSet<(u64, u64)> {
+        self.order
+            .edges()
+            .map(|e| (e.from_site, e.to_site))
+            .collect()
+    }
+
+    /// Every handoff seen: (release site, acquire site in another thread).
+    pub fn handoffs(&self) -> &BTreeSet<(u64, u64)> {
+        &self.handoffs
+    }
+
+    /// The lock `tid` is acquiring, and where.
+    pub fn acquiring(&self, tid: Tid) -> Option<(u64, u64)> {
+        self.threads.get(&tid)?.pending.map(|p| (p.lock, p.site))
+    }
+
+    /// Threads holding `lock`, with where they took it.
+    pub fn holders(&self, lock: u64) -> Vec<(Tid, u64)> {
+        self.threads
+            .iter()
+            .flat_map(|(t, l)| {
+                l.held
+                    .iter()
+                    .filter(|h| h.lock == lock)
+                    .map(move |h| (*t, h.site))
+            })
+            .collect()
+    }
+
+    /// Locks `tid` holds.
+    pub fn held(&self, tid: Tid) -> &[Held] {
+        self.threads.get(&tid).map_or(&[], |t| &t.held)
+    }
+
+    /// Cycles in the lock-order graph (see [`OrderGraph::inversions`]).
+    pub fn inversions(&self) -> Vec<Inversion> {
+        self.order.inversions()
+    }
+
+    /// The lock-order graph so far.
+    pub fn order(&self) -> &OrderGraph {
+        &self.order
     }
 }
 
@@ -365,6 +422,26 @@ mod tests {
         t.on_step(Tid(2), true);
         assert_eq!(t.acquiring(Tid(2)), Some((0xa, 7)));
         assert_eq!(t.holders(0xa), vec![(Tid(1), 1)]);
+    }
+
+    #[test]
+    fn a_lock_released_by_one_thread_and_taken_by_another_is_a_handoff() {
+        let mut t = LockTracker::default();
+        lock(&mut t, 1, 0xa, 10);
+        t.on_step(Tid(1), false);
+        t.on_hint(Tid(1), HintOp::MutexUnlock, 0xa, 11, 0);
+        lock(&mut t, 1, 0xa, 12);
+        assert!(
+            t.handoffs().is_empty(),
+            "the same thread again is no handoff"
+        );
+        t.on_step(Tid(1), false);
+        t.on_hint(Tid(1), HintOp::MutexUnlock, 0xa, 13, 0);
+        lock(&mut t, 2, 0xa, 20);
+        assert_eq!(
+            t.handoffs().iter().copied().collect::<Vec<_>>(),
+            vec![(13, 20)]
+        );
     }
 
     #[test]

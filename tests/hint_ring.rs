@@ -75,3 +75,44 @@ fn the_ring_takes_most_hints_without_an_exit() {
         r.steps
     );
 }
+
+#[test]
+fn prefixed_schedules_with_any_tail_keep_to_their_horizon() {
+    use rewind_fuzz::fuzz::{ScheduleInput, Tail};
+    use rewind_fuzz::sched::Decision;
+    let mut x = 12345u64;
+    let mut next = || {
+        x = rewind_fuzz::sched::splitmix64(x);
+        x
+    };
+    for name in ["philosophers", "prodcons"] {
+        for round in 0..40 {
+            let mut decisions = Vec::new();
+            for _ in 0..(next() % 6) {
+                decisions.push(Decision {
+                    step: 30 + next() % 150,
+                    thread: 1 + (next() % 6) as u32,
+                });
+            }
+            let seed = next();
+            let tail = match round % 4 {
+                0 => Tail::Default,
+                1 => Tail::Random { seed },
+                2 => Tail::Pct {
+                    depth: 2 + (seed % 3) as u32,
+                    seed,
+                },
+                _ => Tail::Pos { seed },
+            };
+            let mut input = ScheduleInput {
+                target: 0,
+                decisions,
+                tail,
+            };
+            input.normalize();
+            let with = run(name, true, input.strategy(100));
+            let without = run(name, false, input.strategy(100));
+            assert_eq!(with.trace_hash, without.trace_hash, "{name} {input:?}");
+        }
+    }
+}

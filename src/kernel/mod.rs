@@ -183,6 +183,8 @@ pub struct Kernel {
     pub locks: LockTracker,
     /// The object (lock, futex word) of each thread's last step.
     pub objects: BTreeMap<Tid, u64>,
+    /// Where each thread's last step was (the site it resumes from).
+    pub sites: BTreeMap<Tid, u64>,
     pub out: Output,
     pub outcome: Option<Outcome>,
     /// Resource limits set by the program (`prlimit64`), by resource number.
@@ -216,6 +218,7 @@ impl Kernel {
             trace: Trace::default(),
             locks: LockTracker::default(),
             objects: BTreeMap::new(),
+            sites: BTreeMap::new(),
             out: Output {
                 cap: 16 << 20,
                 ..Default::default()
@@ -391,6 +394,7 @@ impl Kernel {
             Some(o) => self.objects.insert(tid, o),
             None => self.objects.remove(&tid),
         };
+        self.sites.insert(tid, event.site);
         self.trace.step(event);
         self.expire_timers();
         if self.outcome.is_none() && self.step >= self.config.max_steps {

@@ -18,7 +18,7 @@ use std::collections::BTreeMap;
 use rand_chacha::ChaCha8Rng;
 use rand_core::{RngCore, SeedableRng};
 
-use super::{SchedView, Strategy};
+use super::{SchedView, Strategy, splitmix64};
 use crate::kernel::Tid;
 
 /// Initial priorities lie above this (and change-point priorities below depth).
@@ -26,7 +26,9 @@ const INITIAL_BASE: u64 = 1 << 62;
 
 pub struct Pct {
     depth: u32,
-    rng: ChaCha8Rng,
+    seed: u64,
+    /// Priorities that changed (change points, yields); the others are the
+    /// initial ones.
     priorities: BTreeMap<Tid, u64>,
     /// The priority the next yielding thread drops to (below every initial
     /// one, each yielder below the previous).
@@ -54,7 +56,7 @@ impl Pct {
         }
         Pct {
             depth,
-            rng,
+            seed,
             priorities: BTreeMap::new(),
             next_low: INITIAL_BASE - 1,
             change_points,
@@ -62,12 +64,21 @@ impl Pct {
         }
     }
 
-    fn priority(&mut self, t: Tid) -> u64 {
-        let rng = &mut self.rng;
-        *self
-            .priorities
-            .entry(t)
-            .or_insert_with(|| INITIAL_BASE + (rng.next_u64() >> 2))
+    /// A thread's priority: its initial one is a function of the seed and
+    /// the thread alone, so asking (for a horizon, say) changes nothing.
+    fn priority(&self, t: Tid) -> u64 {
+        match self.priorities.get(&t) {
+            Some(p) => *p,
+            None => INITIAL_BASE + (splitmix64(self.seed ^ splitmix64(t.0 as u64)) >> 2),
+        }
+    }
+
+    /// The runnable thread with the highest priority.
+    fn highest(&self, runnable: &[Tid]) -> Tid {
+        *runnable
+            .iter()
+            .max_by_key(|t| (self.priority(**t), std::cmp::Reverse(**t)))
+            .expect("runnable is never empty")
     }
 }
 
@@ -77,9 +88,13 @@ impl Strategy for Pct {
     }
 
     fn horizon(&mut self, v: &SchedView) -> u64 {
-        // Priorities change only at change points (and yields, which are
-        // system calls); until then the current, highest, thread keeps
-        // running.
+        // The current thread keeps running while it has the highest
+        // priority, and priorities change only at change points (and
+        // yields, which are system calls). After a schedule prefix it may
+        // not be the highest: then the next step switches.
+        if self.highest(v.runnable) != v.current {
+            return v.step + 1;
+        }
         match self.change_points.range(self.index..).next() {
             Some((at, _)) => v.step + 1 + (at - self.index),
             None => u64::MAX,
@@ -95,16 +110,7 @@ impl Strategy for Pct {
             self.priorities.insert(v.current, self.next_low);
             self.next_low -= 1;
         }
-        let mut best = v.runnable[0];
-        let mut best_p = self.priority(best);
-        for &t in &v.runnable[1..] {
-            let p = self.priority(t);
-            if p > best_p {
-                best = t;
-                best_p = p;
-            }
-        }
-        best
+        self.highest(v.runnable)
     }
 }
 
