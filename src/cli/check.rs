@@ -36,6 +36,10 @@ pub struct CheckArgs {
     /// rewind-check-<target>.schedule.json in the current directory).
     #[arg(long, value_name = "FILE")]
     pub save_schedule: Option<PathBuf>,
+    /// Where to write a reproducer (.rwd) of the first failure (default:
+    /// beside the schedule file, ending in .rwd).
+    #[arg(long, value_name = "FILE")]
+    pub save_rwd: Option<PathBuf>,
     /// Print one JSON object with the results on stdout.
     #[arg(long)]
     pub json: bool,
@@ -186,6 +190,10 @@ pub fn check(a: CheckArgs) -> Result<u8, UserError> {
         None => None,
     };
     let replay = saved.as_ref().map(|p| replay_command(&a.target, p));
+    let rwd_file = match (first, &saved) {
+        (Some(t), Some(schedule_file)) => Some(save_rwd(&a, &cfg, &source, t, schedule_file)?),
+        _ => None,
+    };
 
     if a.json {
         let first_json = first.map(|t| {
@@ -194,6 +202,7 @@ pub fn check(a: CheckArgs) -> Result<u8, UserError> {
                 "index": t.index,
                 "schedule": t.report.schedule,
                 "schedule_file": saved.as_ref().map(|p| p.display().to_string()),
+                "rwd_file": rwd_file.as_ref().map(|p| p.display().to_string()),
                 "outcome": outcome_json(&t.report.outcome),
                 "kind": t.kind(),
                 "trace_hash": t.report.trace_hash,
@@ -246,6 +255,12 @@ pub fn check(a: CheckArgs) -> Result<u8, UserError> {
             if let Some(cmd) = &replay {
                 eprintln!("reproduce with: {cmd}");
             }
+            if let Some(p) = &rwd_file {
+                eprintln!(
+                    "reproducer: {} (rewind-fuzz show {0}; rewind-fuzz minimize {0} -o min.rwd)",
+                    p.display()
+                );
+            }
         } else {
             eprintln!("every schedule exited 0");
         }
@@ -267,6 +282,25 @@ fn save_first(a: &CheckArgs, s: &Schedule) -> Result<PathBuf, UserError> {
         }
     };
     s.save(&path)
+        .map_err(|e| UserError::bad_input(e.to_string()))?;
+    Ok(path)
+}
+
+/// Records the first failure again from scratch and writes its reproducer.
+fn save_rwd(
+    a: &CheckArgs,
+    cfg: &crate::vm::RunConfig,
+    source: &crate::kernel::vfs::SharedSource,
+    t: &Trial,
+    schedule_file: &std::path::Path,
+) -> Result<PathBuf, UserError> {
+    let path = a.save_rwd.clone().unwrap_or_else(|| {
+        let s = schedule_file.to_string_lossy();
+        let stem = s.strip_suffix(".schedule.json").unwrap_or(&s);
+        PathBuf::from(format!("{stem}.rwd"))
+    });
+    let (rwd, _) = crate::rwd::record(cfg, source.clone(), &t.report.schedule).map_err(vm_error)?;
+    rwd.save(&path)
         .map_err(|e| UserError::bad_input(e.to_string()))?;
     Ok(path)
 }

@@ -581,6 +581,21 @@ impl AddressSpace {
         Ok(())
     }
 
+    /// Reads the guest word at `va` if its page is present, faulting nothing
+    /// in: for looking at a finished run (a backtrace) without changing it.
+    pub fn peek_u64(&self, mem: &PhysMemory, va: u64) -> Option<u64> {
+        if va % 8 != 0 || !self.vma_at(va)?.prot.accessible() {
+            return None;
+        }
+        let pte = self.pt.get(mem, va);
+        if pte & PTE_P == 0 {
+            return None;
+        }
+        let mut b = [0u8; 8];
+        mem.read((pte & PTE_ADDR) + va % PAGE_SIZE, &mut b);
+        Some(u64::from_le_bytes(b))
+    }
+
     /// Copies `buf` into guest memory at `va`.
     pub fn write(&mut self, mem: &PhysMemory, va: u64, buf: &[u8]) -> Result<(), MemError> {
         let mut done = 0;
@@ -611,6 +626,41 @@ impl AddressSpace {
             let off = at % PAGE_SIZE;
             let n = ((PAGE_SIZE - off) as usize).min(buf.len() - done);
             mem.write(pa + off, &buf[done..done + n]);
+            done += n;
+        }
+        Ok(())
+    }
+
+    /// The guest-physical page behind `va`, if it has one yet. Fills
+    /// nothing: for the debugger, which must not change the run.
+    pub fn page_of(&self, mem: &PhysMemory, va: u64) -> Option<u64> {
+        owned_page(self.pt.get(mem, page_floor(va)))
+    }
+
+    /// Copies guest memory at `va` into `buf` as the program would read it,
+    /// rights aside, without filling anything: a page not touched yet reads
+    /// as touching it would make it (zeros, or its file's bytes). For the
+    /// debugger, which must not change the run (not even which physical
+    /// page backs what).
+    pub fn peek(&self, mem: &PhysMemory, va: u64, buf: &mut [u8]) -> Result<(), MemError> {
+        let mut done = 0;
+        while done < buf.len() {
+            let at = va.checked_add(done as u64).ok_or(MemError::Fault)?;
+            let off = at % PAGE_SIZE;
+            let n = ((PAGE_SIZE - off) as usize).min(buf.len() - done);
+            let out = &mut buf[done..done + n];
+            if let Some(pa) = self.page_of(mem, at) {
+                mem.read(pa + off, out);
+            } else {
+                let v = self.vma_at(at).ok_or(MemError::Unmapped)?;
+                out.fill(0);
+                if let Backing::File { data, offset } = &v.backing {
+                    let start = usize::try_from(offset + (at - v.start)).unwrap_or(usize::MAX);
+                    let avail = data.get(start..).unwrap_or(&[]);
+                    let k = avail.len().min(n);
+                    out[..k].copy_from_slice(&avail[..k]);
+                }
+            }
             done += n;
         }
         Ok(())

@@ -1,0 +1,270 @@
+//! `rewind-fuzz minimize INPUT -o OUT.rwd`: the fewest preemptions that
+//! still give the same failure, written as a reproducer.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use clap::Args;
+use serde_json::json;
+
+use super::UserError;
+use super::run::{TargetArgs, parse_duration, vm_error};
+use crate::kernel::vfs::FileSource;
+use crate::minimize::{self, Budget, MinimizeError};
+use crate::rwd::{self, RunFacts, Rwd};
+use crate::sched::{Replay, Schedule};
+use crate::symbols::Symbolizer;
+use crate::vm::Vm;
+
+#[derive(Args, Debug)]
+pub struct MinimizeArgs {
+    /// A reproducer (.rwd), or a saved schedule (JSON) together with
+    /// --target and the options it was run with.
+    #[arg(value_name = "INPUT")]
+    pub input: PathBuf,
+    /// Where to write the minimized reproducer.
+    #[arg(long, short = 'o', value_name = "OUT.rwd")]
+    pub output: PathBuf,
+    /// Run at most this many schedules (deterministic: the same input and
+    /// budget give the same result).
+    #[arg(long, value_parser = clap::value_parser!(u64).range(1..))]
+    pub execs: Option<u64>,
+    /// Spend at most this much time (e.g. 30s, 5m).
+    #[arg(long, value_parser = parse_duration)]
+    pub time: Option<Duration>,
+    /// Print one JSON object with the result on stdout.
+    #[arg(long)]
+    pub json: bool,
+    #[command(flatten)]
+    pub target: ScheduleTarget,
+}
+
+/// The program a schedule INPUT belongs to, with the options it was run
+/// with (a .rwd INPUT names its own). Unset options take `run`'s defaults.
+#[derive(Args, Debug, Default)]
+pub struct ScheduleTarget {
+    /// The program the schedule INPUT was run on (or harness:NAME).
+    #[arg(long, short = 't', value_name = "PATH")]
+    pub target: Option<String>,
+    /// CPUs the program was told it has.
+    #[arg(long)]
+    pub cpus: Option<u32>,
+    /// The seed it ran with.
+    #[arg(long, short = 's')]
+    pub seed: Option<u64>,
+    /// Its step limit.
+    #[arg(long)]
+    pub max_steps: Option<u64>,
+    /// Its timeout (e.g. 10s).
+    #[arg(long)]
+    pub timeout: Option<String>,
+    /// Its environment variables (repeatable).
+    #[arg(long = "env", short = 'e', value_name = "KEY=VALUE")]
+    pub env: Vec<String>,
+    /// Its working directory.
+    #[arg(long)]
+    pub cwd: Option<String>,
+    /// Its guest memory in MiB.
+    #[arg(long)]
+    pub memory: Option<u64>,
+    /// It ran without the pthread shim.
+    #[arg(long)]
+    pub no_shim: bool,
+    /// Its arguments.
+    #[arg(last = true)]
+    pub args: Vec<String>,
+}
+
+impl ScheduleTarget {
+    fn given(&self) -> bool {
+        self.target.is_some()
+            || self.cpus.is_some()
+            || self.seed.is_some()
+            || self.max_steps.is_some()
+            || self.timeout.is_some()
+            || !self.env.is_empty()
+            || self.cwd.is_some()
+            || self.memory.is_some()
+            || self.no_shim
+            || !self.args.is_empty()
+    }
+
+    /// The options as `run` takes them (so they are checked the same way).
+    fn target_args(&self) -> Result<Option<TargetArgs>, UserError> {
+        let Some(target) = &self.target else {
+            return Ok(None);
+        };
+        let mut argv: Vec<String> = vec!["minimize".into(), "--target".into(), target.clone()];
+        let mut opt = |name: &str, v: Option<String>| {
+            if let Some(v) = v {
+                argv.push(format!("--{name}"));
+                argv.push(v);
+            }
+        };
+        opt("cpus", self.cpus.map(|v| v.to_string()));
+        opt("seed", self.seed.map(|v| v.to_string()));
+        opt("max-steps", self.max_steps.map(|v| v.to_string()));
+        opt("timeout", self.timeout.clone());
+        opt("cwd", self.cwd.clone());
+        opt("memory", self.memory.map(|v| v.to_string()));
+        for e in &self.env {
+            argv.push("--env".into());
+            argv.push(e.clone());
+        }
+        if self.no_shim {
+            argv.push("--no-shim".into());
+        }
+        if !self.args.is_empty() {
+            argv.push("--".into());
+            argv.extend(self.args.iter().cloned());
+        }
+        #[derive(clap::Parser)]
+        struct Wrap {
+            #[command(flatten)]
+            t: TargetArgs,
+        }
+        <Wrap as clap::Parser>::try_parse_from(argv)
+            .map(|w| Some(w.t))
+            .map_err(|e| {
+                let msg = e.to_string();
+                let first = msg.lines().next().unwrap_or("bad run options");
+                UserError::bad_input(first.trim_start_matches("error: ").to_string())
+            })
+    }
+}
+
+pub fn minimize(a: MinimizeArgs) -> Result<u8, UserError> {
+    let name = a.input.display().to_string();
+    let data = std::fs::read(&a.input)
+        .map_err(|e| UserError::bad_input(format!("cannot read {name}: {e}")))?;
+    let (cfg, source, schedule, want) = if Rwd::looks_like(&data) {
+        if a.target.given() {
+            return Err(UserError::bad_input(format!(
+                "{name} is a reproducer, which names its own target: leave out --target and the run options"
+            )));
+        }
+        let rwd = Rwd::decode(&name, &data).map_err(|e| UserError::bad_input(e.to_string()))?;
+        if let Some(why) = rwd.incompatibility() {
+            return Err(UserError::bad_input(format!(
+                "{name} cannot be run here: {why}"
+            )));
+        }
+        let want = rwd.expected.signature.clone();
+        (rwd.run_config(), rwd.source(), rwd.schedule(), want)
+    } else {
+        let schedule = Schedule::from_json(&name, &data).map_err(|e| {
+            UserError::bad_input(format!(
+                "{e}; give a .rwd reproducer or a schedule file saved by run or check"
+            ))
+        })?;
+        let Some(t) = a.target.target_args()? else {
+            return Err(UserError::bad_input(format!(
+                "{name} is a schedule: also give the --target it was run with (and its options)"
+            )));
+        };
+        let cfg = t.config()?;
+        let source = FileSource::host();
+        // The failure to keep is the one this schedule gives.
+        let mut vm = Vm::new(&cfg, source.clone()).map_err(vm_error)?;
+        vm.set_strategy(Box::new(Replay::new(schedule.clone())));
+        let report = vm.run().map_err(vm_error)?;
+        let want = RunFacts::of(&vm, &report).signature(&report, &mut Symbolizer::new());
+        if !want.is_failure() {
+            return Err(UserError::bad_input(format!(
+                "the schedule in {name} does not fail ({}): there is nothing to minimize",
+                report.outcome.summary()
+            )));
+        }
+        (cfg, source, schedule, want)
+    };
+    if !want.is_failure() {
+        return Err(UserError::bad_input(format!(
+            "{name} records a run that did not fail: there is nothing to minimize"
+        )));
+    }
+
+    let budget = Budget {
+        execs: a.execs,
+        time: a.time,
+    };
+    let quiet = a.json;
+    let mut last_report = std::time::Instant::now();
+    let mut progress = |p: minimize::Progress| {
+        if !quiet && last_report.elapsed() >= Duration::from_secs(2) {
+            last_report = std::time::Instant::now();
+            eprintln!(
+                "rewind-fuzz: minimizing ({}): {} schedules run, trying {} decisions",
+                p.phase, p.execs, p.decisions
+            );
+        }
+    };
+    let m = minimize::minimize(
+        &cfg,
+        source.clone(),
+        &schedule,
+        &want,
+        budget,
+        &mut progress,
+    )
+    .map_err(|e| match e {
+        MinimizeError::Vm(v) => vm_error(v),
+        other => UserError {
+            message: format!("{name}: {other}"),
+            code: 1,
+        },
+    })?;
+    let (out, report) = rwd::record(&cfg, source, &m.schedule).map_err(vm_error)?;
+    if out.expected.signature != want {
+        return Err(UserError {
+            message: format!(
+                "the minimized schedule recorded as {}, not {want}; this is a bug in rewind-fuzz",
+                out.expected.signature
+            ),
+            code: 1,
+        });
+    }
+    out.save(&a.output)
+        .map_err(|e| UserError::bad_input(e.to_string()))?;
+    let size = std::fs::metadata(&a.output).map_or(0, |m| m.len());
+    if a.json {
+        let v = json!({
+            "input": name,
+            "output": a.output.display().to_string(),
+            "signature": want,
+            "signature_id": want.id(),
+            "decisions_before": m.before,
+            "decisions_after": m.after,
+            "window_before": m.window_before,
+            "window_after": m.window_after,
+            "execs": m.execs,
+            "elapsed_s": m.elapsed.as_secs_f64(),
+            "budget_ran_out": m.budget_ran_out,
+            "steps": report.steps,
+            "trace_hash": report.trace_hash,
+            "bytes": size,
+        });
+        println!("{v}");
+    } else {
+        eprintln!(
+            "rewind-fuzz: minimized {name}: {} -> {} preemptions (decisions); window {} -> {} steps before the failure; {} schedules in {:.1}s{}",
+            m.before,
+            m.after,
+            m.window_before,
+            m.window_after,
+            m.execs,
+            m.elapsed.as_secs_f64(),
+            if m.budget_ran_out {
+                " (the budget ran out: it may shrink further)"
+            } else {
+                ""
+            }
+        );
+        eprintln!("  failure: {want}");
+        eprintln!(
+            "  wrote {} ({size} bytes); replay with: rewind-fuzz replay {}",
+            a.output.display(),
+            a.output.display()
+        );
+    }
+    Ok(0)
+}

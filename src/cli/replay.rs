@@ -1,0 +1,128 @@
+//! `rewind-fuzz replay FILE.rwd`: runs a reproducer again from the files
+//! inside it and says whether it did the same.
+
+use std::path::{Path, PathBuf};
+
+use clap::Args;
+use serde_json::json;
+
+use super::UserError;
+use super::run::{outcome_json, vm_error};
+use crate::report::Symbols;
+use crate::rwd::{self, Rwd};
+
+#[derive(Args, Debug)]
+pub struct ReplayArgs {
+    /// The reproducer to run.
+    #[arg(value_name = "FILE.rwd")]
+    pub file: PathBuf,
+    /// Print one JSON object with the result on stdout.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// Reads a reproducer, as a user error (exit code 2) when it is bad.
+pub fn load(path: &Path) -> Result<Rwd, UserError> {
+    let rwd = Rwd::load(path).map_err(|e| UserError::bad_input(e.to_string()))?;
+    if let Some(why) = rwd.incompatibility() {
+        return Err(UserError::bad_input(format!(
+            "{} cannot be replayed here: {why}",
+            path.display()
+        )));
+    }
+    Ok(rwd)
+}
+
+pub fn replay(a: ReplayArgs) -> Result<u8, UserError> {
+    let rwd = load(&a.file)?;
+    let r = rwd::replay(&rwd).map_err(vm_error)?;
+    let mut sym = Symbols::from_mappings(r.facts.mappings.clone());
+    let parted = r.divergence.as_ref().map(|d| {
+        let expected = d.expected.map(|e| sym.event_line(&e));
+        let got = d.got.map(|e| sym.event_line(&e));
+        (d.step, expected, got)
+    });
+    if a.json {
+        let v = json!({
+            "file": a.file.display().to_string(),
+            "matches": r.matches,
+            "expected": {
+                "outcome": outcome_json(&rwd.outcome()),
+                "trace_hash": rwd.trace_hash_hex(),
+                "steps": rwd.expected.steps,
+                "signature": rwd.expected.signature,
+                "signature_id": rwd.expected.signature.id(),
+            },
+            "got": {
+                "outcome": outcome_json(&r.report.outcome),
+                "trace_hash": r.report.trace_hash,
+                "steps": r.report.steps,
+                "signature": r.signature,
+                "signature_id": r.signature.id(),
+            },
+            "parted_at": parted.as_ref().map(|(step, expected, got)| json!({
+                "step": step,
+                "expected": expected,
+                "got": got,
+            })),
+            "schedule_diverged_at": r.schedule_diverged_at,
+        });
+        println!("{v}");
+    } else if r.matches {
+        eprintln!(
+            "rewind-fuzz: replayed {}: {} after {} steps (trace {}), as recorded",
+            a.file.display(),
+            r.report.outcome.summary(),
+            r.report.steps,
+            r.report.trace_hash
+        );
+        eprintln!("  signature: {}", r.signature);
+    } else {
+        eprintln!(
+            "rewind-fuzz: replay of {} differs from the recording: {} after {} steps (trace {}); recorded: {} after {} steps (trace {})",
+            a.file.display(),
+            r.report.outcome.summary(),
+            r.report.steps,
+            r.report.trace_hash,
+            rwd.outcome().summary(),
+            rwd.expected.steps,
+            rwd.trace_hash_hex()
+        );
+        if let Some((step, expected, got)) = parted {
+            eprintln!("  the run parted from the recording at step {step}:");
+            eprintln!(
+                "    expected {}",
+                expected.unwrap_or_else(|| {
+                    "a different step (the recording keeps only the last steps in full)".into()
+                })
+            );
+            eprintln!(
+                "    got      {}",
+                got.unwrap_or_else(|| "nothing: the run had ended".into())
+            );
+        }
+        if let Some(s) = r.schedule_diverged_at {
+            eprintln!(
+                "  the schedule's decision at step {s} named a thread that could not run there"
+            );
+        }
+    }
+    Ok(if r.matches { 0 } else { 1 })
+}
+
+/// Saves the reproducer of a run `vm` just made from scratch with its
+/// events recorded.
+pub fn save_run(
+    cfg: &crate::vm::RunConfig,
+    vm: &crate::vm::Vm,
+    report: &crate::vm::RunReport,
+    path: &Path,
+) -> Result<(), UserError> {
+    let r = rwd::from_run(cfg, vm, report).ok_or_else(|| UserError {
+        message: "the run was not recorded from its start, so no reproducer can be made of it"
+            .into(),
+        code: 1,
+    })?;
+    r.save(path)
+        .map_err(|e| UserError::bad_input(e.to_string()))
+}

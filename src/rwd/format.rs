@@ -1,0 +1,1205 @@
+//! The `.rwd` file format, version 1: its types, and encoding and decoding
+//! with limits (the reader must survive hostile files).
+//!
+//! ```text
+//! offset 0   4 bytes   magic "RWD\0"
+//!        4   u32 LE    format version (1)
+//!        8   u64 LE    length of the payload once decompressed
+//!       16   ...       one zstd frame (with its content checksum) holding the
+//!                      payload: bincode 2 (standard configuration: variable-
+//!                      length integers, little-endian) of [`Rwd`]
+//! ```
+//!
+//! `docs/rwd-format.md` describes every field. The types here are the format
+//! itself, kept apart from the engine's own types so that changing those
+//! cannot silently change the files; a change here is a new version.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use serde::{Deserialize, Serialize};
+
+use crate::abi::HintOp;
+use crate::kernel::vfs::{HostNode, NodeKind};
+use crate::locks::{Inversion, OrderEdge};
+use crate::outcome::{BlockedThread, HungReason, Outcome};
+use crate::sched::{Decision, Schedule};
+use crate::signature::Signature;
+use crate::trace::{Event, Operation};
+
+/// The first four bytes of every reproducer.
+pub const MAGIC: [u8; 4] = *b"RWD\0";
+/// The format version this code writes and reads.
+pub const VERSION: u32 = 1;
+/// Bytes before the compressed payload.
+pub const HEADER_LEN: usize = 16;
+/// The largest payload a reader accepts (decompressed).
+pub const MAX_PAYLOAD: u64 = 2 << 30;
+/// The longest path a reproducer may name.
+pub const MAX_PATH: usize = 4096;
+/// The longest directory entry name.
+pub const MAX_NAME: usize = 255;
+/// How many events of the end of a run a reproducer keeps in full.
+pub const MAX_EVENTS: usize = 65_536;
+/// How many step digests a reproducer keeps at most (longer runs digest
+/// blocks of steps).
+pub const MAX_DIGESTS: usize = 1 << 20;
+/// How much of the program's stdout and stderr a reproducer keeps (the end).
+pub const MAX_OUTPUT: usize = 64 << 10;
+
+/// A reproducer: everything needed to run a failure again on another
+/// machine, and to tell its story.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Rwd {
+    /// The rewind-fuzz that wrote it, e.g. `rewind-fuzz 0.1.0`.
+    pub monitor: String,
+    /// The CPU model the guest saw (`machine::CPU_MODEL_NAME`).
+    pub cpu_model: String,
+    pub target: Target,
+    /// File contents, each once, by hash.
+    pub blobs: Vec<Blob>,
+    /// What every path the run looked up was found to be.
+    pub files: Vec<FileEntry>,
+    pub schedule: WireSchedule,
+    pub expected: Expected,
+    pub trace: TraceRecord,
+    pub story: Story,
+}
+
+/// What was run, and how.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Target {
+    /// The program's path as the guest saw it.
+    pub exe: String,
+    pub argv: Vec<String>,
+    pub env: Vec<String>,
+    pub cwd: String,
+    pub cpus: u32,
+    pub seed: u64,
+    pub epoch: u64,
+    pub max_steps: u64,
+    pub memory_mib: u64,
+    pub timeout_ms: u64,
+    /// Whether the pthread shim was preloaded.
+    pub shim: bool,
+}
+
+/// One file's contents, named by the xxh3-128 hash of its bytes.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Blob {
+    pub hash: u128,
+    #[serde(with = "bytes")]
+    pub data: Vec<u8>,
+}
+
+/// A path the run looked up, and what it was.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct FileEntry {
+    /// Absolute and normalized: no `.`, `..` or empty components.
+    pub path: String,
+    /// Whether the lookup followed a final symlink (`stat`) or not (`lstat`).
+    pub follow: bool,
+    pub node: WireNode,
+}
+
+/// What a path was.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub enum WireNode {
+    File {
+        /// The hash of a [`Blob`].
+        content: u128,
+        mode: u32,
+    },
+    Dir {
+        mode: u32,
+        /// The listing, when the guest listed it.
+        entries: Option<Vec<(String, WireKind)>>,
+    },
+    Symlink {
+        target: String,
+    },
+    Missing,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum WireKind {
+    File,
+    Dir,
+    Symlink,
+}
+
+/// The schedule: the decisions that differ from the default policy.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct WireSchedule {
+    pub origin: String,
+    /// `(step, thread)`, strictly increasing in step.
+    pub decisions: Vec<(u64, u32)>,
+}
+
+/// How the run ended, and what identifies it.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Expected {
+    pub outcome: WireOutcome,
+    pub signature: Signature,
+    pub steps: u64,
+    /// The hash over every step (`RunReport::trace_hash`).
+    pub trace_hash: u64,
+    pub potential_deadlocks: Vec<Vec<WireEdge>>,
+    /// Steps at which two or more threads could run.
+    pub decision_points: u64,
+}
+
+/// The engine's `Outcome`, externally tagged.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub enum WireOutcome {
+    Exited {
+        code: i32,
+    },
+    Crashed {
+        signal: String,
+        signo: u32,
+        fault_addr: Option<u64>,
+        thread: u32,
+        rip: u64,
+    },
+    Deadlocked {
+        threads: Vec<WireBlocked>,
+        cycle: Vec<u32>,
+    },
+    Hung {
+        /// 0: the step limit; 1: the wall-clock timeout.
+        reason: u8,
+        thread: u32,
+        rip: u64,
+    },
+    Unsupported {
+        syscall: String,
+        nr: u64,
+        thread: u32,
+        rip: u64,
+        detail: String,
+    },
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct WireBlocked {
+    pub thread: u32,
+    pub name: String,
+    pub waits_on: String,
+    pub object: Option<u64>,
+    pub rip: u64,
+    pub lock: Option<u64>,
+    pub site: Option<u64>,
+    pub holder: Option<u32>,
+    pub holder_site: Option<u64>,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct WireEdge {
+    pub from: u64,
+    pub to: u64,
+    pub thread: u32,
+    pub from_site: u64,
+    pub to_site: u64,
+    pub gates: Vec<u64>,
+}
+
+/// Enough of the run's steps to say where a replay parted from it.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct TraceRecord {
+    /// Steps per digest: 1 unless the run was longer than
+    /// [`MAX_DIGESTS`] steps.
+    pub digest_block: u64,
+    /// For each block of steps, 32 bits of the xxh3 of its events.
+    pub digests: Vec<u32>,
+    /// The last events of the run (all of them, up to [`MAX_EVENTS`]).
+    pub events: Vec<WireEvent>,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct WireEvent {
+    pub step: u64,
+    pub thread: u32,
+    pub op: WireOp,
+    pub object: Option<u64>,
+    pub site: u64,
+    pub result: Option<i64>,
+    pub value: u64,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum WireOp {
+    /// A system call by number.
+    Syscall(u64),
+    /// A pthread operation reported by the shim (`abi::HintOp` number).
+    Hint(u64),
+}
+
+/// What `show` needs beyond the outcome: names and places.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Story {
+    /// Thread ids and names.
+    pub threads: Vec<(u32, String)>,
+    /// The guest's file mappings at the end of the run.
+    pub mappings: Vec<WireMapping>,
+    /// For a crash: the faulting instruction and the return addresses above.
+    pub backtrace: Vec<u64>,
+    /// The end of the program's output.
+    #[serde(with = "bytes")]
+    pub stdout: Vec<u8>,
+    #[serde(with = "bytes")]
+    pub stderr: Vec<u8>,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct WireMapping {
+    pub start: u64,
+    pub end: u64,
+    pub file_offset: u64,
+    pub path: String,
+    /// The hash of the [`Blob`] mapped.
+    pub content: u128,
+}
+
+/// Byte strings as bincode's length-prefixed bytes, decoded by borrowing
+/// from the payload (so a declared length is checked against the bytes
+/// really there before anything is allocated).
+mod bytes {
+    use serde::de::{Deserializer, Error, Visitor};
+    use serde::{Serialize, Serializer};
+
+    pub fn serialize<S: Serializer>(v: &[u8], s: S) -> Result<S::Ok, S::Error> {
+        serde::Serialize::serialize(&Bytes(v), s)
+    }
+
+    struct Bytes<'a>(&'a [u8]);
+
+    impl Serialize for Bytes<'_> {
+        fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+            s.serialize_bytes(self.0)
+        }
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Vec<u8>, D::Error> {
+        struct V;
+        impl<'de> Visitor<'de> for V {
+            type Value = Vec<u8>;
+            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+                f.write_str("bytes")
+            }
+            fn visit_borrowed_bytes<E: Error>(self, v: &'de [u8]) -> Result<Vec<u8>, E> {
+                Ok(v.to_vec())
+            }
+            fn visit_bytes<E: Error>(self, v: &[u8]) -> Result<Vec<u8>, E> {
+                Ok(v.to_vec())
+            }
+            fn visit_byte_buf<E: Error>(self, v: Vec<u8>) -> Result<Vec<u8>, E> {
+                Ok(v)
+            }
+        }
+        d.deserialize_bytes(V)
+    }
+}
+
+/// Why a file is not a reproducer this code can use. Every message is one
+/// line saying what is wrong.
+#[derive(Debug, thiserror::Error)]
+pub enum RwdError {
+    #[error("cannot read {0}: {1}")]
+    Read(String, std::io::Error),
+    #[error("cannot write {0}: {1}")]
+    Write(String, std::io::Error),
+    #[error("{0} is truncated: {1} bytes, less than the {HEADER_LEN}-byte header of a reproducer")]
+    Short(String, usize),
+    #[error("{0} is not a rewind-fuzz reproducer (it does not start with \"RWD\\0\")")]
+    Magic(String),
+    #[error(
+        "{0} has format version {1}; this rewind-fuzz reads version {VERSION}: use the rewind-fuzz that wrote it, or a newer one"
+    )]
+    Version(String, u32),
+    #[error("{0} declares a payload of {1} bytes, more than the limit of {MAX_PAYLOAD} bytes")]
+    TooLarge(String, u64),
+    #[error("{0} is corrupt or truncated: {1}")]
+    Corrupt(String, String),
+    #[error("{0} is not a valid reproducer: {1}")]
+    Invalid(String, String),
+}
+
+/// The bincode configuration of the payload, with a limit on what one
+/// declared length may claim.
+fn config<const N: usize>() -> bincode::config::Configuration<
+    bincode::config::LittleEndian,
+    bincode::config::Varint,
+    bincode::config::Limit<N>,
+> {
+    bincode::config::standard().with_limit::<N>()
+}
+
+impl Rwd {
+    /// The whole file: header and compressed payload.
+    pub fn encode(&self) -> Vec<u8> {
+        let payload = bincode::serde::encode_to_vec(self, bincode::config::standard())
+            .expect("a reproducer always encodes");
+        let mut out = Vec::with_capacity(HEADER_LEN + payload.len() / 3);
+        out.extend_from_slice(&MAGIC);
+        out.extend_from_slice(&VERSION.to_le_bytes());
+        out.extend_from_slice(&(payload.len() as u64).to_le_bytes());
+        let mut enc = zstd::stream::Encoder::new(out, 9).expect("zstd encoder");
+        enc.include_checksum(true).expect("zstd parameter");
+        enc.include_contentsize(true).expect("zstd parameter");
+        enc.set_pledged_src_size(Some(payload.len() as u64))
+            .expect("zstd parameter");
+        std::io::Write::write_all(&mut enc, &payload).expect("compressing in memory");
+        enc.finish().expect("compressing in memory")
+    }
+
+    /// Writes the file atomically.
+    pub fn save(&self, path: &std::path::Path) -> Result<(), RwdError> {
+        crate::fsutil::write_atomically(path, &self.encode())
+            .map_err(|e| RwdError::Write(path.display().to_string(), e))
+    }
+
+    /// Reads and checks a file.
+    pub fn load(path: &std::path::Path) -> Result<Rwd, RwdError> {
+        let name = path.display().to_string();
+        let data = std::fs::read(path).map_err(|e| RwdError::Read(name.clone(), e))?;
+        Self::decode(&name, &data)
+    }
+
+    /// Whether `data` starts like a reproducer (to tell one from a schedule).
+    pub fn looks_like(data: &[u8]) -> bool {
+        data.starts_with(&MAGIC)
+    }
+
+    /// Decodes and checks a file's bytes; `name` is for messages.
+    pub fn decode(name: &str, data: &[u8]) -> Result<Rwd, RwdError> {
+        let corrupt = |m: String| RwdError::Corrupt(name.into(), m);
+        if data.len() < MAGIC.len() || !data.starts_with(&MAGIC) {
+            if MAGIC.starts_with(data) && !data.is_empty() {
+                return Err(RwdError::Short(name.into(), data.len()));
+            }
+            return Err(RwdError::Magic(name.into()));
+        }
+        if data.len() < HEADER_LEN {
+            return Err(RwdError::Short(name.into(), data.len()));
+        }
+        let version = u32::from_le_bytes(data[4..8].try_into().unwrap());
+        if version != VERSION {
+            return Err(RwdError::Version(name.into(), version));
+        }
+        let declared = u64::from_le_bytes(data[8..16].try_into().unwrap());
+        if declared > MAX_PAYLOAD {
+            return Err(RwdError::TooLarge(name.into(), declared));
+        }
+        let payload = decompress(&data[HEADER_LEN..], declared).map_err(corrupt)?;
+        let rwd = decode_payload(&payload).map_err(corrupt)?;
+        rwd.validate()
+            .map_err(|m| RwdError::Invalid(name.into(), m))?;
+        Ok(rwd)
+    }
+
+    /// Checks what the types cannot: paths, references, orders and ranges.
+    pub fn validate(&self) -> Result<(), String> {
+        let t = &self.target;
+        check_path("the program's path", &t.exe)?;
+        check_path("the working directory", &t.cwd)?;
+        if t.argv.is_empty() {
+            return Err("the program has no argv[0]".into());
+        }
+        for s in t.argv.iter().chain(&t.env) {
+            if s.contains('\0') {
+                return Err("an argument or environment string contains NUL".into());
+            }
+        }
+        if !(1..=1024).contains(&t.cpus) {
+            return Err(format!("--cpus {} is outside 1..=1024", t.cpus));
+        }
+        if !(16..=65536).contains(&t.memory_mib) {
+            return Err(format!(
+                "guest memory of {} MiB is outside 16..=65536",
+                t.memory_mib
+            ));
+        }
+        if t.max_steps == 0 || t.timeout_ms == 0 {
+            return Err("the step limit and the timeout must be positive".into());
+        }
+        let mut hashes = std::collections::BTreeSet::new();
+        for b in &self.blobs {
+            if xxhash_rust::xxh3::xxh3_128(&b.data) != b.hash {
+                return Err(format!(
+                    "a file's contents do not match their hash {:032x}",
+                    b.hash
+                ));
+            }
+            hashes.insert(b.hash);
+        }
+        let mut seen = std::collections::BTreeSet::new();
+        for f in &self.files {
+            check_path("a recorded file", &f.path)?;
+            if !seen.insert((&f.path, f.follow)) {
+                return Err(format!("the file {:?} is recorded twice", f.path));
+            }
+            match &f.node {
+                WireNode::File { content, mode } => {
+                    if !hashes.contains(content) {
+                        return Err(format!("the file {:?} names contents it lacks", f.path));
+                    }
+                    check_mode(*mode)?;
+                }
+                WireNode::Dir { mode, entries } => {
+                    check_mode(*mode)?;
+                    for (n, _) in entries.iter().flatten() {
+                        if !entry_name_ok(n) {
+                            return Err(format!(
+                                "the directory {:?} lists a bad entry name {n:?}",
+                                f.path
+                            ));
+                        }
+                    }
+                }
+                WireNode::Symlink { target } => {
+                    if target.is_empty() || target.len() > MAX_PATH || target.contains('\0') {
+                        return Err(format!("the symlink {:?} has a bad target", f.path));
+                    }
+                }
+                WireNode::Missing => {}
+            }
+        }
+        if !self
+            .files
+            .iter()
+            .any(|f| f.path == t.exe && matches!(f.node, WireNode::File { .. }))
+        {
+            return Err("it does not hold the program itself".into());
+        }
+        let d = &self.schedule.decisions;
+        if d.windows(2).any(|w| w[0].0 >= w[1].0) {
+            return Err("the schedule's decisions are not in step order".into());
+        }
+        let tr = &self.trace;
+        if tr.digest_block == 0
+            || tr.digests.len() > MAX_DIGESTS
+            || tr.digests.len() as u64 > self.expected.steps.div_ceil(tr.digest_block)
+        {
+            return Err("the step digests do not cover the run's steps".into());
+        }
+        if tr.events.len() > MAX_EVENTS {
+            return Err("it holds more events than a reproducer keeps".into());
+        }
+        for e in &tr.events {
+            if let WireOp::Hint(op) = e.op {
+                if HintOp::from_u64(op).is_none() {
+                    return Err(format!("an event names an unknown pthread operation {op}"));
+                }
+            }
+            if e.step == 0 || e.step > self.expected.steps {
+                return Err("an event lies outside the run's steps".into());
+            }
+        }
+        if let WireOutcome::Hung { reason, .. } = self.expected.outcome {
+            if reason > 1 {
+                return Err(format!("unknown reason {reason} for a hung run"));
+            }
+        }
+        for m in &self.story.mappings {
+            if m.start >= m.end || !hashes.contains(&m.content) {
+                return Err(format!("the mapping of {:?} is inconsistent", m.path));
+            }
+        }
+        Ok(())
+    }
+
+    /// The recorded files, as the file source of a run takes them.
+    pub fn file_nodes(&self) -> BTreeMap<String, HostNode> {
+        let blobs: BTreeMap<u128, Arc<Vec<u8>>> = self
+            .blobs
+            .iter()
+            .map(|b| (b.hash, Arc::new(b.data.clone())))
+            .collect();
+        self.files
+            .iter()
+            .map(|f| {
+                let key = if f.follow {
+                    f.path.clone()
+                } else {
+                    format!("{}\0nofollow", f.path)
+                };
+                let node = match &f.node {
+                    // Validation makes sure the contents are there.
+                    WireNode::File { content, mode } => match blobs.get(content) {
+                        Some(data) => HostNode::File {
+                            data: data.clone(),
+                            mode: *mode,
+                        },
+                        None => HostNode::Missing,
+                    },
+                    WireNode::Dir { mode, entries } => HostNode::Dir {
+                        mode: *mode,
+                        entries: entries.as_ref().map(|e| {
+                            e.iter()
+                                .map(|(n, k)| (n.clone(), k.to_node_kind()))
+                                .collect()
+                        }),
+                    },
+                    WireNode::Symlink { target } => HostNode::Symlink {
+                        target: target.clone(),
+                    },
+                    WireNode::Missing => HostNode::Missing,
+                };
+                (key, node)
+            })
+            .collect()
+    }
+
+    /// The blob with this hash.
+    pub fn blob(&self, hash: u128) -> Option<&[u8]> {
+        self.blobs
+            .iter()
+            .find(|b| b.hash == hash)
+            .map(|b| &b.data[..])
+    }
+
+    /// The schedule, as the engine replays it.
+    pub fn schedule(&self) -> Schedule {
+        Schedule::new(
+            self.schedule.origin.clone(),
+            self.schedule
+                .decisions
+                .iter()
+                .map(|(step, thread)| Decision {
+                    step: *step,
+                    thread: *thread,
+                })
+                .collect(),
+        )
+    }
+
+    /// The expected outcome, as the engine reports it.
+    pub fn outcome(&self) -> Outcome {
+        self.expected.outcome.to_outcome()
+    }
+
+    /// The expected lock-order cycles.
+    pub fn potential_deadlocks(&self) -> Vec<Inversion> {
+        self.expected
+            .potential_deadlocks
+            .iter()
+            .map(|edges| Inversion {
+                edges: edges.iter().map(WireEdge::to_edge).collect(),
+            })
+            .collect()
+    }
+
+    /// The recorded events, as the engine records them.
+    pub fn events(&self) -> Vec<Event> {
+        self.trace.events.iter().map(WireEvent::to_event).collect()
+    }
+
+    /// The recorded trace hash as the engine prints it.
+    pub fn trace_hash_hex(&self) -> String {
+        format!("{:016x}", self.expected.trace_hash)
+    }
+}
+
+/// Whether the format can hold `p` as a recorded path.
+pub fn check_path_ok(p: &str) -> Result<(), String> {
+    check_path("the path", p)
+}
+
+/// Whether the format can hold `n` as a directory entry's name.
+pub fn entry_name_ok(n: &str) -> bool {
+    !(n.is_empty() || n.len() > MAX_NAME || n == "." || n == ".." || n.contains(['/', '\0']))
+}
+
+fn check_path(what: &str, p: &str) -> Result<(), String> {
+    let bad = |why: &str| Err(format!("{what} {p:?} {why}"));
+    if p.len() > MAX_PATH {
+        return Err(format!("{what} is longer than {MAX_PATH} bytes"));
+    }
+    if !p.starts_with('/') {
+        return bad("is not absolute");
+    }
+    if p.contains('\0') {
+        return bad("contains NUL");
+    }
+    if p != "/"
+        && p[1..]
+            .split('/')
+            .any(|c| c.is_empty() || c == "." || c == "..")
+    {
+        return bad("has an empty, '.' or '..' component");
+    }
+    Ok(())
+}
+
+fn check_mode(mode: u32) -> Result<(), String> {
+    if mode > 0o7777 {
+        return Err(format!("file mode {mode:#o} has bits beyond 0o7777"));
+    }
+    Ok(())
+}
+
+/// Decompresses at most `declared` bytes, refusing anything else: the
+/// declared length is checked before, and never trusted for allocation.
+fn decompress(data: &[u8], declared: u64) -> Result<Vec<u8>, String> {
+    use std::io::Read;
+    let dec = zstd::stream::Decoder::with_buffer(data).map_err(|e| e.to_string())?;
+    let mut out = Vec::with_capacity(declared.min(64 << 20) as usize);
+    dec.take(declared + 1)
+        .read_to_end(&mut out)
+        .map_err(|e| format!("the compressed payload does not decode ({e})"))?;
+    if out.len() as u64 != declared {
+        return Err(format!(
+            "the payload is {} bytes, not the {declared} its header declares",
+            out.len()
+        ));
+    }
+    Ok(out)
+}
+
+/// Decodes the payload with a bincode limit of the smallest power of four
+/// at least its size: no declared length can claim more than that.
+fn decode_payload(p: &[u8]) -> Result<Rwd, String> {
+    fn with<const N: usize>(p: &[u8]) -> Result<Rwd, String> {
+        let (rwd, used): (Rwd, usize) = bincode::serde::borrow_decode_from_slice(p, config::<N>())
+            .map_err(|e| format!("the payload does not decode ({e})"))?;
+        if used != p.len() {
+            return Err(format!("{} bytes follow the payload", p.len() - used));
+        }
+        Ok(rwd)
+    }
+    macro_rules! tiers {
+        ($($bits:literal),*) => {
+            $(if p.len() <= 1usize << $bits {
+                return with::<{ 1usize << $bits }>(p);
+            })*
+        };
+    }
+    tiers!(16, 18, 20, 22, 24, 26, 28, 30, 32);
+    Err("the payload is too large".into())
+}
+
+impl WireKind {
+    fn to_node_kind(self) -> NodeKind {
+        match self {
+            WireKind::File => NodeKind::File,
+            WireKind::Dir => NodeKind::Dir,
+            WireKind::Symlink => NodeKind::Symlink,
+        }
+    }
+
+    pub fn from_node_kind(k: NodeKind) -> Self {
+        match k {
+            NodeKind::File => WireKind::File,
+            NodeKind::Dir => WireKind::Dir,
+            NodeKind::Symlink => WireKind::Symlink,
+        }
+    }
+}
+
+impl WireOutcome {
+    pub fn from_outcome(o: &Outcome) -> Self {
+        match o.clone() {
+            Outcome::Exited { code } => WireOutcome::Exited { code },
+            Outcome::Crashed {
+                signal,
+                signo,
+                fault_addr,
+                thread,
+                rip,
+            } => WireOutcome::Crashed {
+                signal,
+                signo,
+                fault_addr,
+                thread,
+                rip,
+            },
+            Outcome::Deadlocked { threads, cycle } => WireOutcome::Deadlocked {
+                threads: threads
+                    .into_iter()
+                    .map(|b| WireBlocked {
+                        thread: b.thread,
+                        name: b.name,
+                        waits_on: b.waits_on,
+                        object: b.object,
+                        rip: b.rip,
+                        lock: b.lock,
+                        site: b.site,
+                        holder: b.holder,
+                        holder_site: b.holder_site,
+                    })
+                    .collect(),
+                cycle,
+            },
+            Outcome::Hung {
+                reason,
+                thread,
+                rip,
+            } => WireOutcome::Hung {
+                reason: match reason {
+                    HungReason::MaxSteps => 0,
+                    HungReason::Timeout => 1,
+                },
+                thread,
+                rip,
+            },
+            Outcome::Unsupported {
+                syscall,
+                nr,
+                thread,
+                rip,
+                detail,
+            } => WireOutcome::Unsupported {
+                syscall,
+                nr,
+                thread,
+                rip,
+                detail,
+            },
+        }
+    }
+
+    pub fn to_outcome(&self) -> Outcome {
+        match self.clone() {
+            WireOutcome::Exited { code } => Outcome::Exited { code },
+            WireOutcome::Crashed {
+                signal,
+                signo,
+                fault_addr,
+                thread,
+                rip,
+            } => Outcome::Crashed {
+                signal,
+                signo,
+                fault_addr,
+                thread,
+                rip,
+            },
+            WireOutcome::Deadlocked { threads, cycle } => Outcome::Deadlocked {
+                threads: threads
+                    .into_iter()
+                    .map(|b| BlockedThread {
+                        thread: b.thread,
+                        name: b.name,
+                        waits_on: b.waits_on,
+                        object: b.object,
+                        rip: b.rip,
+                        lock: b.lock,
+                        site: b.site,
+                        holder: b.holder,
+                        holder_site: b.holder_site,
+                    })
+                    .collect(),
+                cycle,
+            },
+            WireOutcome::Hung {
+                reason,
+                thread,
+                rip,
+            } => Outcome::Hung {
+                reason: if reason == 0 {
+                    HungReason::MaxSteps
+                } else {
+                    HungReason::Timeout
+                },
+                thread,
+                rip,
+            },
+            WireOutcome::Unsupported {
+                syscall,
+                nr,
+                thread,
+                rip,
+                detail,
+            } => Outcome::Unsupported {
+                syscall,
+                nr,
+                thread,
+                rip,
+                detail,
+            },
+        }
+    }
+}
+
+impl WireEdge {
+    pub fn from_edge(e: &OrderEdge) -> Self {
+        WireEdge {
+            from: e.from,
+            to: e.to,
+            thread: e.thread,
+            from_site: e.from_site,
+            to_site: e.to_site,
+            gates: e.gates.clone(),
+        }
+    }
+
+    fn to_edge(&self) -> OrderEdge {
+        OrderEdge {
+            from: self.from,
+            to: self.to,
+            thread: self.thread,
+            from_site: self.from_site,
+            to_site: self.to_site,
+            gates: self.gates.clone(),
+        }
+    }
+}
+
+impl WireEvent {
+    pub fn from_event(e: &Event) -> Self {
+        WireEvent {
+            step: e.step,
+            thread: e.thread,
+            op: match e.op {
+                Operation::Syscall { nr } => WireOp::Syscall(nr),
+                Operation::Hint { op } => WireOp::Hint(op as u64),
+            },
+            object: e.object,
+            site: e.site,
+            result: e.result,
+            value: e.value,
+        }
+    }
+
+    /// The engine's event (validation made sure hint numbers are known).
+    pub fn to_event(&self) -> Event {
+        Event {
+            step: self.step,
+            thread: self.thread,
+            op: match self.op {
+                WireOp::Syscall(nr) => Operation::Syscall { nr },
+                WireOp::Hint(op) => Operation::Hint {
+                    op: HintOp::from_u64(op).unwrap_or(HintOp::Marker),
+                },
+            },
+            object: self.object,
+            site: self.site,
+            result: self.result,
+            value: self.value,
+        }
+    }
+}
+
+/// 32 bits of the hash of one block of events: what a replay compares step
+/// by step to find where it parted from the recording.
+pub fn digest(events: &[Event]) -> u32 {
+    let mut h = xxhash_rust::xxh3::Xxh3::new();
+    for e in events {
+        let w = WireEvent::from_event(e);
+        let (kind, nr) = match w.op {
+            WireOp::Syscall(n) => (0u64, n),
+            WireOp::Hint(n) => (1, n),
+        };
+        for v in [
+            w.step,
+            w.thread as u64,
+            kind,
+            nr,
+            w.object.unwrap_or(u64::MAX),
+            w.site,
+            w.result.unwrap_or(i64::MIN) as u64,
+            w.value,
+        ] {
+            h.update(&v.to_le_bytes());
+        }
+    }
+    h.digest() as u32
+}
+
+/// The digests of a run's events, and the block size used.
+pub fn digests(events: &[Event]) -> (u64, Vec<u32>) {
+    let block = (events.len().div_ceil(MAX_DIGESTS)).max(1);
+    (block as u64, events.chunks(block).map(digest).collect())
+}
+
+#[cfg(test)]
+pub(crate) mod tests {
+    use super::*;
+
+    /// A small reproducer with a bit of everything, valid.
+    pub fn sample() -> Rwd {
+        let exe = b"\x7fELF not really".to_vec();
+        let hash = xxhash_rust::xxh3::xxh3_128(&exe);
+        let events: Vec<Event> = (1..=3)
+            .map(|s| Event {
+                step: s,
+                thread: 1,
+                op: Operation::Syscall { nr: 39 },
+                object: None,
+                site: 0x1000 + s,
+                result: Some(1),
+                value: 0,
+            })
+            .collect();
+        let (digest_block, digests) = digests(&events);
+        Rwd {
+            monitor: "rewind-fuzz test".into(),
+            cpu_model: "model".into(),
+            target: Target {
+                exe: "/bin/prog".into(),
+                argv: vec!["/bin/prog".into(), "x".into()],
+                env: vec!["A=1".into()],
+                cwd: "/".into(),
+                cpus: 4,
+                seed: 7,
+                epoch: 1,
+                max_steps: 1000,
+                memory_mib: 256,
+                timeout_ms: 10_000,
+                shim: true,
+            },
+            blobs: vec![Blob { hash, data: exe }],
+            files: vec![
+                FileEntry {
+                    path: "/bin/prog".into(),
+                    follow: true,
+                    node: WireNode::File {
+                        content: hash,
+                        mode: 0o755,
+                    },
+                },
+                FileEntry {
+                    path: "/bin".into(),
+                    follow: true,
+                    node: WireNode::Dir {
+                        mode: 0o755,
+                        entries: Some(vec![("prog".into(), WireKind::File)]),
+                    },
+                },
+                FileEntry {
+                    path: "/lib".into(),
+                    follow: false,
+                    node: WireNode::Symlink {
+                        target: "usr/lib".into(),
+                    },
+                },
+                FileEntry {
+                    path: "/etc/none".into(),
+                    follow: true,
+                    node: WireNode::Missing,
+                },
+            ],
+            schedule: WireSchedule {
+                origin: "test".into(),
+                decisions: vec![(2, 1)],
+            },
+            expected: Expected {
+                outcome: WireOutcome::Exited { code: 1 },
+                signature: Signature::new("exited(1)", Vec::new()),
+                steps: 3,
+                trace_hash: 0x1234,
+                potential_deadlocks: Vec::new(),
+                decision_points: 1,
+            },
+            trace: TraceRecord {
+                digest_block,
+                digests,
+                events: events.iter().map(WireEvent::from_event).collect(),
+            },
+            story: Story {
+                threads: vec![(1, "prog".into())],
+                mappings: vec![WireMapping {
+                    start: 0x1000,
+                    end: 0x2000,
+                    file_offset: 0,
+                    path: "/bin/prog".into(),
+                    content: hash,
+                }],
+                backtrace: Vec::new(),
+                stdout: b"out".to_vec(),
+                stderr: Vec::new(),
+            },
+        }
+    }
+
+    /// The payload of a file, decompressed.
+    fn payload_of(file: &[u8]) -> Vec<u8> {
+        zstd::stream::decode_all(&file[HEADER_LEN..]).unwrap()
+    }
+
+    /// A file around a payload, with a correct header.
+    fn file_of(payload: &[u8]) -> Vec<u8> {
+        let mut out = MAGIC.to_vec();
+        out.extend_from_slice(&VERSION.to_le_bytes());
+        out.extend_from_slice(&(payload.len() as u64).to_le_bytes());
+        out.extend(zstd::stream::encode_all(payload, 3).unwrap());
+        out
+    }
+
+    #[test]
+    fn a_reproducer_round_trips_through_its_bytes() {
+        let r = sample();
+        let bytes = r.encode();
+        assert_eq!(&bytes[..4], b"RWD\0");
+        let back = Rwd::decode("x.rwd", &bytes).unwrap();
+        assert_eq!(back, r);
+        assert_eq!(back.file_nodes().len(), 4);
+        assert!(back.file_nodes().contains_key("/lib\0nofollow"));
+        assert_eq!(back.events().len(), 3);
+    }
+
+    #[test]
+    fn every_truncation_is_refused_without_a_panic() {
+        let bytes = sample().encode();
+        for n in 0..bytes.len() {
+            let e = Rwd::decode("t.rwd", &bytes[..n]).unwrap_err();
+            let msg = e.to_string();
+            assert!(!msg.contains('\n'), "{msg}");
+            assert!(
+                matches!(
+                    e,
+                    RwdError::Short(..) | RwdError::Magic(..) | RwdError::Corrupt(..)
+                ),
+                "length {n}: {msg}"
+            );
+        }
+    }
+
+    #[test]
+    fn random_byte_flips_are_refused_or_decode_to_a_valid_reproducer() {
+        let bytes = sample().encode();
+        let mut state = 0x9e37_79b9_7f4a_7c15u64;
+        let mut next = || {
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            state
+        };
+        for _ in 0..5000 {
+            let mut b = bytes.clone();
+            for _ in 0..1 + next() % 4 {
+                let i = (next() % b.len() as u64) as usize;
+                b[i] ^= 1 << (next() % 8);
+            }
+            if let Ok(r) = Rwd::decode("f.rwd", &b) {
+                r.validate().unwrap();
+            }
+        }
+    }
+
+    #[test]
+    fn mutated_payloads_are_refused_or_valid_never_a_panic() {
+        // Past zstd's checksum, straight at the bincode decoder.
+        let payload = payload_of(&sample().encode());
+        let mut state = 0x2545_f491_4f6c_dd1du64;
+        let mut next = || {
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            state
+        };
+        for _ in 0..5000 {
+            let mut p = payload.clone();
+            match next() % 3 {
+                0 => {
+                    let i = (next() % p.len() as u64) as usize;
+                    p[i] = next() as u8;
+                }
+                1 => {
+                    // A huge varint length (0xfd: a u64 follows) somewhere.
+                    let i = (next() % p.len() as u64) as usize;
+                    p.splice(i..i, [0xfd, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x7f]);
+                }
+                _ => {
+                    let n = (next() % p.len() as u64) as usize;
+                    p.truncate(n);
+                }
+            }
+            if let Ok(r) = Rwd::decode("m.rwd", &file_of(&p)) {
+                r.validate().unwrap();
+            }
+        }
+    }
+
+    #[test]
+    fn wrong_magic_future_versions_and_huge_lengths_are_refused_in_one_line() {
+        let good = sample().encode();
+        let mut magic = good.clone();
+        magic[0] = b'X';
+        assert!(matches!(Rwd::decode("a", &magic), Err(RwdError::Magic(_))));
+        assert!(matches!(
+            Rwd::decode("a", b"{\"version\":1}"),
+            Err(RwdError::Magic(_))
+        ));
+        let mut future = good.clone();
+        future[4..8].copy_from_slice(&999u32.to_le_bytes());
+        let e = Rwd::decode("a", &future).unwrap_err();
+        assert!(matches!(e, RwdError::Version(_, 999)), "{e}");
+        let mut huge = good.clone();
+        huge[8..16].copy_from_slice(&u64::MAX.to_le_bytes());
+        assert!(matches!(
+            Rwd::decode("a", &huge),
+            Err(RwdError::TooLarge(..))
+        ));
+        let mut longer = good.clone();
+        let n = u64::from_le_bytes(good[8..16].try_into().unwrap());
+        longer[8..16].copy_from_slice(&(n + 1000).to_le_bytes());
+        assert!(matches!(
+            Rwd::decode("a", &longer),
+            Err(RwdError::Corrupt(..))
+        ));
+    }
+
+    #[test]
+    fn hostile_paths_and_dangling_references_are_refused() {
+        type Mutation = Box<dyn Fn(&mut Rwd)>;
+        let cases: Vec<(&str, Mutation)> = vec![
+            (
+                "dotdot",
+                Box::new(|r: &mut Rwd| r.files[1].path = "/bin/../../etc".into()),
+            ),
+            (
+                "relative",
+                Box::new(|r: &mut Rwd| r.files[1].path = "bin".into()),
+            ),
+            (
+                "nul",
+                Box::new(|r: &mut Rwd| r.files[1].path = "/bin\0x".into()),
+            ),
+            (
+                "long",
+                Box::new(|r: &mut Rwd| r.files[1].path = format!("/{}", "a".repeat(5000))),
+            ),
+            (
+                "entry",
+                Box::new(|r: &mut Rwd| {
+                    r.files[1].node = WireNode::Dir {
+                        mode: 0o755,
+                        entries: Some(vec![("../x".into(), WireKind::File)]),
+                    }
+                }),
+            ),
+            ("content", Box::new(|r: &mut Rwd| r.blobs[0].data.push(0))),
+            (
+                "missing-exe",
+                Box::new(|r: &mut Rwd| r.target.exe = "/bin/other".into()),
+            ),
+            (
+                "order",
+                Box::new(|r: &mut Rwd| r.schedule.decisions = vec![(5, 1), (2, 1)]),
+            ),
+            ("digests", Box::new(|r: &mut Rwd| r.trace.digests.push(0))),
+            (
+                "hint",
+                Box::new(|r: &mut Rwd| r.trace.events[0].op = WireOp::Hint(999)),
+            ),
+            (
+                "mode",
+                Box::new(|r: &mut Rwd| {
+                    r.files[0].node = WireNode::File {
+                        content: r.blobs[0].hash,
+                        mode: u32::MAX,
+                    }
+                }),
+            ),
+        ];
+        for (what, mutate) in cases {
+            let mut r = sample();
+            mutate(&mut r);
+            let e = Rwd::decode("h.rwd", &r.encode()).unwrap_err();
+            assert!(matches!(e, RwdError::Invalid(..)), "{what}: {e}");
+            assert!(!e.to_string().contains('\n'));
+        }
+    }
+}

@@ -1,0 +1,391 @@
+//! Reproducers (`.rwd` files): a failing run in one file that runs again on
+//! another machine, from the files inside it, and tells its own story.
+//!
+//! A reproducer is made from a run the engine made from scratch with every
+//! event recorded ([`record`] makes one such run; [`from_run`] takes one
+//! already made). It holds the run's inputs (program, arguments,
+//! environment, every file the run looked up, the schedule), what the run
+//! did (outcome, failure signature, step count, trace hash, per-step
+//! digests and the last events) and what a person needs to read it
+//! (thread names, the final file mappings, a crash's backtrace).
+//! [`replay`] runs it again and says whether it did the same, and if not,
+//! at which step it parted from the recording.
+
+pub mod format;
+pub mod story;
+mod varnames;
+
+use std::collections::BTreeMap;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use format::{
+    Blob, Expected, FileEntry, Story, Target, TraceRecord, WireEdge, WireEvent, WireKind,
+    WireMapping, WireNode, WireOutcome, WireSchedule,
+};
+pub use format::{Rwd, RwdError};
+
+use crate::kernel::vfs::{FileSource, HostNode, SharedSource};
+use crate::kernel::{KernelConfig, Tid};
+use crate::outcome::Outcome;
+use crate::sched::{Replay, SchedView, Schedule, Strategy};
+use crate::signature::{self, Signature};
+use crate::symbols::{Mapping, Symbolizer};
+use crate::trace::Event;
+use crate::unwind;
+use crate::vm::{RunConfig, RunReport, Vm, VmError};
+
+/// What a finished run left that signatures and stories need beyond its
+/// report: where files were mapped, and a crash's backtrace.
+pub struct RunFacts {
+    pub mappings: Vec<Mapping>,
+    /// For a crash: the faulting instruction and the return addresses.
+    pub backtrace: Vec<u64>,
+    /// File name of the program's own object.
+    pub exe_object: String,
+}
+
+impl RunFacts {
+    /// The facts of the run `vm` just made.
+    pub fn of(vm: &Vm, report: &RunReport) -> RunFacts {
+        let k = vm.kernel();
+        let mappings = crate::report::mappings(&k.mm);
+        let backtrace = match &report.outcome {
+            Outcome::Crashed { thread, .. } => match k.threads.get(&Tid(*thread)) {
+                Some(t) => unwind::backtrace(
+                    &mappings,
+                    unwind::Regs {
+                        rip: t.regs.rip,
+                        rsp: t.regs.rsp,
+                        rbp: t.regs.rbp,
+                    },
+                    &mut |a| k.mm.peek_u64(&k.mem, a),
+                ),
+                None => Vec::new(),
+            },
+            _ => Vec::new(),
+        };
+        RunFacts {
+            mappings,
+            backtrace,
+            exe_object: base_name(&k.config.exe).to_string(),
+        }
+    }
+
+    /// The failure signature of the run.
+    pub fn signature(&self, report: &RunReport, sym: &mut Symbolizer) -> Signature {
+        let facts = signature::Facts {
+            outcome: &report.outcome,
+            potential_deadlocks: &report.potential_deadlocks,
+            recent_events: &report.recent_events,
+            backtrace: &self.backtrace,
+            exe_object: &self.exe_object,
+        };
+        let maps = &self.mappings;
+        signature::compute(&facts, &mut |a, call| {
+            if call {
+                sym.locate_call_site(maps, a)
+            } else {
+                sym.locate(maps, a)
+            }
+        })
+    }
+}
+
+fn base_name(p: &str) -> &str {
+    p.rsplit('/').next().unwrap_or(p)
+}
+
+/// Runs `schedule` from scratch in a new machine over `source`, recording
+/// every event, and makes the reproducer of that run.
+pub fn record(
+    cfg: &RunConfig,
+    source: SharedSource,
+    schedule: &Schedule,
+) -> Result<(Rwd, RunReport), VmError> {
+    let mut quiet = cfg.clone();
+    quiet.stream_output = false;
+    let mut vm = Vm::new(&quiet, source)?;
+    vm.set_strategy(Box::new(Replay::new(schedule.clone())));
+    vm.record_events();
+    let mut report = vm.run()?;
+    report.schedule.origin = schedule.origin.clone();
+    let rwd = from_run(cfg, &vm, &report).expect("a fresh recorded run makes a reproducer");
+    Ok((rwd, report))
+}
+
+/// The reproducer of the run `vm` just made from scratch (its first run),
+/// with its events recorded ([`Vm::record_events`]); `None` when the run
+/// was not recorded from its start.
+pub fn from_run(cfg: &RunConfig, vm: &Vm, report: &RunReport) -> Option<Rwd> {
+    let events = report.events.as_deref()?;
+    if report.from_snapshot || events.first().is_some_and(|e| e.step != 1) {
+        return None;
+    }
+    let facts = RunFacts::of(vm, report);
+    let mut sym = Symbolizer::new();
+    let signature = facts.signature(report, &mut sym);
+    let k = vm.kernel();
+
+    let mut blobs: BTreeMap<u128, Blob> = BTreeMap::new();
+    let mut hashes: BTreeMap<usize, u128> = BTreeMap::new();
+    let mut add_blob = |data: &Arc<Vec<u8>>| -> u128 {
+        *hashes.entry(Arc::as_ptr(data) as usize).or_insert_with(|| {
+            let h = xxhash_rust::xxh3::xxh3_128(data);
+            blobs.entry(h).or_insert_with(|| Blob {
+                hash: h,
+                data: data.to_vec(),
+            });
+            h
+        })
+    };
+    let recording: BTreeMap<String, HostNode> = k.vfs.source().lock().unwrap().recording().clone();
+    let mut files = Vec::new();
+    for (key, node) in &recording {
+        let (path, follow) = match key.strip_suffix("\0nofollow") {
+            Some(p) => (p.to_string(), false),
+            None => (key.clone(), true),
+        };
+        // A path the format cannot hold (the guest may ask for anything)
+        // replays as missing, which is what it was unless the host had it.
+        if format::check_path_ok(&path).is_err() {
+            continue;
+        }
+        let node = match node {
+            HostNode::File { data, mode } => WireNode::File {
+                content: add_blob(data),
+                mode: *mode & 0o7777,
+            },
+            HostNode::Dir { mode, entries } => WireNode::Dir {
+                mode: *mode & 0o7777,
+                entries: entries.as_ref().map(|e| {
+                    e.iter()
+                        .filter(|(n, _)| format::entry_name_ok(n))
+                        .map(|(n, k)| (n.clone(), WireKind::from_node_kind(*k)))
+                        .collect()
+                }),
+            },
+            HostNode::Symlink { target } => WireNode::Symlink {
+                target: target.clone(),
+            },
+            HostNode::Missing => WireNode::Missing,
+        };
+        files.push(FileEntry { path, follow, node });
+    }
+    let mappings = facts
+        .mappings
+        .iter()
+        .map(|m| WireMapping {
+            start: m.start,
+            end: m.end,
+            file_offset: m.file_offset,
+            path: m.path.clone(),
+            content: add_blob(&m.data),
+        })
+        .collect();
+
+    let (digest_block, digests) = format::digests(events);
+    let tail = &events[events.len().saturating_sub(format::MAX_EVENTS)..];
+    let kc = &cfg.kernel;
+    let tail_of = |b: &[u8]| b[b.len().saturating_sub(format::MAX_OUTPUT)..].to_vec();
+    Some(Rwd {
+        monitor: format!("rewind-fuzz {}", env!("CARGO_PKG_VERSION")),
+        cpu_model: crate::machine::CPU_MODEL_NAME.to_string(),
+        target: Target {
+            exe: kc.exe.clone(),
+            argv: kc.argv.clone(),
+            env: kc.env.clone(),
+            cwd: kc.cwd.clone(),
+            cpus: kc.cpus,
+            seed: kc.seed,
+            epoch: kc.epoch,
+            max_steps: kc.max_steps,
+            memory_mib: cfg.memory_mib,
+            timeout_ms: cfg.timeout.as_millis().max(1) as u64,
+            shim: cfg.shim,
+        },
+        blobs: blobs.into_values().collect(),
+        files,
+        schedule: WireSchedule {
+            origin: report.schedule.origin.clone(),
+            decisions: report
+                .schedule
+                .decisions
+                .iter()
+                .map(|d| (d.step, d.thread))
+                .collect(),
+        },
+        expected: Expected {
+            outcome: WireOutcome::from_outcome(&report.outcome),
+            signature,
+            steps: report.steps,
+            trace_hash: u64::from_str_radix(&report.trace_hash, 16).unwrap_or(0),
+            potential_deadlocks: report
+                .potential_deadlocks
+                .iter()
+                .map(|i| i.edges.iter().map(WireEdge::from_edge).collect())
+                .collect(),
+            decision_points: report.decision_points,
+        },
+        trace: TraceRecord {
+            digest_block,
+            digests,
+            events: tail.iter().map(WireEvent::from_event).collect(),
+        },
+        story: Story {
+            threads: k
+                .threads
+                .values()
+                .map(|t| (t.tid.0, t.name.clone()))
+                .collect(),
+            mappings,
+            backtrace: facts.backtrace,
+            stdout: tail_of(&report.stdout),
+            stderr: tail_of(&report.stderr),
+        },
+    })
+}
+
+impl Rwd {
+    /// The run configuration it was made with.
+    pub fn run_config(&self) -> RunConfig {
+        let t = &self.target;
+        let mut k = KernelConfig::new(&t.exe, &[]);
+        k.argv = t.argv.clone();
+        k.env = t.env.clone();
+        k.cwd = t.cwd.clone();
+        k.cpus = t.cpus;
+        k.seed = t.seed;
+        k.epoch = t.epoch;
+        k.max_steps = t.max_steps;
+        let mut cfg = RunConfig::new(k);
+        cfg.memory_mib = t.memory_mib;
+        cfg.timeout = Duration::from_millis(t.timeout_ms);
+        cfg.shim = t.shim;
+        cfg
+    }
+
+    /// A file source that serves the recorded files and nothing else.
+    pub fn source(&self) -> SharedSource {
+        FileSource::recorded(self.file_nodes())
+    }
+
+    /// Why this monitor cannot run it faithfully, if it cannot.
+    pub fn incompatibility(&self) -> Option<String> {
+        (self.cpu_model != crate::machine::CPU_MODEL_NAME).then(|| {
+            format!(
+                "it was recorded on CPU model {}, and this rewind-fuzz offers {}: replay it with the rewind-fuzz that made it ({})",
+                self.cpu_model,
+                crate::machine::CPU_MODEL_NAME,
+                self.monitor
+            )
+        })
+    }
+}
+
+/// Where a replay parted from the recording.
+#[derive(Clone, Debug)]
+pub struct Divergence {
+    /// The first step that differs (or the first step one run lacks).
+    pub step: u64,
+    /// What the recording did there, when it kept that event.
+    pub expected: Option<Event>,
+    /// What the replay did there (`None` when it had ended).
+    pub got: Option<Event>,
+}
+
+/// The result of running a reproducer again.
+pub struct Replayed {
+    pub report: RunReport,
+    pub signature: Signature,
+    /// The mappings of the replay, for symbolizing its events.
+    pub facts: RunFacts,
+    /// Whether the outcome and the trace hash are those recorded.
+    pub matches: bool,
+    /// Where it parted from the recording, when it did.
+    pub divergence: Option<Divergence>,
+    /// The first step at which the schedule named a thread that could not
+    /// run (the default ran instead).
+    pub schedule_diverged_at: Option<u64>,
+}
+
+/// Replays a schedule and remembers where it named a thread that could not
+/// run.
+struct Watched {
+    inner: Replay,
+    diverged: Arc<Mutex<Option<u64>>>,
+}
+
+impl Strategy for Watched {
+    fn name(&self) -> String {
+        self.inner.name()
+    }
+    fn pick(&mut self, view: &SchedView) -> Tid {
+        let t = self.inner.pick(view);
+        if let Some(s) = self.inner.diverged_at {
+            self.diverged.lock().unwrap().get_or_insert(s);
+        }
+        t
+    }
+    fn horizon(&mut self, view: &SchedView) -> u64 {
+        self.inner.horizon(view)
+    }
+}
+
+/// Runs a reproducer again from the files inside it and compares.
+pub fn replay(rwd: &Rwd) -> Result<Replayed, VmError> {
+    let cfg = rwd.run_config();
+    let mut vm = Vm::new(&cfg, rwd.source())?;
+    let diverged = Arc::new(Mutex::new(None));
+    vm.set_strategy(Box::new(Watched {
+        inner: Replay::new(rwd.schedule()),
+        diverged: diverged.clone(),
+    }));
+    vm.record_events();
+    let report = vm.run()?;
+    let facts = RunFacts::of(&vm, &report);
+    let signature = facts.signature(&report, &mut Symbolizer::new());
+    let matches = report.outcome == rwd.outcome() && report.trace_hash == rwd.trace_hash_hex();
+    let events = report.events.clone().unwrap_or_default();
+    let divergence = if matches {
+        None
+    } else {
+        Some(first_divergence(rwd, &events))
+    };
+    let schedule_diverged_at = *diverged.lock().unwrap();
+    Ok(Replayed {
+        report,
+        signature,
+        facts,
+        matches,
+        divergence,
+        schedule_diverged_at,
+    })
+}
+
+/// The first step at which `events` (a replay's) differ from the recording.
+pub fn first_divergence(rwd: &Rwd, events: &[Event]) -> Divergence {
+    let block = rwd.trace.digest_block.max(1) as usize;
+    let recorded = &rwd.trace.digests;
+    let mine: Vec<u32> = events.chunks(block).map(format::digest).collect();
+    let first_block = recorded
+        .iter()
+        .zip(&mine)
+        .position(|(a, b)| a != b)
+        .unwrap_or(recorded.len().min(mine.len()));
+    let kept = rwd.events();
+    let expected_at = |step: u64| kept.iter().find(|e| e.step == step).copied();
+    let got_at = |step: u64| events.iter().find(|e| e.step == step).copied();
+    // Within the block, the first step whose events differ (when the
+    // recording kept them); else the block's first step.
+    let start = (first_block * block) as u64 + 1;
+    let end = start + block as u64;
+    let step = (start..end)
+        .find(|s| expected_at(*s) != got_at(*s) && (expected_at(*s).is_some() || block == 1))
+        .unwrap_or(start);
+    Divergence {
+        step,
+        expected: expected_at(step),
+        got: got_at(step),
+    }
+}

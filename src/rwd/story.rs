@@ -1,0 +1,752 @@
+//! The story of a reproducer, for people: how the run ended (a deadlock's
+//! wait-for cycle, a crash's backtrace), the preemptions its schedule
+//! makes, and the last steps before the end in thread lanes, one column per
+//! thread, with locks named by their symbols and code by its source lines.
+//!
+//! Everything comes from the file: the program's own bytes symbolize it, so
+//! `show` needs neither KVM nor the host's copies.
+
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::fmt::Write as _;
+use std::sync::Arc;
+
+use object::{Object, ObjectSegment, ObjectSymbol, SymbolKind};
+
+use super::Rwd;
+use crate::outcome::{BlockedThread, Outcome};
+use crate::symbols::{Location, Mapping, Symbolizer};
+use crate::trace::{Event, Operation};
+
+/// Steps shown in the lanes unless asked otherwise.
+pub const DEFAULT_LANE_STEPS: u64 = 40;
+/// The widest a lane's cell gets in text.
+const CELL_WIDTH: usize = 40;
+
+/// A reproducer with what it takes to describe it.
+pub struct StoryTeller<'a> {
+    rwd: &'a Rwd,
+    maps: Vec<Mapping>,
+    sym: Symbolizer,
+    data: DataSymbols,
+    names: BTreeMap<u32, String>,
+    events: Vec<Event>,
+    /// Names already worked out, by address.
+    object_names: HashMap<u64, String>,
+}
+
+/// One row of the lanes: a step, who took it, what it did.
+#[derive(Clone, Debug)]
+pub struct LaneCell {
+    pub step: u64,
+    pub thread: u32,
+    /// `mutex-lock forks+0x28`.
+    pub what: String,
+    /// `philosophers.c:43`, or a function, or `object+0xoffset`.
+    pub place: String,
+    /// The thread was blocked in this step when the run ended.
+    pub blocked: bool,
+    /// A decision of the schedule took effect after this step.
+    pub preempted_after: bool,
+}
+
+impl<'a> StoryTeller<'a> {
+    pub fn new(rwd: &'a Rwd) -> Self {
+        let blobs: HashMap<u128, Arc<Vec<u8>>> = rwd
+            .blobs
+            .iter()
+            .map(|b| (b.hash, Arc::new(b.data.clone())))
+            .collect();
+        let maps: Vec<Mapping> = rwd
+            .story
+            .mappings
+            .iter()
+            .filter_map(|m| {
+                Some(Mapping {
+                    start: m.start,
+                    end: m.end,
+                    file_offset: m.file_offset,
+                    path: m.path.clone(),
+                    data: blobs.get(&m.content)?.clone(),
+                })
+            })
+            .collect();
+        let data = DataSymbols::new(&maps);
+        // Threads inherit the program's name: only other names are worth
+        // repeating.
+        let program: String = rwd
+            .target
+            .exe
+            .rsplit('/')
+            .next()
+            .unwrap_or("")
+            .chars()
+            .take(15)
+            .collect();
+        StoryTeller {
+            rwd,
+            maps,
+            sym: Symbolizer::new(),
+            data,
+            names: rwd
+                .story
+                .threads
+                .iter()
+                .filter(|(_, n)| *n != program)
+                .cloned()
+                .collect(),
+            events: rwd.events(),
+            object_names: HashMap::new(),
+        }
+    }
+
+    /// `thread 2 (philosophers)`.
+    fn thread(&self, t: u32) -> String {
+        match self.names.get(&t) {
+            Some(n) => format!("thread {t} ({n})"),
+            None => format!("thread {t}"),
+        }
+    }
+
+    fn call_site(&mut self, a: u64) -> Location {
+        self.sym.locate_call_site(&self.maps, a)
+    }
+
+    fn at(&mut self, a: u64) -> Location {
+        self.sym.locate(&self.maps, a)
+    }
+
+    /// A lock or other object by its symbol: `forks+0x28`, else its address.
+    pub fn object_name(&mut self, a: u64) -> String {
+        if let Some(n) = self.object_names.get(&a) {
+            return n.clone();
+        }
+        let n = self.data.name(a).unwrap_or_else(|| format!("{a:#x}"));
+        self.object_names.insert(a, n.clone());
+        n
+    }
+
+    /// The whole story as text.
+    pub fn text(&mut self, lane_steps: usize) -> String {
+        let mut out = String::new();
+        let r = self.rwd;
+        let _ = writeln!(
+            out,
+            "reproducer of {} ({} steps, trace {}, recorded by {} on CPU model {})",
+            r.target.exe,
+            r.expected.steps,
+            r.trace_hash_hex(),
+            r.monitor,
+            r.cpu_model
+        );
+        let _ = writeln!(
+            out,
+            "  command: {}  [seed {}, {} CPUs]",
+            r.target.argv.join(" "),
+            r.target.seed,
+            r.target.cpus
+        );
+        let _ = writeln!(out, "  signature: {}", r.expected.signature);
+        out.push('\n');
+        out.push_str(&self.outcome_section());
+        out.push('\n');
+        out.push_str(&self.schedule_section());
+        out.push('\n');
+        out.push_str(&self.lanes_text(lane_steps));
+        let tail = |b: &[u8]| String::from_utf8_lossy(b).trim_end().to_string();
+        let (so, se) = (tail(&r.story.stdout), tail(&r.story.stderr));
+        if !so.is_empty() || !se.is_empty() {
+            out.push_str("\nOUTPUT (the end)\n");
+            for (name, text) in [("stdout", so), ("stderr", se)] {
+                let lines: Vec<&str> = text.lines().collect();
+                for l in &lines[lines.len().saturating_sub(10)..] {
+                    let _ = writeln!(out, "  {name}| {l}");
+                }
+            }
+        }
+        out
+    }
+
+    fn outcome_section(&mut self) -> String {
+        let mut out = String::from("WHAT HAPPENED\n");
+        let outcome = self.rwd.outcome();
+        match &outcome {
+            Outcome::Deadlocked { threads, .. } => {
+                let _ = writeln!(
+                    out,
+                    "  deadlocked after {} steps: all {} live threads are blocked and no timer is pending",
+                    self.rwd.expected.steps,
+                    threads.len()
+                );
+            }
+            o => {
+                let _ = writeln!(
+                    out,
+                    "  {} after {} steps",
+                    o.summary(),
+                    self.rwd.expected.steps
+                );
+            }
+        }
+        match &outcome {
+            Outcome::Deadlocked { threads, cycle } => {
+                if cycle.is_empty() {
+                    out.push_str(
+                        "  no lock explains it: every thread waits, none can wake another\n",
+                    );
+                } else {
+                    let _ = writeln!(
+                        out,
+                        "  wait-for cycle of {} threads, each waiting for a lock the next one holds:",
+                        cycle.len()
+                    );
+                    for t in cycle {
+                        if let Some(b) = threads.iter().find(|b| b.thread == *t) {
+                            for l in self.blocked_lines(b) {
+                                let _ = writeln!(out, "    {l}");
+                            }
+                        }
+                    }
+                    let first = self.thread(cycle[0]);
+                    let _ = writeln!(
+                        out,
+                        "    ... and so back to {first}: none of them can go on"
+                    );
+                }
+                let others: Vec<&BlockedThread> = threads
+                    .iter()
+                    .filter(|b| !cycle.contains(&b.thread))
+                    .collect();
+                if !others.is_empty() {
+                    let _ = writeln!(
+                        out,
+                        "  {}blocked:",
+                        if cycle.is_empty() { "" } else { "also " }
+                    );
+                    for b in others {
+                        for l in self.blocked_lines(b) {
+                            let _ = writeln!(out, "    {l}");
+                        }
+                    }
+                }
+            }
+            Outcome::Crashed {
+                signal,
+                fault_addr,
+                thread,
+                rip,
+                ..
+            } => {
+                let addr = fault_addr
+                    .map(|a| format!(" touching address {a:#x}"))
+                    .unwrap_or_default();
+                let loc = self.at(*rip).short();
+                let _ = writeln!(
+                    out,
+                    "  {} got {signal}{addr} at {rip:#x}, in {loc}",
+                    self.thread(*thread)
+                );
+                let bt = self.rwd.story.backtrace.clone();
+                if !bt.is_empty() {
+                    out.push_str("  backtrace:\n");
+                    for (i, a) in bt.iter().enumerate() {
+                        let frames = self.sym.frames(&self.maps, *a, i > 0);
+                        for (j, f) in frames.iter().enumerate() {
+                            let inl = if j + 1 < frames.len() {
+                                " (inlined)"
+                            } else {
+                                ""
+                            };
+                            let _ = writeln!(out, "    #{i:<2} {a:#014x} {}{inl}", f.short());
+                        }
+                    }
+                }
+            }
+            Outcome::Hung { thread, rip, .. } => {
+                let loc = self.at(*rip).short();
+                let _ = writeln!(out, "  {} was at {loc}", self.thread(*thread));
+            }
+            Outcome::Unsupported { thread, rip, .. } => {
+                let loc = self.at(*rip).short();
+                let _ = writeln!(out, "  {} called it from {loc}", self.thread(*thread));
+            }
+            Outcome::Exited { .. } => {}
+        }
+        for inv in self.rwd.potential_deadlocks() {
+            let _ = writeln!(
+                out,
+                "  potential deadlock: a lock-order cycle over {} locks",
+                inv.edges.len()
+            );
+            for e in &inv.edges {
+                let (to, from) = (self.object_name(e.to), self.object_name(e.from));
+                let to_site = self.call_site(e.to_site).short();
+                let from_site = self.call_site(e.from_site).short();
+                let _ = writeln!(
+                    out,
+                    "    {} took {to} at {to_site} while holding {from} (taken at {from_site})",
+                    self.thread(e.thread)
+                );
+            }
+        }
+        out
+    }
+
+    /// A blocked thread: what it waits for, where, and who holds it.
+    fn blocked_lines(&mut self, b: &BlockedThread) -> Vec<String> {
+        let who = self.thread(b.thread);
+        match (b.lock, b.site) {
+            (Some(lock), Some(site)) => {
+                let name = self.object_name(lock);
+                let at = self.call_site(site).short();
+                let mut v = vec![format!("{who} waits for {name} at {at}")];
+                if let Some(h) = b.holder {
+                    let taken = b
+                        .holder_site
+                        .map(|s| format!(", which took it at {}", self.call_site(s).short()))
+                        .unwrap_or_default();
+                    v.push(format!("    held by {}{taken}", self.thread(h)));
+                }
+                v
+            }
+            _ => {
+                // The thread's last step in code with source lines says
+                // more than the library call it is blocked in.
+                let mine: Vec<Event> = self
+                    .events
+                    .iter()
+                    .rev()
+                    .filter(|e| e.thread == b.thread)
+                    .copied()
+                    .collect();
+                let last = mine
+                    .iter()
+                    .find(|e| self.call_site(e.site).line.is_some_and(|l| l > 0))
+                    .or(mine.first())
+                    .copied();
+                let mut line = format!("{who} waits on {}", b.waits_on);
+                match last {
+                    Some(e) => {
+                        let what = self.event_what(&e);
+                        let at = self.call_site(e.site).short();
+                        let _ = write!(line, ", in {what} at {at}");
+                    }
+                    None => {
+                        let _ = write!(line, " at {}", self.at(b.rip).short());
+                    }
+                }
+                vec![line]
+            }
+        }
+    }
+
+    fn schedule_section(&mut self) -> String {
+        let s = self.rwd.schedule();
+        let mut out = String::new();
+        let _ = writeln!(
+            out,
+            "THE SCHEDULE: {} preemption{} (decisions that differ from running each thread until it blocks) among {} decision points{}",
+            s.decisions.len(),
+            if s.decisions.len() == 1 { "" } else { "s" },
+            self.rwd.expected.decision_points,
+            if s.origin.is_empty() {
+                String::new()
+            } else {
+                format!("; found by {}", s.origin)
+            }
+        );
+        const SHOWN: usize = 24;
+        if s.decisions.len() > SHOWN {
+            let _ = writeln!(
+                out,
+                "  ({} earlier decisions not shown; `rewind-fuzz minimize` drops those that do not matter)",
+                s.decisions.len() - SHOWN
+            );
+        }
+        for d in &s.decisions[s.decisions.len().saturating_sub(SHOWN)..] {
+            let ev = self.events.iter().find(|e| e.step == d.step).copied();
+            let line = match ev {
+                Some(e) if e.thread != d.thread => {
+                    let what = self.event_what(&e);
+                    let at = self.call_site(e.site).short();
+                    format!(
+                        "after step {}: {} runs, preempting {} right after its {what} at {at}",
+                        d.step,
+                        self.thread(d.thread),
+                        self.thread(e.thread)
+                    )
+                }
+                _ => format!(
+                    "after step {}: {} runs (not the default policy's pick)",
+                    d.step,
+                    self.thread(d.thread)
+                ),
+            };
+            let _ = writeln!(out, "  {line}");
+        }
+        out
+    }
+
+    /// What an event did: `mutex-lock forks+0x28`, `futex counter`, `write 1`.
+    fn event_what(&mut self, e: &Event) -> String {
+        let object = match (e.op, e.object) {
+            (_, None) => String::new(),
+            (Operation::Hint { .. }, Some(o)) => format!(" {}", self.object_name(o)),
+            (Operation::Syscall { .. }, Some(o)) if o < 1 << 16 => format!(" {o}"),
+            (Operation::Syscall { .. }, Some(o)) => format!(" {}", self.object_name(o)),
+        };
+        format!("{}{object}", e.name())
+    }
+
+    /// Where an event happened, briefly: `philosophers.c:43`, else the
+    /// function when it says more than the operation's name, else nothing
+    /// (a system call inside a library without symbols).
+    fn event_place(&mut self, e: &Event) -> String {
+        let l = self.call_site(e.site);
+        match (&l.file, l.line, &l.function) {
+            (Some(f), Some(line), _) if line > 0 => {
+                format!("{}:{line}", f.rsplit('/').next().unwrap_or(f))
+            }
+            (_, _, Some(func)) if func != e.name() => func.clone(),
+            _ => String::new(),
+        }
+    }
+
+    /// The last `n` steps as cells, with the threads they involve.
+    pub fn lanes(&mut self, n: usize) -> (Vec<u32>, Vec<LaneCell>) {
+        let decided: BTreeSet<u64> = self.rwd.schedule.decisions.iter().map(|d| d.0).collect();
+        let events: Vec<Event> = self.events[self.events.len().saturating_sub(n)..].to_vec();
+        // The threads of a deadlock's cycle have a lane even when they
+        // blocked before the window.
+        let mut threads: BTreeSet<u32> = match self.rwd.outcome() {
+            Outcome::Deadlocked { cycle, .. } => cycle.into_iter().collect(),
+            _ => BTreeSet::new(),
+        };
+        let mut cells = Vec::new();
+        for e in &events {
+            threads.insert(e.thread);
+            cells.push(LaneCell {
+                step: e.step,
+                thread: e.thread,
+                what: self.event_what(e),
+                place: self.event_place(e),
+                blocked: e.result.is_none(),
+                preempted_after: decided.contains(&e.step),
+            });
+        }
+        (threads.into_iter().collect(), cells)
+    }
+
+    fn lanes_text(&mut self, n: usize) -> String {
+        let (threads, cells) = self.lanes(n);
+        let mut out = String::new();
+        let _ = writeln!(
+            out,
+            "THE LAST {} STEPS, one column per thread (>> marks a preemption after the step, * a step still blocked at the end)",
+            cells.len()
+        );
+        if cells.is_empty() {
+            return out;
+        }
+        let text = |c: &LaneCell| {
+            let mark = if c.blocked { "*" } else { "" };
+            // The place says most: shorten the rest first.
+            let room = CELL_WIDTH.saturating_sub(c.place.chars().count() + mark.len() + 1);
+            format!("{}{mark} {}", truncate(&c.what, room.max(8)), c.place)
+                .trim_end()
+                .to_string()
+        };
+        let mut width: BTreeMap<u32, usize> = threads
+            .iter()
+            .map(|t| (*t, format!("thread {t}").len()))
+            .collect();
+        for c in &cells {
+            let w = width.get_mut(&c.thread).unwrap();
+            *w = (*w).max(text(c).chars().count());
+        }
+        let mut header = format!("  {:>7} ", "step");
+        let mut rule = format!("  {:->7}-", "");
+        for t in &threads {
+            let w = width[t];
+            let _ = write!(header, "| {:<w$} ", format!("thread {t}"));
+            let _ = write!(rule, "+-{:-<w$}-", "");
+        }
+        let _ = writeln!(out, "{}", header.trim_end());
+        let _ = writeln!(out, "{}", rule.trim_end());
+        for c in &cells {
+            let mark = if c.preempted_after { ">>" } else { "  " };
+            let mut row = format!("  {mark}{:>5} ", c.step);
+            for t in &threads {
+                let w = width[t];
+                let cell = if *t == c.thread {
+                    text(c)
+                } else {
+                    String::new()
+                };
+                let _ = write!(row, "| {cell:<w$} ");
+            }
+            let _ = writeln!(out, "{}", row.trim_end());
+        }
+        out
+    }
+
+    /// The lanes as an SVG picture.
+    pub fn svg(&mut self, n: usize) -> String {
+        let (threads, cells) = self.lanes(n);
+        let summary = match self.rwd.outcome() {
+            Outcome::Deadlocked { cycle, .. } if !cycle.is_empty() => {
+                let ids: Vec<String> = cycle.iter().map(|t| t.to_string()).collect();
+                format!(
+                    "deadlocked after {} steps: wait-for cycle of threads {} -> {}",
+                    self.rwd.expected.steps,
+                    ids.join(" -> "),
+                    ids[0]
+                )
+            }
+            o => format!("{} after {} steps", o.summary(), self.rwd.expected.steps),
+        };
+        let col_w = 300.0;
+        let row_h = 22.0;
+        let left = 70.0;
+        let top = 76.0;
+        let width = left + col_w * threads.len().max(1) as f64 + 20.0;
+        let height = top + row_h * cells.len() as f64 + 30.0;
+        let mut s = String::new();
+        let _ = writeln!(
+            s,
+            r#"<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" viewBox="0 0 {width} {height}" font-family="monospace" font-size="12">"#
+        );
+        let _ = writeln!(s, r##"<rect width="100%" height="100%" fill="#ffffff"/>"##);
+        let _ = writeln!(
+            s,
+            r#"<text x="10" y="20" font-size="14" font-weight="bold">{}</text>"#,
+            xml(&truncate(&self.rwd.target.exe, 120))
+        );
+        let _ = writeln!(
+            s,
+            r##"<text x="10" y="40" fill="#aa0000">{}</text>"##,
+            xml(&truncate(&summary, 160))
+        );
+        for (i, t) in threads.iter().enumerate() {
+            let x = left + col_w * i as f64;
+            let _ = writeln!(
+                s,
+                r##"<rect x="{x}" y="{}" width="{}" height="{}" fill="{}"/>"##,
+                top - 24.0,
+                col_w - 4.0,
+                row_h * cells.len() as f64 + 26.0,
+                if i % 2 == 0 { "#f4f6fa" } else { "#fafafa" }
+            );
+            let _ = writeln!(
+                s,
+                r#"<text x="{}" y="{}" font-weight="bold">{}</text>"#,
+                x + 6.0,
+                top - 8.0,
+                xml(&self.thread(*t))
+            );
+        }
+        for (r, c) in cells.iter().enumerate() {
+            let y = top + row_h * r as f64;
+            let _ = writeln!(
+                s,
+                r##"<text x="8" y="{}" fill="#666666">{}</text>"##,
+                y + 15.0,
+                c.step
+            );
+            let col = threads.iter().position(|t| *t == c.thread).unwrap_or(0);
+            let x = left + col_w * col as f64;
+            let fill = op_color(&c.what);
+            let stroke = if c.blocked {
+                r##"stroke="#cc0000" stroke-width="2""##
+            } else {
+                r##"stroke="#888888" stroke-width="0.5""##
+            };
+            let _ = writeln!(
+                s,
+                r#"<rect x="{}" y="{}" width="{}" height="{}" rx="3" fill="{fill}" {stroke}/>"#,
+                x + 2.0,
+                y + 2.0,
+                col_w - 10.0,
+                row_h - 4.0
+            );
+            let label = format!("{} {}", c.what, c.place);
+            let _ = writeln!(
+                s,
+                r#"<text x="{}" y="{}">{}</text>"#,
+                x + 8.0,
+                y + 15.0,
+                xml(&truncate(&label, 40))
+            );
+            if c.preempted_after {
+                let y2 = y + row_h;
+                let _ = writeln!(
+                    s,
+                    r##"<line x1="{left}" y1="{y2}" x2="{}" y2="{y2}" stroke="#cc6600" stroke-width="2" stroke-dasharray="6,3"/>"##,
+                    width - 20.0
+                );
+                let _ = writeln!(
+                    s,
+                    r##"<path d="M {} {} l 8 4 l -8 4 z" fill="#cc6600"/>"##,
+                    left - 12.0,
+                    y2 - 4.0
+                );
+            }
+        }
+        let _ = writeln!(
+            s,
+            r##"<text x="10" y="{}" fill="#666666" font-size="10">red border: blocked at the end; dashed orange line: a preemption of the schedule (the next step is another thread's)</text>"##,
+            height - 10.0
+        );
+        s.push_str("</svg>\n");
+        s
+    }
+}
+
+fn op_color(what: &str) -> &'static str {
+    let op = what.split(' ').next().unwrap_or("");
+    if op.ends_with("unlock") || op == "sem-post" || op.starts_with("cond-signal") {
+        "#d8f0d8"
+    } else if op.contains("lock") || op.starts_with("sem-") || op.starts_with("cond-wait") {
+        "#f8dcc8"
+    } else if op.starts_with("thread-") {
+        "#dde4f8"
+    } else {
+        "#eeeeee"
+    }
+}
+
+fn truncate(s: &str, max: usize) -> String {
+    if s.chars().count() <= max {
+        return s.to_string();
+    }
+    let mut t: String = s.chars().take(max.saturating_sub(1)).collect();
+    t.push('…');
+    t
+}
+
+/// Escapes text for XML.
+fn xml(s: &str) -> String {
+    let mut out = String::with_capacity(s.len());
+    for c in s.chars() {
+        match c {
+            '&' => out.push_str("&amp;"),
+            '<' => out.push_str("&lt;"),
+            '>' => out.push_str("&gt;"),
+            '"' => out.push_str("&quot;"),
+            c if (c as u32) < 0x20 && c != '\t' => out.push(' '),
+            c => out.push(c),
+        }
+    }
+    out
+}
+
+/// Names data addresses (locks, counters) by the symbols of the objects
+/// mapped: `forks+0x28`.
+struct DataSymbols {
+    objects: Vec<DataObject>,
+}
+
+struct DataObject {
+    /// The object's bytes (for its debug information).
+    data: Arc<Vec<u8>>,
+    /// What was added to the object's addresses to place it.
+    bias: u64,
+    /// `[start, end)` of its loaded segments, in its own addresses.
+    span: (u64, u64),
+    /// Data symbols sorted by start: `(start, end, name)`.
+    symbols: Vec<(u64, u64, String)>,
+}
+
+impl DataSymbols {
+    fn new(maps: &[Mapping]) -> Self {
+        let mut by_path: BTreeMap<&str, &Mapping> = BTreeMap::new();
+        for m in maps {
+            let e = by_path.entry(&m.path).or_insert(m);
+            if m.start < e.start {
+                *e = m;
+            }
+        }
+        let objects = by_path
+            .values()
+            .filter_map(|m| {
+                std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| DataObject::parse(m)))
+                    .ok()
+                    .flatten()
+            })
+            .collect();
+        DataSymbols { objects }
+    }
+
+    fn name(&self, a: u64) -> Option<String> {
+        for o in &self.objects {
+            let v = a.wrapping_sub(o.bias);
+            if v < o.span.0 || v >= o.span.1 {
+                continue;
+            }
+            let i = o.symbols.partition_point(|s| s.0 <= v);
+            let (start, end, name) = &o.symbols[i.checked_sub(1)?];
+            if v >= *end {
+                return None;
+            }
+            if let Some(n) = super::varnames::describe(&o.data, name, v - start) {
+                return Some(n);
+            }
+            return Some(if v == *start {
+                name.clone()
+            } else {
+                format!("{name}+{:#x}", v - start)
+            });
+        }
+        None
+    }
+}
+
+impl DataObject {
+    fn parse(m: &Mapping) -> Option<DataObject> {
+        let file = object::read::elf::ElfFile64::<object::Endianness>::parse(&m.data[..]).ok()?;
+        let segs: Vec<(u64, u64, u64, u64)> = file
+            .segments()
+            .map(|s| {
+                let (off, size) = s.file_range();
+                (s.address(), s.size(), off, size)
+            })
+            .collect();
+        let (vaddr, _, off, _) = segs
+            .iter()
+            .find(|(_, _, off, size)| {
+                *off <= m.file_offset && m.file_offset < off.saturating_add((*size).max(1))
+            })
+            .or_else(|| segs.first())?;
+        let bias = m
+            .start
+            .wrapping_sub(m.file_offset)
+            .wrapping_sub(vaddr.wrapping_sub(*off));
+        let span = (
+            segs.iter().map(|s| s.0).min()?,
+            segs.iter().map(|s| s.0.saturating_add(s.1)).max()?,
+        );
+        let mut symbols: Vec<(u64, u64, String)> = file
+            .symbols()
+            .chain(file.dynamic_symbols())
+            .filter(|s| matches!(s.kind(), SymbolKind::Data | SymbolKind::Tls) && s.size() > 0)
+            .filter_map(|s| {
+                let name = s.name().ok()?;
+                let name = name.split('@').next().unwrap_or(name);
+                (!name.is_empty()).then(|| {
+                    (
+                        s.address(),
+                        s.address().saturating_add(s.size()),
+                        name.to_string(),
+                    )
+                })
+            })
+            .collect();
+        symbols.sort();
+        symbols.dedup_by_key(|s| s.0);
+        Some(DataObject {
+            data: m.data.clone(),
+            bias,
+            span,
+            symbols,
+        })
+    }
+}

@@ -1,0 +1,333 @@
+//! Failure signatures: what makes two failing runs the same bug.
+//!
+//! A signature is the kind of failure (`deadlocked`, `crashed(SIGSEGV)`,
+//! ...) and the code sites involved, sorted and without repeats, so two
+//! reproducers of one bug found by different schedules compare equal and
+//! the fuzzer can file them under one id (`findings/deadlocked-<id>.rwd`).
+//!
+//! Sites are named by what does not depend on where the run placed things or
+//! on which machine it ran: with debug information, the object file's name,
+//! the function and the source line (`philosophers!philosopher
+//! (philosophers.c:43)`), which survives rebuilds of other libraries and of
+//! the program itself as long as those lines do not move; without it, the
+//! object's name and the offset in its own addresses (`libc.so.6+0x8f2a0
+//! (pthread_kill)`), stable for that build of the object. Raw addresses are
+//! never used: the layout is fixed, but they would change with any rebuild of
+//! anything mapped below.
+//!
+//! This module needs no KVM: it works on an outcome, lock-order cycles, the
+//! last events and a function that locates addresses.
+
+use serde::{Deserialize, Serialize};
+
+use crate::locks::Inversion;
+use crate::outcome::{HungReason, Outcome};
+use crate::symbols::Location;
+use crate::trace::Event;
+
+/// The identity of a failure: its kind and the code sites involved.
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+pub struct Signature {
+    /// `deadlocked`, `crashed(SIGSEGV)`, `hung(max-steps)`, `exited(1)`,
+    /// `unsupported(fork)`, `potential-deadlock`, or `exited(0)` for a run
+    /// that did not fail.
+    pub kind: String,
+    /// The sites involved, sorted, each once.
+    pub sites: Vec<String>,
+}
+
+impl Signature {
+    /// Builds a signature, sorting and deduplicating the sites.
+    pub fn new(kind: impl Into<String>, mut sites: Vec<String>) -> Self {
+        sites.sort();
+        sites.dedup();
+        Signature {
+            kind: kind.into(),
+            sites,
+        }
+    }
+
+    /// A short stable id: 16 hex digits of a hash over kind and sites.
+    pub fn id(&self) -> String {
+        let mut h = xxhash_rust::xxh3::Xxh3::new();
+        h.update(self.kind.as_bytes());
+        for s in &self.sites {
+            h.update(&[0]);
+            h.update(s.as_bytes());
+        }
+        format!("{:016x}", h.digest())
+    }
+
+    /// Whether the run this describes failed.
+    pub fn is_failure(&self) -> bool {
+        self.kind != "exited(0)"
+    }
+
+    /// A file name stem for a finding: `deadlocked-3f2a9c01d4e5b6a7`,
+    /// `crashed-SIGSEGV-...` (letters, digits and dashes only).
+    pub fn file_stem(&self) -> String {
+        let mut kind: String = self
+            .kind
+            .chars()
+            .map(|c| if c.is_ascii_alphanumeric() { c } else { '-' })
+            .collect();
+        while kind.ends_with('-') {
+            kind.pop();
+        }
+        while kind.contains("--") {
+            kind = kind.replace("--", "-");
+        }
+        format!("{kind}-{}", self.id())
+    }
+}
+
+impl std::fmt::Display for Signature {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}", self.kind)?;
+        if !self.sites.is_empty() {
+            write!(f, " at {}", self.sites.join("; "))?;
+        }
+        write!(f, " [{}]", self.id())
+    }
+}
+
+/// Everything a signature is made from.
+#[derive(Clone, Copy, Debug)]
+pub struct Facts<'a> {
+    pub outcome: &'a Outcome,
+    pub potential_deadlocks: &'a [Inversion],
+    /// The last events of the run (to find where a blocked thread waits
+    /// when no lock explains it).
+    pub recent_events: &'a [Event],
+    /// For a crash: the faulting instruction, then the return addresses of
+    /// the crashing thread's stack, innermost first (may be empty).
+    pub backtrace: &'a [u64],
+    /// The file name of the program's own object (to find its frame in a
+    /// backtrace that starts in a library).
+    pub exe_object: &'a str,
+}
+
+/// Locates an address: `(address, is_return_address)` to a location.
+pub type Locate<'l> = dyn FnMut(u64, bool) -> Location + 'l;
+
+/// The signature of a run.
+pub fn compute(f: &Facts, locate: &mut Locate) -> Signature {
+    match f.outcome {
+        Outcome::Exited { code: 0 } if !f.potential_deadlocks.is_empty() => {
+            let mut sites = Vec::new();
+            for inv in f.potential_deadlocks {
+                for e in &inv.edges {
+                    sites.push(format!(
+                        "{} -> {}",
+                        site_name(&locate(e.from_site, true)),
+                        site_name(&locate(e.to_site, true))
+                    ));
+                }
+            }
+            Signature::new("potential-deadlock", sites)
+        }
+        Outcome::Exited { code } => Signature::new(format!("exited({code})"), Vec::new()),
+        Outcome::Crashed { signal, rip, .. } => {
+            let frames: Vec<(u64, bool)> = if f.backtrace.is_empty() {
+                vec![(*rip, false)]
+            } else {
+                f.backtrace
+                    .iter()
+                    .enumerate()
+                    .map(|(i, a)| (*a, i > 0))
+                    .collect()
+            };
+            let located: Vec<Location> = frames.iter().map(|(a, c)| locate(*a, *c)).collect();
+            let mut sites = vec![site_name(&located[0])];
+            // A crash inside a library (abort, a bad free) is told apart by
+            // where the program called it from.
+            if located[0].object != f.exe_object {
+                if let Some(own) = located.iter().find(|l| l.object == f.exe_object) {
+                    sites.push(site_name(own));
+                }
+            }
+            Signature::new(format!("crashed({signal})"), sites)
+        }
+        Outcome::Deadlocked { threads, cycle } => {
+            let involved = threads
+                .iter()
+                .filter(|b| cycle.is_empty() || cycle.contains(&b.thread));
+            let sites = involved
+                .map(|b| {
+                    let last_site = || {
+                        f.recent_events
+                            .iter()
+                            .rev()
+                            .find(|e| e.thread == b.thread)
+                            .map(|e| e.site)
+                    };
+                    let loc = match b.site.or_else(last_site) {
+                        Some(site) => locate(site, true),
+                        None => locate(b.rip, false),
+                    };
+                    site_name(&loc)
+                })
+                .collect();
+            Signature::new("deadlocked", sites)
+        }
+        Outcome::Hung { reason, rip, .. } => match reason {
+            // Where the step limit strikes depends on the schedule; the
+            // kind alone is the finding.
+            HungReason::MaxSteps => Signature::new("hung(max-steps)", Vec::new()),
+            // A loop without system calls: the function, not the line (the
+            // watchdog stops it anywhere in the loop).
+            HungReason::Timeout => {
+                Signature::new("hung(timeout)", vec![function_name(&locate(*rip, false))])
+            }
+        },
+        Outcome::Unsupported { syscall, rip, .. } => Signature::new(
+            format!("unsupported({syscall})"),
+            vec![site_name(&locate(*rip, false))],
+        ),
+    }
+}
+
+/// A site's name in a signature: `object!function (file.c:42)` with debug
+/// lines, else `object+0xoffset (function)` or `object+0xoffset`, else the
+/// bare address (outside every mapped object).
+pub fn site_name(l: &Location) -> String {
+    if l.object.is_empty() {
+        return format!("{:#x}", l.address);
+    }
+    match (&l.function, &l.file, l.line) {
+        (Some(func), Some(file), Some(line)) if line > 0 => {
+            format!("{}!{func} ({}:{line})", l.object, base_name(file))
+        }
+        (Some(func), _, _) => format!("{}+{:#x} ({func})", l.object, l.offset),
+        _ => format!("{}+{:#x}", l.object, l.offset),
+    }
+}
+
+/// A function's name in a signature: `object!function`, or the site name
+/// when the function is not known.
+pub fn function_name(l: &Location) -> String {
+    match &l.function {
+        Some(func) if !l.object.is_empty() => format!("{}!{func}", l.object),
+        _ => site_name(l),
+    }
+}
+
+fn base_name(path: &str) -> &str {
+    path.rsplit('/').next().unwrap_or(path)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::outcome::BlockedThread;
+
+    fn loc(address: u64, object: &str, function: &str, line: u32) -> Location {
+        Location {
+            address,
+            object: object.into(),
+            offset: address - 0x1000,
+            function: Some(function.into()),
+            file: Some("/src/prog.c".into()),
+            line: Some(line),
+        }
+    }
+
+    /// Every address in these tests is in `prog`, at line = address % 100.
+    fn locate(a: u64, _: bool) -> Location {
+        loc(a, "prog", "f", (a % 100) as u32)
+    }
+
+    fn blocked(thread: u32, site: u64, holder: u32) -> BlockedThread {
+        BlockedThread {
+            thread,
+            name: "prog".into(),
+            waits_on: "lock".into(),
+            object: None,
+            rip: 0x7000,
+            lock: Some(0x10),
+            site: Some(site),
+            holder: Some(holder),
+            holder_site: Some(0x2011),
+        }
+    }
+
+    fn facts(o: &Outcome) -> Facts<'_> {
+        Facts {
+            outcome: o,
+            potential_deadlocks: &[],
+            recent_events: &[],
+            backtrace: &[],
+            exe_object: "prog",
+        }
+    }
+
+    #[test]
+    fn deadlocks_with_the_same_sites_in_any_order_or_size_compare_equal() {
+        let a = Outcome::Deadlocked {
+            threads: vec![blocked(2, 0x2043, 3), blocked(3, 0x2043, 2)],
+            cycle: vec![2, 3],
+        };
+        let b = Outcome::Deadlocked {
+            threads: vec![
+                blocked(5, 0x2043, 6),
+                blocked(6, 0x2043, 4),
+                blocked(4, 0x2043, 5),
+            ],
+            cycle: vec![4, 5, 6],
+        };
+        let sa = compute(&facts(&a), &mut locate);
+        let sb = compute(&facts(&b), &mut locate);
+        assert_eq!(sa, sb);
+        assert_eq!(sa.id(), sb.id());
+        assert_eq!(sa.sites, vec![format!("prog!f (prog.c:{})", 0x2043 % 100)]);
+        assert!(sa.file_stem().starts_with("deadlocked-"));
+    }
+
+    #[test]
+    fn a_crash_in_a_library_is_told_apart_by_the_programs_own_frame() {
+        let o = Outcome::Crashed {
+            signal: "SIGABRT".into(),
+            signo: 6,
+            fault_addr: None,
+            thread: 2,
+            rip: 0x9000,
+        };
+        let mut in_libc = |a: u64, call: bool| {
+            if a >= 0x9000 {
+                loc(a, "libc.so.6", "pthread_kill", 0)
+            } else {
+                locate(a, call)
+            }
+        };
+        let f1 = Facts {
+            backtrace: &[0x9000, 0x9100, 0x2031],
+            ..facts(&o)
+        };
+        let f2 = Facts {
+            backtrace: &[0x9000, 0x9100, 0x2032],
+            ..facts(&o)
+        };
+        let s1 = compute(&f1, &mut in_libc);
+        let s2 = compute(&f2, &mut in_libc);
+        assert_eq!(s1.kind, "crashed(SIGABRT)");
+        assert_eq!(s1.sites.len(), 2, "{s1}");
+        assert_ne!(s1, s2);
+    }
+
+    #[test]
+    fn sites_without_lines_fall_back_to_object_offsets_never_raw_addresses() {
+        let l = Location {
+            address: 0x7fff_0000_1234,
+            object: "libc.so.6".into(),
+            offset: 0x1234,
+            function: Some("raise".into()),
+            file: None,
+            line: None,
+        };
+        assert_eq!(site_name(&l), "libc.so.6+0x1234 (raise)");
+        let exited = compute(&facts(&Outcome::Exited { code: 3 }), &mut locate);
+        assert_eq!(exited.kind, "exited(3)");
+        assert!(exited.is_failure());
+        assert!(!compute(&facts(&Outcome::Exited { code: 0 }), &mut locate).is_failure());
+    }
+}

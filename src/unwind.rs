@@ -1,0 +1,196 @@
+//! Backtraces of a stopped guest thread, from the call-frame information
+//! (`.eh_frame`) of the objects it runs.
+//!
+//! A crash report names the faulting instruction, which for `abort()` or a
+//! bad `free()` is deep in the C library; the backtrace says which of the
+//! program's own functions got there. The unwinder follows the CFA rules of
+//! `.eh_frame` (which every x86-64 object carries, debug information or
+//! not) for the stack pointer, the frame pointer and the return address, and
+//! stops at the first frame it cannot explain. It needs no KVM: it takes the
+//! mappings (with their files' bytes) and a function that reads the guest's
+//! stack. The bytes may be hostile (a reproducer's): a broken object ends
+//! the backtrace, never the program.
+
+use std::collections::HashMap;
+use std::panic::{AssertUnwindSafe, catch_unwind};
+
+use gimli::{BaseAddresses, CfaRule, EhFrame, LittleEndian, RegisterRule, UnwindSection};
+use object::{Object, ObjectSection, ObjectSegment};
+
+use crate::symbols::Mapping;
+
+/// The registers an unwind starts from.
+#[derive(Clone, Copy, Debug)]
+pub struct Regs {
+    pub rip: u64,
+    pub rsp: u64,
+    pub rbp: u64,
+}
+
+/// Frames a backtrace goes to at most.
+pub const MAX_FRAMES: usize = 64;
+
+/// The faulting instruction `regs.rip`, then the return addresses of the
+/// frames above it, innermost first. `read` reads a guest word (`None` when
+/// the address is not mapped).
+pub fn backtrace(
+    maps: &[Mapping],
+    regs: Regs,
+    read: &mut dyn FnMut(u64) -> Option<u64>,
+) -> Vec<u64> {
+    let mut frames = vec![regs.rip];
+    let mut objects: HashMap<usize, Option<Cfi>> = HashMap::new();
+    let mut ctx = gimli::UnwindContext::new();
+    let (mut pc, mut rsp, mut rbp) = (regs.rip, regs.rsp, regs.rbp);
+    while frames.len() < MAX_FRAMES {
+        // A return address points after its call: look the call up.
+        let probe = if frames.len() == 1 {
+            pc
+        } else {
+            pc.wrapping_sub(1)
+        };
+        let Some(m) = maps.iter().find(|m| m.start <= probe && probe < m.end) else {
+            break;
+        };
+        let cfi = objects
+            .entry(std::sync::Arc::as_ptr(&m.data) as usize)
+            .or_insert_with(|| Cfi::parse(&m.data));
+        let Some(cfi) = cfi.as_ref() else { break };
+        let Some(bias) = cfi.bias(m, probe) else {
+            break;
+        };
+        let Some(step) = cfi.step(&mut ctx, probe.wrapping_sub(bias), rsp, rbp, read) else {
+            break;
+        };
+        // The stack grows down: a caller's frame is above its callee's.
+        if step.ra == 0 || step.cfa <= rsp {
+            break;
+        }
+        (pc, rsp, rbp) = (step.ra, step.cfa, step.rbp);
+        frames.push(pc);
+    }
+    frames
+}
+
+/// One unwound frame: the caller's return address, stack and frame pointer.
+struct Step {
+    ra: u64,
+    cfa: u64,
+    rbp: u64,
+}
+
+/// What the unwinder keeps of one object: its load segments and its
+/// `.eh_frame` with the addresses gimli needs to decode pointers.
+struct Cfi {
+    /// `(vaddr, file offset, file size)` of each `PT_LOAD` segment.
+    segments: Vec<(u64, u64, u64)>,
+    eh_frame: Vec<u8>,
+    bases: BaseAddresses,
+}
+
+const RSP: gimli::Register = gimli::X86_64::RSP;
+const RBP: gimli::Register = gimli::X86_64::RBP;
+const RA: gimli::Register = gimli::X86_64::RA;
+
+impl Cfi {
+    fn parse(data: &[u8]) -> Option<Cfi> {
+        catch_unwind(AssertUnwindSafe(|| {
+            let file = object::read::elf::ElfFile64::<object::Endianness>::parse(data).ok()?;
+            let segments = file
+                .segments()
+                .map(|s| {
+                    let (offset, size) = s.file_range();
+                    (s.address(), offset, size)
+                })
+                .collect();
+            let eh = file.section_by_name(".eh_frame")?;
+            let mut bases = BaseAddresses::default().set_eh_frame(eh.address());
+            if let Some(text) = file.section_by_name(".text") {
+                bases = bases.set_text(text.address());
+            }
+            if let Some(got) = file.section_by_name(".got") {
+                bases = bases.set_got(got.address());
+            }
+            Some(Cfi {
+                segments,
+                eh_frame: eh.data().ok()?.to_vec(),
+                bases,
+            })
+        }))
+        .ok()
+        .flatten()
+    }
+
+    /// The load bias of the object in mapping `m`, which holds `probe`.
+    fn bias(&self, m: &Mapping, probe: u64) -> Option<u64> {
+        let off = m.file_offset.checked_add(probe.checked_sub(m.start)?)?;
+        let (vaddr, offset, _) = self
+            .segments
+            .iter()
+            .find(|(_, o, size)| *o <= off && off < o.saturating_add(*size))?;
+        Some(
+            m.start
+                .wrapping_sub(m.file_offset)
+                .wrapping_sub(vaddr.wrapping_sub(*offset)),
+        )
+    }
+
+    /// Unwinds one frame at object address `at`.
+    fn step(
+        &self,
+        ctx: &mut gimli::UnwindContext<usize>,
+        at: u64,
+        rsp: u64,
+        rbp: u64,
+        read: &mut dyn FnMut(u64) -> Option<u64>,
+    ) -> Option<Step> {
+        let eh = EhFrame::new(&self.eh_frame, LittleEndian);
+        let row = eh
+            .unwind_info_for_address(&self.bases, ctx, at, EhFrame::cie_from_offset)
+            .ok()?;
+        let cfa = match row.cfa() {
+            CfaRule::RegisterAndOffset { register, offset } => {
+                let base = match *register {
+                    RSP => rsp,
+                    RBP => rbp,
+                    _ => return None,
+                };
+                base.wrapping_add_signed(*offset)
+            }
+            CfaRule::Expression(_) => return None,
+        };
+        let ra = match row.register(RA) {
+            RegisterRule::Offset(n) => read(cfa.wrapping_add_signed(n))?,
+            _ => return None,
+        };
+        let rbp = match row.register(RBP) {
+            RegisterRule::Offset(n) => read(cfa.wrapping_add_signed(n))?,
+            RegisterRule::ValOffset(n) => cfa.wrapping_add_signed(n),
+            _ => rbp,
+        };
+        Some(Step { ra, cfa, rbp })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn garbage_objects_end_the_backtrace_after_the_first_frame() {
+        let maps = vec![Mapping {
+            start: 0x1000,
+            end: 0x2000,
+            file_offset: 0,
+            path: "/junk".into(),
+            data: std::sync::Arc::new(vec![0x7f, b'E', b'L', b'F', 1, 2, 3]),
+        }];
+        let regs = Regs {
+            rip: 0x1100,
+            rsp: 0x8000,
+            rbp: 0,
+        };
+        assert_eq!(backtrace(&maps, regs, &mut |_| Some(0)), vec![0x1100]);
+        assert_eq!(backtrace(&[], regs, &mut |_| None), vec![0x1100]);
+    }
+}

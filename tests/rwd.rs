@@ -1,0 +1,316 @@
+//! Reproducers: a failure in one `.rwd` file that minimizes, replays on its
+//! own files, tells its story, and whose reader refuses bad files cleanly.
+
+mod common;
+
+use std::path::{Path, PathBuf};
+use std::process::Output;
+
+use common::{cli, harness, require_kvm};
+use rewind_fuzz::rwd::{self, Rwd};
+use serde_json::Value;
+
+/// Runs `check` on a harness in `dir` and returns the reproducer it wrote.
+fn check_rwd(dir: &Path, name: &str, strategy: &str, schedules: u32) -> PathBuf {
+    require_kvm();
+    let out = cli()
+        .current_dir(dir)
+        .args([
+            "check",
+            "--json",
+            "-j",
+            "2",
+            "--strategy",
+            strategy,
+            "--schedules",
+            &schedules.to_string(),
+            "--target",
+        ])
+        .arg(harness(name))
+        .output()
+        .unwrap();
+    let v: Value = serde_json::from_slice(&out.stdout)
+        .unwrap_or_else(|e| panic!("{e}: {}", String::from_utf8_lossy(&out.stderr)));
+    assert_eq!(v["first_failure"]["kind"], "deadlocked", "{v}");
+    let file = v["first_failure"]["rwd_file"]
+        .as_str()
+        .unwrap_or_else(|| panic!("check names its reproducer: {v}"));
+    dir.join(file)
+}
+
+fn stderr(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stderr).into_owned()
+}
+
+fn stdout(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stdout).into_owned()
+}
+
+/// Minimizes with a budget of schedules (deterministic) and returns the JSON.
+fn minimize(input: &Path, output: &Path) -> Value {
+    let out = cli()
+        .args(["minimize", "--json", "--execs", "400"])
+        .arg(input)
+        .arg("-o")
+        .arg(output)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    serde_json::from_slice(&out.stdout).unwrap()
+}
+
+#[test]
+fn the_philosophers_deadlock_minimizes_to_at_most_five_preemptions_that_replay_a_hundred_times() {
+    let dir = tempfile::tempdir().unwrap();
+    let found = check_rwd(dir.path(), "philosophers", "random", 60);
+    let min = dir.path().join("min.rwd");
+    let m = minimize(&found, &min);
+    let before = m["decisions_before"].as_u64().unwrap();
+    let after = m["decisions_after"].as_u64().unwrap();
+    assert!(after <= 5, "{after} preemptions left: {m}");
+    assert!(after < before, "{m}");
+    assert!(m["execs"].as_u64().unwrap() <= 400);
+
+    let original = Rwd::load(&found).unwrap();
+    let minimized = Rwd::load(&min).unwrap();
+    assert_eq!(
+        minimized.expected.signature, original.expected.signature,
+        "two reproducers of one bug have one signature"
+    );
+    assert_eq!(minimized.schedule.decisions.len() as u64, after);
+
+    for i in 0..100 {
+        let r = rwd::replay(&minimized).unwrap();
+        assert!(
+            r.matches,
+            "replay {i} differs: {}",
+            r.report.outcome.summary()
+        );
+        assert_eq!(r.signature, minimized.expected.signature);
+        assert_eq!(r.report.trace_hash, minimized.trace_hash_hex());
+    }
+    let out = cli().args(["replay", "--json"]).arg(&min).output().unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v["matches"], true);
+    assert_eq!(v["got"]["signature_id"], v["expected"]["signature_id"]);
+}
+
+#[test]
+fn minimizing_the_same_input_with_the_same_budget_gives_the_same_schedule() {
+    let dir = tempfile::tempdir().unwrap();
+    let found = check_rwd(dir.path(), "bank-transfer", "random", 100);
+    let (a, b) = (dir.path().join("a.rwd"), dir.path().join("b.rwd"));
+    let ma = minimize(&found, &a);
+    let mb = minimize(&found, &b);
+    assert_eq!(ma["execs"], mb["execs"]);
+    let (ra, rb) = (Rwd::load(&a).unwrap(), Rwd::load(&b).unwrap());
+    assert_eq!(ra.schedule, rb.schedule);
+    assert_eq!(ra.expected.trace_hash, rb.expected.trace_hash);
+}
+
+#[test]
+fn a_reproducer_still_replays_after_the_directory_of_its_binary_is_deleted() {
+    require_kvm();
+    let bin_dir = tempfile::tempdir().unwrap();
+    let exe = bin_dir.path().join("null-deref");
+    std::fs::copy(harness("null-deref"), &exe).unwrap();
+    let fixture = bin_dir.path().join("fixture.txt");
+    std::fs::write(&fixture, "read me").unwrap();
+    let out_dir = tempfile::tempdir().unwrap();
+    let file = out_dir.path().join("crash.rwd");
+    let out = cli()
+        .args(["run", "--json", "--save-rwd"])
+        .arg(&file)
+        .arg("--target")
+        .arg(&exe)
+        .arg("--")
+        .arg(&fixture)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    let ran: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(ran["outcome"]["kind"], "crashed");
+    assert!(ran.get("events").is_none(), "no trace was asked for");
+
+    drop(bin_dir);
+    assert!(!exe.exists());
+    let out = cli()
+        .args(["replay", "--json"])
+        .arg(&file)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v["got"]["trace_hash"], ran["trace_hash"]);
+    assert_eq!(v["got"]["outcome"]["kind"], "crashed");
+
+    // The crash's story: thread, address, and a symbolized backtrace.
+    let out = cli().arg("show").arg(&file).output().unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let story = stdout(&out);
+    assert!(
+        story.contains("got SIGSEGV touching address 0x0"),
+        "{story}"
+    );
+    assert!(story.contains("backtrace:"), "{story}");
+    assert!(story.contains("writer (null-deref.c:"), "{story}");
+}
+
+/// The text of `show` for a reproducer, and its SVG.
+fn show(file: &Path) -> (String, String) {
+    let svg = file.with_extension("svg");
+    let out = cli()
+        .arg("show")
+        .arg(file)
+        .arg("--svg")
+        .arg(&svg)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    (stdout(&out), std::fs::read_to_string(&svg).unwrap())
+}
+
+#[test]
+fn show_names_the_forks_threads_and_source_lines_of_the_philosophers_cycle() {
+    let dir = tempfile::tempdir().unwrap();
+    let found = check_rwd(dir.path(), "philosophers", "random", 60);
+    let (story, svg) = show(&found);
+    assert!(
+        story.contains("wait-for cycle of 5 threads"),
+        "the cycle: {story}"
+    );
+    for t in 2..=6 {
+        assert!(
+            story.contains(&format!("thread {t} waits for forks")),
+            "thread {t} and its fork: {story}"
+        );
+    }
+    assert!(story.contains("philosopher (philosophers.c:"), "{story}");
+    assert!(story.contains("which took it at"), "{story}");
+    assert!(story.contains("THE LAST 40 STEPS"), "{story}");
+    assert!(story.contains("| thread 2"), "lanes: {story}");
+    assert!(svg.starts_with("<svg") && svg.contains("thread 2") && svg.contains("forks"));
+}
+
+#[test]
+fn show_names_the_accounts_threads_and_source_lines_of_the_bank_transfer_cycle() {
+    let dir = tempfile::tempdir().unwrap();
+    let found = check_rwd(dir.path(), "bank-transfer", "random", 100);
+    let (story, svg) = show(&found);
+    assert!(story.contains("wait-for cycle of 2 threads"), "{story}");
+    assert!(story.contains("waits for accounts"), "{story}");
+    assert!(story.contains("transfer (bank-transfer.c:"), "{story}");
+    assert!(
+        story.contains("thread 2") && story.contains("thread 3"),
+        "{story}"
+    );
+    assert!(svg.contains("accounts"));
+}
+
+#[test]
+fn a_replay_that_parts_from_the_recording_names_the_first_different_step() {
+    let dir = tempfile::tempdir().unwrap();
+    let found = check_rwd(dir.path(), "bank-transfer", "random", 100);
+    let mut r = Rwd::load(&found).unwrap();
+    let last = r
+        .schedule
+        .decisions
+        .pop()
+        .expect("the failure needs a decision");
+    let tampered = dir.path().join("tampered.rwd");
+    r.save(&tampered).unwrap();
+    let out = cli().arg("replay").arg(&tampered).output().unwrap();
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    let err = stderr(&out);
+    assert!(
+        err.contains(&format!(
+            "the run parted from the recording at step {}",
+            last.0 + 1
+        )),
+        "{err}"
+    );
+    assert!(
+        err.contains("expected [") && err.contains("got      ["),
+        "{err}"
+    );
+}
+
+/// Runs a command on a bad file: exit code 2, one line, no panic.
+fn refused(what: &str, args: &[&str], file: &Path) {
+    let out = cli().args(args).arg(file).output().unwrap();
+    let err = stderr(&out);
+    assert_eq!(out.status.code(), Some(2), "{what}: {err}");
+    assert_eq!(err.trim_end().lines().count(), 1, "{what}: {err}");
+    assert!(!err.contains("panicked"), "{what}: {err}");
+    assert!(err.starts_with("rewind-fuzz: "), "{what}: {err}");
+}
+
+#[test]
+fn the_decoder_rejects_each_kind_of_bad_file_with_exit_code_2() {
+    let dir = tempfile::tempdir().unwrap();
+    let found = check_rwd(dir.path(), "bank-transfer", "random", 100);
+    let good = std::fs::read(&found).unwrap();
+    let write = |name: &str, bytes: &[u8]| {
+        let p = dir.path().join(name);
+        std::fs::write(&p, bytes).unwrap();
+        p
+    };
+    let mut cases: Vec<(&str, PathBuf)> = vec![
+        ("missing", dir.path().join("no-such.rwd")),
+        ("empty", write("empty.rwd", b"")),
+        ("truncated header", write("short.rwd", &good[..10])),
+        ("truncated", write("half.rwd", &good[..good.len() / 2])),
+        ("not a reproducer", write("text.rwd", b"hello, world\n")),
+    ];
+    let mut corrupt = good.clone();
+    let mid = corrupt.len() / 2;
+    corrupt[mid] ^= 0x5a;
+    cases.push(("corrupted", write("corrupt.rwd", &corrupt)));
+    let mut magic = good.clone();
+    magic[..4].copy_from_slice(b"ELF\x7f");
+    cases.push(("wrong magic", write("magic.rwd", &magic)));
+    let mut future = good.clone();
+    future[4..8].copy_from_slice(&999u32.to_le_bytes());
+    cases.push(("future version", write("future.rwd", &future)));
+    let mut huge = good.clone();
+    huge[8..16].copy_from_slice(&(1u64 << 62).to_le_bytes());
+    cases.push(("huge length", write("huge.rwd", &huge)));
+    // Hostile contents with a valid frame: the reader checks what it holds.
+    let r = Rwd::load(&found).unwrap();
+    let mut traversal = r.clone();
+    traversal.files[0].path = "/tmp/../../etc/shadow".into();
+    cases.push((
+        "path traversal",
+        write("traversal.rwd", &traversal.encode()),
+    ));
+    let mut relative = r.clone();
+    relative.target.exe = "../../bin/sh".into();
+    cases.push((
+        "relative program",
+        write("relative.rwd", &relative.encode()),
+    ));
+    let mut swapped = r.clone();
+    swapped.blobs[0].data[0] ^= 1;
+    cases.push(("wrong content hash", write("hash.rwd", &swapped.encode())));
+
+    for (what, file) in &cases {
+        refused(what, &["replay"], file);
+    }
+    refused("show", &["show"], &dir.path().join("corrupt.rwd"));
+    refused(
+        "minimize",
+        &["minimize", "-o", "/dev/null"],
+        &dir.path().join("future.rwd"),
+    );
+    let out = cli()
+        .arg("replay")
+        .arg(dir.path().join("future.rwd"))
+        .output()
+        .unwrap();
+    assert!(
+        stderr(&out).contains("format version 999"),
+        "{}",
+        stderr(&out)
+    );
+}
