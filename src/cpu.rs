@@ -47,6 +47,9 @@ pub const RFLAGS_USER_MASK: u64 = 0x0025_4dd5;
 pub const RFLAGS_FIXED: u64 = 0x2;
 /// The interrupt flag: set in user mode so the machine behaves like Linux's.
 pub const RFLAGS_IF: u64 = 0x200;
+/// The trap flag: a debug exception after every instruction (the debugger's
+/// single step).
+pub const RFLAGS_TF: u64 = 0x100;
 
 /// Size in bytes of the saved extended (x87/SSE/AVX) state, the XSAVE area
 /// layout KVM uses.

@@ -11,6 +11,9 @@
 //! the kernel state is cloned, translations are invalidated. Until that
 //! point only one thread exists, so every strategy runs the same prefix.
 
+pub mod debug;
+
+use std::collections::BTreeSet;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -125,6 +128,12 @@ pub struct RunReport {
     pub restored_pages: u64,
     /// Time the restore took, in microseconds (0 when it started fresh).
     pub restore_us: u64,
+    /// The run's coverage features.
+    #[serde(skip)]
+    pub coverage: Coverage,
+    /// The run's lock-order edges (for potential deadlocks across runs).
+    #[serde(skip)]
+    pub lock_edges: Vec<crate::locks::OrderEdge>,
 }
 
 fn lossy<S: serde::Serializer>(v: &[u8], s: S) -> Result<S::Ok, S::Error> {
@@ -154,6 +163,21 @@ struct EngineState {
     decisions: Vec<Decision>,
     /// Steps at which the strategy had a choice.
     decision_points: u64,
+    /// Interleavings seen: (site a thread was switched away from, site the
+    /// next thread resumed from).
+    interleavings: BTreeSet<(u64, u64)>,
+}
+
+/// What a run covered, as the fuzzer's features: pairs of code sites.
+#[derive(Clone, Debug, Default, PartialEq, Eq, serde::Serialize)]
+pub struct Coverage {
+    /// Lock-order edges: (site holding lock A, site acquiring lock B).
+    pub lock_order: BTreeSet<(u64, u64)>,
+    /// Interleavings: (site switched away from, site resumed).
+    pub interleavings: BTreeSet<(u64, u64)>,
+    /// Handoffs: (release site in one thread, acquire site of the same
+    /// lock in another).
+    pub handoffs: BTreeSet<(u64, u64)>,
 }
 
 /// Everything that decides what happens next, at one point of a run.
@@ -264,8 +288,13 @@ impl Vm {
         let r = self.run_loop(pending);
         self.machine.disarm_watchdog();
         r?;
+        Ok(self.report(start, exits0, inval0, from_snapshot))
+    }
+
+    /// The report of the run that just ended.
+    fn report(&self, start: Instant, exits0: u64, inval0: u64, from_snapshot: bool) -> RunReport {
         let k = &self.kernel;
-        Ok(RunReport {
+        RunReport {
             outcome: k.outcome.clone().expect("the loop ends with an outcome"),
             steps: k.step,
             trace_hash: k.trace.hash_hex(),
@@ -288,64 +317,80 @@ impl Vm {
                 0
             },
             restore_us: if from_snapshot { self.restore_us } else { 0 },
-        })
+            coverage: Coverage {
+                lock_order: k.locks.order_site_pairs(),
+                interleavings: self.engine.interleavings.clone(),
+                handoffs: k.locks.handoffs().clone(),
+            },
+            lock_edges: k.locks.order().edges().cloned().collect(),
+        }
     }
 
     fn run_loop(&mut self, pending: Option<UserRegs>) -> Result<(), VmError> {
         if let Some(regs) = pending {
             self.syscall(regs);
         }
-        if self.kernel.outcome.is_none() {
-            self.enter()?;
-        }
         while self.kernel.outcome.is_none() {
-            let exit = self.machine.run()?;
-            self.drain_ring();
+            self.enter()?;
             if self.kernel.outcome.is_some() {
                 break;
             }
-            match exit {
-                Exit::Syscall => {
-                    self.machine.progress();
-                    let regs = self.machine.user_regs()?;
-                    if self.is_snapshot_point(&regs) {
-                        self.take_snapshot(Some(regs))?;
-                    }
-                    self.syscall(regs);
-                }
-                Exit::Exception {
+            let exit = self.machine.run()?;
+            self.handle_exit(exit)?;
+        }
+        Ok(())
+    }
+
+    /// Hands one exit to the kernel (after the hints buffered before it).
+    fn handle_exit(&mut self, exit: Exit) -> Result<(), VmError> {
+        self.drain_ring();
+        if self.kernel.outcome.is_some() {
+            return Ok(());
+        }
+        match exit {
+            Exit::Syscall => {
+                self.machine.progress();
+                let regs = self.machine.user_regs()?;
+                self.on_syscall_exit(regs)?;
+            }
+            Exit::Exception {
+                vector,
+                error_code,
+                fault_addr,
+            } => {
+                let regs = self.machine.user_regs()?;
+                self.kernel.on_exception(
+                    regs,
                     vector,
                     error_code,
                     fault_addr,
-                } => {
-                    let regs = self.machine.user_regs()?;
-                    self.kernel.on_exception(
-                        regs,
-                        vector,
-                        error_code,
-                        fault_addr,
-                        &mut MachineFpu(&mut self.machine),
-                    );
-                }
-                Exit::TimedOut => {
-                    let thread = self.kernel.current.0;
-                    // Interrupted before it re-entered user mode, the vCPU
-                    // stands at the entry stub: report the thread's own RIP.
-                    let rip = match self.machine.guest_rip() {
-                        r if r >= crate::layout::KERNEL_VIRT_BASE => self.kernel.cur().regs.rip,
-                        r => r,
-                    };
-                    self.kernel.end(Outcome::Hung {
-                        reason: HungReason::Timeout,
-                        thread,
-                        rip,
-                    });
-                }
+                    &mut MachineFpu(&mut self.machine),
+                );
             }
-            if self.kernel.outcome.is_none() {
-                self.enter()?;
+            Exit::TimedOut => {
+                let thread = self.kernel.current.0;
+                // Interrupted before it re-entered user mode, the vCPU
+                // stands at the entry stub: report the thread's own RIP.
+                let rip = match self.machine.guest_rip() {
+                    r if r >= crate::layout::KERNEL_VIRT_BASE => self.kernel.cur().regs.rip,
+                    r => r,
+                };
+                self.kernel.end(Outcome::Hung {
+                    reason: HungReason::Timeout,
+                    thread,
+                    rip,
+                });
             }
         }
+        Ok(())
+    }
+
+    /// A system call exit: the snapshot when this is its point, then the step.
+    fn on_syscall_exit(&mut self, regs: UserRegs) -> Result<(), VmError> {
+        if self.is_snapshot_point(&regs) {
+            self.take_snapshot(Some(regs))?;
+        }
+        self.syscall(regs);
         Ok(())
     }
 
@@ -511,30 +556,36 @@ impl Vm {
             }
             runnable = k.runnable();
         }
-        if runnable.len() == 1 {
-            k.switch_to(runnable[0]);
-            return;
-        }
         let cur = k.current;
-        let view = SchedView {
-            step: k.step,
-            current: cur,
-            current_runnable: k.threads[&cur].is_runnable(),
-            yielded: k.threads[&cur].yielded,
-            runnable: &runnable,
-            objects: &k.objects,
-        };
-        self.engine.decision_points += 1;
-        let next = self.strategy.pick(&view);
-        assert!(
-            runnable.contains(&next),
-            "strategy chose a thread that cannot run"
-        );
-        if next != RunUntilBlocked::choose(&view) {
-            self.engine.decisions.push(Decision {
+        let next = if runnable.len() == 1 {
+            runnable[0]
+        } else {
+            let view = SchedView {
                 step: k.step,
-                thread: next.0,
-            });
+                current: cur,
+                current_runnable: k.threads[&cur].is_runnable(),
+                yielded: k.threads[&cur].yielded,
+                runnable: &runnable,
+                objects: &k.objects,
+            };
+            self.engine.decision_points += 1;
+            let next = self.strategy.pick(&view);
+            assert!(
+                runnable.contains(&next),
+                "strategy chose a thread that cannot run"
+            );
+            if next != RunUntilBlocked::choose(&view) {
+                self.engine.decisions.push(Decision {
+                    step: k.step,
+                    thread: next.0,
+                });
+            }
+            next
+        };
+        if next != cur {
+            let from = k.sites.get(&cur).copied().unwrap_or(0);
+            let to = k.sites.get(&next).copied().unwrap_or(0);
+            self.engine.interleavings.insert((from, to));
         }
         k.switch_to(next);
     }
@@ -542,6 +593,17 @@ impl Vm {
     /// Loads the current thread into the vCPU, delivering its pending
     /// signals first.
     fn enter(&mut self) -> Result<(), VmError> {
+        self.prepare_entry()?;
+        if self.kernel.outcome.is_none() {
+            self.load_current();
+        }
+        Ok(())
+    }
+
+    /// Everything before the current thread is loaded: its extended state
+    /// in the CPU, its pending signals delivered, translations made valid.
+    /// Doing it twice does nothing more (the debugger stops in between).
+    fn prepare_entry(&mut self) -> Result<(), VmError> {
         let tid = self.kernel.current;
         if self.fpu_owner != Some(tid) {
             if let Some(prev) = self.fpu_owner {
@@ -568,9 +630,13 @@ impl Vm {
             self.machine.invalidate_translations()?;
         }
         self.publish_horizon();
-        let t = &self.kernel.threads[&tid];
+        Ok(())
+    }
+
+    /// Loads the current thread's registers into the vCPU.
+    fn load_current(&mut self) {
+        let t = &self.kernel.threads[&self.kernel.current];
         self.machine.set_fs_base(t.fs_base);
         self.machine.resume(&self.mem, &t.regs);
-        Ok(())
     }
 }

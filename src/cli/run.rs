@@ -161,12 +161,27 @@ pub struct RunArgs {
     /// Save the decisions this run took, so --schedule FILE replays it.
     #[arg(long, value_name = "FILE")]
     pub save_schedule: Option<PathBuf>,
+    /// Save a reproducer of this run (.rwd): its files, schedule and outcome,
+    /// for `rewind-fuzz replay` and `show` on any machine.
+    #[arg(long, value_name = "FILE")]
+    pub save_rwd: Option<PathBuf>,
     /// Print every step: thread, operation, object, call site, result.
     #[arg(long)]
     pub trace: bool,
     /// Print one JSON object describing the run on stdout (guest output is captured in it).
     #[arg(long)]
     pub json: bool,
+    /// Serve the run to gdb: replay it to --gdb-at and wait for gdb to
+    /// attach (forward and reverse execution; see `rewind-fuzz gdb`).
+    #[arg(long, conflicts_with = "json")]
+    pub gdb: bool,
+    /// Where the run stops for gdb: a step number (0: the first
+    /// instruction) or `end`.
+    #[arg(long, value_name = "STEP|end", default_value = "0")]
+    pub gdb_at: crate::gdb::StartAt,
+    /// The address gdb connects to (port 0: any free port).
+    #[arg(long, value_name = "ADDR", default_value = "127.0.0.1:0")]
+    pub gdb_listen: String,
 }
 
 pub fn run(a: RunArgs) -> Result<u8, UserError> {
@@ -177,17 +192,26 @@ pub fn run(a: RunArgs) -> Result<u8, UserError> {
         None => a.strategy.clone(),
     };
     let source = FileSource::host();
+    if a.gdb {
+        return super::gdb::run_under_gdb(&a, &cfg, source, &spec);
+    }
     let steps = estimate_steps(&cfg, &spec, &source)?;
     let strategy = spec
         .build(a.target.seed, steps)
         .map_err(|e| UserError::bad_input(e.to_string()))?;
     let mut vm = Vm::new(&cfg, source).map_err(vm_error)?;
     vm.set_strategy(strategy);
-    if a.trace {
+    if a.trace || a.save_rwd.is_some() {
         vm.record_events();
     }
     let mut report = vm.run().map_err(vm_error)?;
     report.schedule.origin = format!("{spec} seed {}", a.target.seed);
+    if let Some(f) = &a.save_rwd {
+        super::replay::save_run(&cfg, &vm, &report, f)?;
+        if !a.trace {
+            report.events = None;
+        }
+    }
     if let Some(f) = &a.save_schedule {
         report
             .schedule

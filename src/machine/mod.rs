@@ -22,7 +22,9 @@ use kvm_ioctls::{Cap, Kvm, SyncReg, VcpuExit, VcpuFd, VmFd};
 pub use cpuid::MODEL_NAME as CPU_MODEL_NAME;
 use watchdog::Watchdog;
 
-use crate::cpu::{ExtendedState, RFLAGS_FIXED, RFLAGS_IF, RFLAGS_USER_MASK, UserRegs, XSAVE_SIZE};
+use crate::cpu::{
+    ExtendedState, RFLAGS_FIXED, RFLAGS_IF, RFLAGS_TF, RFLAGS_USER_MASK, UserRegs, XSAVE_SIZE,
+};
 use crate::layout::*;
 use crate::memory::PhysMemory;
 
@@ -352,6 +354,15 @@ impl Machine {
             rflags: RFLAGS_FIXED,
         };
         self.vcpu.set_sync_dirty_reg(SyncReg::Register);
+    }
+
+    /// Makes the next [`Machine::run`] execute one user instruction and
+    /// leave through the debug-exception door (vector 1): sets the trap flag
+    /// in the frame [`Machine::resume`] wrote, never in the thread's own
+    /// registers. For the debugger only.
+    pub fn trap_after_one_instruction(&mut self, mem: &PhysMemory) {
+        let at = PHYS_KSTACK_TOP - 40 + 16;
+        mem.write_u64(at, mem.read_u64(at) | RFLAGS_TF);
     }
 
     /// Forgets what the vCPU was last loaded with (after a snapshot restore),

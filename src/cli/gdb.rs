@@ -1,0 +1,130 @@
+//! `rewind-fuzz gdb FILE.rwd` and `rewind-fuzz run ... --gdb`: a run
+//! replayed to a step and served to gdb there.
+
+use std::io::Write;
+use std::net::TcpListener;
+use std::path::PathBuf;
+
+use clap::Args;
+
+use super::UserError;
+use super::run::{exit_code, vm_error};
+use crate::gdb::{Ending, StartAt};
+use crate::kernel::vfs::{HostNode, SharedSource};
+use crate::sched::Schedule;
+use crate::vm::RunConfig;
+
+#[derive(Args, Debug)]
+pub struct GdbArgs {
+    /// The reproducer to debug.
+    #[arg(value_name = "FILE.rwd")]
+    pub file: PathBuf,
+    /// Where the run stops for gdb: a step number (0: the first
+    /// instruction) or `end` (the failure).
+    #[arg(long, value_name = "STEP|end", default_value = "end")]
+    pub at: StartAt,
+    /// The address gdb connects to (port 0: any free port).
+    #[arg(long, value_name = "ADDR", default_value = "127.0.0.1:0")]
+    pub listen: String,
+}
+
+pub fn gdb(a: GdbArgs) -> Result<u8, UserError> {
+    let rwd = super::replay::load(&a.file)?;
+    let cfg = rwd.run_config();
+    let source = rwd.source();
+    let symbols = symbol_file(&cfg.kernel.exe, &source)?;
+    serve(&cfg, source, rwd.schedule(), a.at, &a.listen, &symbols)
+}
+
+/// The program's file for gdb's symbols: the host's own when it holds the
+/// bytes the run loaded, else those bytes written to a temporary file.
+fn symbol_file(exe: &str, source: &SharedSource) -> Result<String, UserError> {
+    let recorded = match source.lock().unwrap().recording().get(exe) {
+        Some(HostNode::File { data, .. }) => data.clone(),
+        _ => return Ok(exe.to_string()),
+    };
+    if std::fs::read(exe).is_ok_and(|d| d == *recorded) {
+        return Ok(exe.to_string());
+    }
+    let name = exe.rsplit('/').next().unwrap_or("program");
+    let dir = std::env::temp_dir().join(format!("rewind-fuzz-gdb-{}", std::process::id()));
+    let path = dir.join(name);
+    std::fs::create_dir_all(&dir)
+        .and_then(|_| std::fs::write(&path, &*recorded))
+        .map_err(|e| UserError::bad_input(format!("cannot write {}: {e}", path.display())))?;
+    Ok(path.to_string_lossy().into_owned())
+}
+
+/// Replays `schedule` to `at`, serves gdb on `listen` until it detaches
+/// (the run then goes on to its end) or kills the run; says how it ended.
+pub fn serve(
+    cfg: &RunConfig,
+    source: SharedSource,
+    schedule: Schedule,
+    at: StartAt,
+    listen: &str,
+    symbols: &str,
+) -> Result<u8, UserError> {
+    let mut cfg = cfg.clone();
+    // Replays after a jump back would print the same output again.
+    cfg.stream_output = false;
+    let listener = TcpListener::bind(listen)
+        .map_err(|e| UserError::bad_input(format!("cannot listen on {listen}: {e}")))?;
+    let session = crate::gdb::prepare(&cfg, source, schedule, at).map_err(vm_error)?;
+    let ending = crate::gdb::serve(session, listener, |addr, s| {
+        let k = s.timeline_ref().vm().debug_kernel();
+        let at = match &k.outcome {
+            Some(o) => format!("the end ({})", o.summary()),
+            None => format!("{}", s.timeline_ref().position()),
+        };
+        eprintln!("rewind-fuzz: gdb server at {at}; attach with:");
+        eprintln!("  {}", crate::gdb::gdb_command(addr, symbols));
+        let _ = std::io::stderr().flush();
+    })
+    .map_err(vm_error)?;
+    match ending {
+        Ending::Finished(report) => {
+            let _ = std::io::stdout().write_all(&report.stdout);
+            let _ = std::io::stderr().write_all(&report.stderr);
+            eprintln!(
+                "rewind-fuzz: {} after {} steps (trace {})",
+                report.outcome.summary(),
+                report.steps,
+                report.trace_hash
+            );
+            Ok(exit_code(&report.outcome))
+        }
+        Ending::Killed { step } => {
+            eprintln!("rewind-fuzz: gdb killed the run at step {step}");
+            Ok(1)
+        }
+    }
+}
+
+/// `run ... --gdb`: the run's schedule (the file given, or the one the
+/// strategy takes in a first run), served to gdb.
+pub fn run_under_gdb(
+    a: &super::run::RunArgs,
+    cfg: &RunConfig,
+    source: SharedSource,
+    spec: &crate::sched::StrategySpec,
+) -> Result<u8, UserError> {
+    let schedule = match spec {
+        crate::sched::StrategySpec::Schedule(f) => {
+            Schedule::load(f).map_err(|e| UserError::bad_input(e.to_string()))?
+        }
+        _ => {
+            let mut probe = cfg.clone();
+            probe.stream_output = false;
+            let steps = super::run::estimate_steps(&probe, spec, &source)?;
+            let strategy = spec
+                .build(a.target.seed, steps)
+                .map_err(|e| UserError::bad_input(e.to_string()))?;
+            let mut vm = crate::vm::Vm::new(&probe, source.clone()).map_err(vm_error)?;
+            vm.set_strategy(strategy);
+            vm.run().map_err(vm_error)?.schedule
+        }
+    };
+    let exe = cfg.kernel.exe.clone();
+    serve(cfg, source, schedule, a.gdb_at, &a.gdb_listen, &exe)
+}

@@ -1,0 +1,638 @@
+//! The GDB remote protocol side: a `gdbstub` target over a [`Timeline`].
+//!
+//! Every guest thread is a gdb thread. Registers come from the kernel's
+//! thread records (the running thread's extended state from the CPU),
+//! memory through the monitor's page tables without filling anything. The
+//! run is read-only: register and memory writes are refused, so nothing
+//! gdb does can change it. Files gdb asks for (`target:` sysroot, the
+//! default) are the bytes the guest itself loaded, from the run's file
+//! source, so shared libraries and the pthread shim resolve exactly.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::num::NonZeroUsize;
+use std::sync::Arc;
+
+use gdbstub::common::{Signal, Tid as GdbTid};
+use gdbstub::target::ext::auxv::{Auxv, AuxvOps};
+use gdbstub::target::ext::base::BaseOps;
+use gdbstub::target::ext::base::multithread::{
+    MultiThreadBase, MultiThreadResume, MultiThreadResumeOps, MultiThreadSchedulerLocking,
+    MultiThreadSchedulerLockingOps, MultiThreadSingleStep, MultiThreadSingleStepOps,
+};
+use gdbstub::target::ext::base::reverse_exec::{
+    ReplayLogPosition, ReverseCont, ReverseContOps, ReverseStep, ReverseStepOps,
+};
+use gdbstub::target::ext::breakpoints::{
+    Breakpoints, BreakpointsOps, HwBreakpoint, HwBreakpointOps, SwBreakpoint, SwBreakpointOps,
+};
+use gdbstub::target::ext::exec_file::{ExecFile, ExecFileOps};
+use gdbstub::target::ext::host_io::{
+    FsKind, HostIo, HostIoClose, HostIoCloseOps, HostIoErrno, HostIoError, HostIoFstat,
+    HostIoFstatOps, HostIoOpen, HostIoOpenFlags, HostIoOpenMode, HostIoOpenOps, HostIoOps,
+    HostIoPread, HostIoPreadOps, HostIoReadlink, HostIoReadlinkOps, HostIoResult, HostIoSetfs,
+    HostIoSetfsOps, HostIoStat,
+};
+use gdbstub::target::ext::monitor_cmd::{ConsoleOutput, MonitorCmd, MonitorCmdOps};
+use gdbstub::target::ext::thread_extra_info::{ThreadExtraInfo, ThreadExtraInfoOps};
+use gdbstub::target::{Target, TargetError, TargetResult};
+
+use super::arch::{LinuxRegs, X86_64Linux};
+use super::timeline::{Halt, Position, Timeline};
+use crate::kernel::vfs::{HostNode, SharedSource};
+use crate::kernel::{ThreadState, Tid, Wait};
+use crate::outcome::Outcome;
+use crate::vm::VmError;
+
+/// What gdb asked the run to do next.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Action {
+    Continue,
+    Step(Tid),
+    ReverseStep,
+    ReverseContinue,
+}
+
+/// A stop, as gdbstub reports it.
+pub type StopReason = gdbstub::stub::MultiThreadStopReason<u64>;
+
+/// The debugged run as gdb's target.
+pub struct Session {
+    tl: Timeline,
+    breakpoints: BTreeSet<u64>,
+    action: Option<Action>,
+    source: SharedSource,
+    exe: String,
+    /// Files gdb opened, by descriptor.
+    open_files: BTreeMap<u32, Arc<Vec<u8>>>,
+    next_fd: u32,
+    /// Whether the ending signal of a crashed run was reported already.
+    crash_reported: bool,
+}
+
+impl Session {
+    pub fn new(tl: Timeline, source: SharedSource, exe: String) -> Session {
+        Session {
+            tl,
+            breakpoints: BTreeSet::new(),
+            action: None,
+            source,
+            exe,
+            open_files: BTreeMap::new(),
+            next_fd: 3,
+            crash_reported: false,
+        }
+    }
+
+    /// The timeline (for the server around the session).
+    pub fn timeline(&mut self) -> &mut Timeline {
+        &mut self.tl
+    }
+
+    /// The timeline, to read.
+    pub fn timeline_ref(&self) -> &Timeline {
+        &self.tl
+    }
+
+    /// Hands the timeline back.
+    pub fn into_timeline(self) -> Timeline {
+        self.tl
+    }
+
+    /// Forgets what one gdb connection set up (its breakpoints), so the
+    /// next one starts clean.
+    pub fn reset_connection(&mut self) {
+        self.breakpoints.clear();
+        self.action = None;
+        self.open_files.clear();
+    }
+
+    /// Carries out the action gdb asked for and says where the run stopped.
+    pub fn carry_out(&mut self) -> Result<StopReason, VmError> {
+        let action = self.action.take().unwrap_or(Action::Continue);
+        let bps = self.breakpoints.clone();
+        let halt = match action {
+            Action::Continue => self.tl.cont(&bps)?,
+            Action::Step(tid) => self.tl.step(tid, &bps)?,
+            Action::ReverseStep => self.tl.reverse_step()?,
+            Action::ReverseContinue => self.tl.reverse_cont(&bps)?,
+        };
+        Ok(self.stop_reason(halt))
+    }
+
+    /// The stop reason for a halt, in the thread that stands there.
+    pub fn stop_reason(&mut self, halt: Halt) -> StopReason {
+        let tid = gdb_tid(self.tl.current());
+        match halt {
+            Halt::Stepped | Halt::Reached => StopReason::SignalWithThread {
+                tid,
+                signal: Signal::SIGTRAP,
+            },
+            Halt::Breakpoint(_) => StopReason::SwBreak(tid),
+            Halt::Begin => StopReason::ReplayLog {
+                tid: Some(tid),
+                pos: ReplayLogPosition::Begin,
+            },
+            Halt::End => {
+                let outcome = self.tl.vm().debug_kernel().outcome.clone();
+                match outcome {
+                    Some(Outcome::Crashed { signo, thread, .. }) if !self.crash_reported => {
+                        self.crash_reported = true;
+                        StopReason::SignalWithThread {
+                            tid: gdb_tid(Tid(thread)),
+                            signal: Signal(signo as u8),
+                        }
+                    }
+                    _ => StopReason::ReplayLog {
+                        tid: Some(tid),
+                        pos: ReplayLogPosition::End,
+                    },
+                }
+            }
+        }
+    }
+
+    /// Threads gdb lists: the live ones, the running one first (gdb selects
+    /// the first), or the last one when none is left.
+    fn threads(&self) -> Vec<Tid> {
+        let k = self.tl.vm().debug_kernel();
+        let mut v: Vec<Tid> = k
+            .threads
+            .values()
+            .filter(|t| t.is_alive())
+            .map(|t| t.tid)
+            .collect();
+        let cur = k.current;
+        v.sort_by_key(|t| (*t != cur, *t));
+        if v.is_empty() {
+            v.push(cur);
+        }
+        v
+    }
+
+    fn describe_position(&self) -> String {
+        let k = self.tl.vm().debug_kernel();
+        let pos: &Position = self.tl.position();
+        let mut s = format!("{pos}, thread {}", k.current);
+        if let Some(o) = &k.outcome {
+            s.push_str(&format!(" (the run ended: {})", o.summary()));
+        }
+        s
+    }
+}
+
+fn gdb_tid(t: Tid) -> GdbTid {
+    NonZeroUsize::new(t.0 as usize).unwrap_or(NonZeroUsize::MIN)
+}
+
+fn guest_tid(t: GdbTid) -> Tid {
+    Tid(t.get() as u32)
+}
+
+impl Target for Session {
+    type Arch = X86_64Linux;
+    type Error = VmError;
+
+    fn base_ops(&mut self) -> BaseOps<'_, Self::Arch, Self::Error> {
+        BaseOps::MultiThread(self)
+    }
+
+    fn support_breakpoints(&mut self) -> Option<BreakpointsOps<'_, Self>> {
+        Some(self)
+    }
+
+    fn support_monitor_cmd(&mut self) -> Option<MonitorCmdOps<'_, Self>> {
+        Some(self)
+    }
+
+    fn support_host_io(&mut self) -> Option<HostIoOps<'_, Self>> {
+        Some(self)
+    }
+
+    fn support_exec_file(&mut self) -> Option<ExecFileOps<'_, Self>> {
+        Some(self)
+    }
+
+    fn support_auxv(&mut self) -> Option<AuxvOps<'_, Self>> {
+        Some(self)
+    }
+
+    // Breakpoints go into guest memory only while the guest runs, and the
+    // debugger removes them itself; gdb need not take them out at stops.
+    fn guard_rail_implicit_sw_breakpoints(&self) -> bool {
+        true
+    }
+}
+
+impl MultiThreadBase for Session {
+    fn read_registers(&mut self, regs: &mut LinuxRegs, tid: GdbTid) -> TargetResult<(), Self> {
+        let tid = guest_tid(tid);
+        let vm = self.tl.vm();
+        let t = vm
+            .debug_kernel()
+            .threads
+            .get(&tid)
+            .ok_or(TargetError::NonFatal)?;
+        let fpu = vm.debug_extended_state(tid).map_err(TargetError::Fatal)?;
+        *regs = LinuxRegs::from_thread(&t.regs, t.fs_base, &fpu);
+        Ok(())
+    }
+
+    fn write_registers(&mut self, _regs: &LinuxRegs, _tid: GdbTid) -> TargetResult<(), Self> {
+        // The run is fixed: a changed register would be another run.
+        Err(TargetError::NonFatal)
+    }
+
+    fn read_addrs(
+        &mut self,
+        start: u64,
+        data: &mut [u8],
+        _tid: GdbTid,
+    ) -> TargetResult<usize, Self> {
+        let vm = self.tl.vm();
+        if vm.debug_read(start, data) {
+            return Ok(data.len());
+        }
+        // Part of the range is unmapped: as much as can be read from the start.
+        let mut n = 0;
+        while n < data.len() {
+            let at = start + n as u64;
+            let len = ((crate::layout::PAGE_SIZE - at % crate::layout::PAGE_SIZE) as usize)
+                .min(data.len() - n);
+            if !vm.debug_read(at, &mut data[n..n + len]) {
+                break;
+            }
+            n += len;
+        }
+        if n == 0 {
+            return Err(TargetError::NonFatal);
+        }
+        Ok(n)
+    }
+
+    fn write_addrs(&mut self, _start: u64, _data: &[u8], _tid: GdbTid) -> TargetResult<(), Self> {
+        Err(TargetError::NonFatal)
+    }
+
+    fn list_active_threads(
+        &mut self,
+        thread_is_active: &mut dyn FnMut(GdbTid),
+    ) -> Result<(), Self::Error> {
+        for t in self.threads() {
+            thread_is_active(gdb_tid(t));
+        }
+        Ok(())
+    }
+
+    fn support_resume(&mut self) -> Option<MultiThreadResumeOps<'_, Self>> {
+        Some(self)
+    }
+
+    fn support_thread_extra_info(&mut self) -> Option<ThreadExtraInfoOps<'_, Self>> {
+        Some(self)
+    }
+}
+
+impl MultiThreadResume for Session {
+    fn resume(&mut self) -> Result<(), Self::Error> {
+        if self.action.is_none() {
+            self.action = Some(Action::Continue);
+        }
+        Ok(())
+    }
+
+    fn clear_resume_actions(&mut self) -> Result<(), Self::Error> {
+        self.action = None;
+        Ok(())
+    }
+
+    fn set_resume_action_continue(
+        &mut self,
+        _tid: GdbTid,
+        _signal: Option<Signal>,
+    ) -> Result<(), Self::Error> {
+        // Signals gdb would pass are ignored: the run already decided them.
+        if self.action.is_none() {
+            self.action = Some(Action::Continue);
+        }
+        Ok(())
+    }
+
+    fn support_single_step(&mut self) -> Option<MultiThreadSingleStepOps<'_, Self>> {
+        Some(self)
+    }
+
+    fn support_scheduler_locking(&mut self) -> Option<MultiThreadSchedulerLockingOps<'_, Self>> {
+        Some(self)
+    }
+
+    fn support_reverse_step(&mut self) -> Option<ReverseStepOps<'_, GdbTid, Self>> {
+        Some(self)
+    }
+
+    fn support_reverse_cont(&mut self) -> Option<ReverseContOps<'_, GdbTid, Self>> {
+        Some(self)
+    }
+}
+
+impl MultiThreadSingleStep for Session {
+    fn set_resume_action_step(
+        &mut self,
+        tid: GdbTid,
+        _signal: Option<Signal>,
+    ) -> Result<(), Self::Error> {
+        self.action = Some(Action::Step(guest_tid(tid)));
+        Ok(())
+    }
+}
+
+// Only one thread ever runs between two steps, and which one is the
+// schedule's to say: "only this thread" asks for nothing more.
+impl MultiThreadSchedulerLocking for Session {
+    fn set_resume_action_scheduler_lock(&mut self) -> Result<(), Self::Error> {
+        Ok(())
+    }
+}
+
+impl ReverseStep<GdbTid> for Session {
+    fn reverse_step(&mut self, _tid: GdbTid) -> Result<(), Self::Error> {
+        self.action = Some(Action::ReverseStep);
+        Ok(())
+    }
+}
+
+impl ReverseCont<GdbTid> for Session {
+    fn reverse_cont(&mut self) -> Result<(), Self::Error> {
+        self.action = Some(Action::ReverseContinue);
+        Ok(())
+    }
+}
+
+impl Breakpoints for Session {
+    fn support_sw_breakpoint(&mut self) -> Option<SwBreakpointOps<'_, Self>> {
+        Some(self)
+    }
+
+    fn support_hw_breakpoint(&mut self) -> Option<HwBreakpointOps<'_, Self>> {
+        Some(self)
+    }
+}
+
+impl SwBreakpoint for Session {
+    fn add_sw_breakpoint(&mut self, addr: u64, _kind: usize) -> TargetResult<bool, Self> {
+        self.breakpoints.insert(addr);
+        Ok(true)
+    }
+
+    fn remove_sw_breakpoint(&mut self, addr: u64, _kind: usize) -> TargetResult<bool, Self> {
+        Ok(self.breakpoints.remove(&addr))
+    }
+}
+
+// A "hardware" breakpoint is the same `int3`, placed by the monitor.
+impl HwBreakpoint for Session {
+    fn add_hw_breakpoint(&mut self, addr: u64, kind: usize) -> TargetResult<bool, Self> {
+        self.add_sw_breakpoint(addr, kind)
+    }
+
+    fn remove_hw_breakpoint(&mut self, addr: u64, kind: usize) -> TargetResult<bool, Self> {
+        self.remove_sw_breakpoint(addr, kind)
+    }
+}
+
+impl ThreadExtraInfo for Session {
+    fn thread_extra_info(&self, tid: GdbTid, buf: &mut [u8]) -> Result<usize, Self::Error> {
+        let k = self.tl.vm().debug_kernel();
+        let tid = guest_tid(tid);
+        let Some(t) = k.threads.get(&tid) else {
+            return Ok(0);
+        };
+        let state = match &t.state {
+            ThreadState::Runnable if tid == k.current && k.outcome.is_none() => "running".into(),
+            ThreadState::Runnable => "runnable".into(),
+            ThreadState::Blocked(Wait::Futex { addr, .. }) => format!("blocked on futex {addr:#x}"),
+            ThreadState::Blocked(Wait::Sleep { .. }) => "sleeping".into(),
+            ThreadState::Blocked(Wait::Poll { .. }) => "blocked in poll".into(),
+            ThreadState::Blocked(Wait::Signal) => "waiting for a signal".into(),
+            ThreadState::Exited => "exited".into(),
+        };
+        let text = format!("{}, {state}", t.name);
+        let n = text.len().min(buf.len());
+        buf[..n].copy_from_slice(&text.as_bytes()[..n]);
+        Ok(n)
+    }
+}
+
+impl MonitorCmd for Session {
+    fn handle_monitor_cmd(
+        &mut self,
+        cmd: &[u8],
+        mut out: ConsoleOutput<'_>,
+    ) -> Result<(), Self::Error> {
+        let cmd = String::from_utf8_lossy(cmd);
+        let words: Vec<&str> = cmd.split_whitespace().collect();
+        match words.as_slice() {
+            ["step"] | ["when"] => {
+                gdbstub::outputln!(out, "{}", self.describe_position());
+            }
+            ["goto", "end"] => {
+                self.tl.goto_end()?;
+                gdbstub::outputln!(out, "now at {}", self.describe_position());
+                gdbstub::outputln!(out, "(run `flushregs` so gdb reads the threads again)");
+            }
+            ["goto", n] => match n.parse::<u64>() {
+                Ok(step) => {
+                    self.tl.goto_step(step)?;
+                    gdbstub::outputln!(out, "now at {}", self.describe_position());
+                    gdbstub::outputln!(out, "(run `flushregs` so gdb reads the threads again)");
+                }
+                Err(_) => gdbstub::outputln!(out, "goto wants a step number or `end`"),
+            },
+            _ => {
+                gdbstub::outputln!(out, "rewind-fuzz monitor commands:");
+                gdbstub::outputln!(
+                    out,
+                    "  monitor step       where the run stands (step, instructions since it)"
+                );
+                gdbstub::outputln!(
+                    out,
+                    "  monitor goto STEP  jump to the start of the stretch after STEP"
+                );
+                gdbstub::outputln!(out, "  monitor goto end   jump to the end of the run");
+            }
+        }
+        Ok(())
+    }
+}
+
+impl Auxv for Session {
+    fn get_auxv(&self, offset: u64, length: usize, buf: &mut [u8]) -> TargetResult<usize, Self> {
+        let auxv = self.tl.auxv();
+        let start = (offset as usize).min(auxv.len());
+        let n = length.min(buf.len()).min(auxv.len() - start);
+        buf[..n].copy_from_slice(&auxv[start..start + n]);
+        Ok(n)
+    }
+}
+
+impl ExecFile for Session {
+    fn get_exec_file(
+        &self,
+        _pid: Option<gdbstub::common::Pid>,
+        offset: u64,
+        length: usize,
+        buf: &mut [u8],
+    ) -> TargetResult<usize, Self> {
+        let bytes = self.exe.as_bytes();
+        let start = (offset as usize).min(bytes.len());
+        let n = length.min(buf.len()).min(bytes.len() - start);
+        buf[..n].copy_from_slice(&bytes[start..start + n]);
+        Ok(n)
+    }
+}
+
+impl Session {
+    /// A file as the guest saw it: from the run's file source (never
+    /// looking anything new up in it, which would change a recording), or
+    /// from the host for files the guest never read (debug info).
+    fn file(&self, path: &str) -> Option<Arc<Vec<u8>>> {
+        let src = self.source.lock().unwrap();
+        match src.recording().get(path) {
+            Some(HostNode::File { data, .. }) => Some(data.clone()),
+            Some(HostNode::Symlink { target }) => {
+                let t = crate::kernel::vfs::parent_of(path);
+                let full = if target.starts_with('/') {
+                    target.clone()
+                } else {
+                    format!("{}/{target}", t.trim_end_matches('/'))
+                };
+                match src.recording().get(&full) {
+                    Some(HostNode::File { data, .. }) => Some(data.clone()),
+                    _ => None,
+                }
+            }
+            Some(_) => None,
+            None => std::fs::read(path).ok().map(Arc::new),
+        }
+    }
+}
+
+impl HostIo for Session {
+    fn support_open(&mut self) -> Option<HostIoOpenOps<'_, Self>> {
+        Some(self)
+    }
+    fn support_close(&mut self) -> Option<HostIoCloseOps<'_, Self>> {
+        Some(self)
+    }
+    fn support_pread(&mut self) -> Option<HostIoPreadOps<'_, Self>> {
+        Some(self)
+    }
+    fn support_fstat(&mut self) -> Option<HostIoFstatOps<'_, Self>> {
+        Some(self)
+    }
+    fn support_readlink(&mut self) -> Option<HostIoReadlinkOps<'_, Self>> {
+        Some(self)
+    }
+    fn support_setfs(&mut self) -> Option<HostIoSetfsOps<'_, Self>> {
+        Some(self)
+    }
+}
+
+impl HostIoOpen for Session {
+    fn open(
+        &mut self,
+        filename: &[u8],
+        flags: HostIoOpenFlags,
+        _mode: HostIoOpenMode,
+    ) -> HostIoResult<u32, Self> {
+        if flags.intersects(HostIoOpenFlags::O_WRONLY | HostIoOpenFlags::O_RDWR) {
+            return Err(HostIoError::Errno(HostIoErrno::EROFS));
+        }
+        let path = String::from_utf8_lossy(filename).into_owned();
+        let data = self
+            .file(&path)
+            .ok_or(HostIoError::Errno(HostIoErrno::ENOENT))?;
+        let fd = self.next_fd;
+        self.next_fd += 1;
+        self.open_files.insert(fd, data);
+        Ok(fd)
+    }
+}
+
+impl HostIoClose for Session {
+    fn close(&mut self, fd: u32) -> HostIoResult<(), Self> {
+        self.open_files
+            .remove(&fd)
+            .map(|_| ())
+            .ok_or(HostIoError::Errno(HostIoErrno::EBADF))
+    }
+}
+
+impl HostIoPread for Session {
+    fn pread(
+        &mut self,
+        fd: u32,
+        count: usize,
+        offset: u64,
+        buf: &mut [u8],
+    ) -> HostIoResult<usize, Self> {
+        let data = self
+            .open_files
+            .get(&fd)
+            .ok_or(HostIoError::Errno(HostIoErrno::EBADF))?;
+        let start = (offset as usize).min(data.len());
+        let n = count.min(buf.len()).min(data.len() - start);
+        buf[..n].copy_from_slice(&data[start..start + n]);
+        Ok(n)
+    }
+}
+
+impl HostIoFstat for Session {
+    fn fstat(&mut self, fd: u32) -> HostIoResult<HostIoStat, Self> {
+        let data = self
+            .open_files
+            .get(&fd)
+            .ok_or(HostIoError::Errno(HostIoErrno::EBADF))?;
+        Ok(HostIoStat {
+            st_dev: 0,
+            st_ino: 0,
+            st_mode: HostIoOpenMode::S_IFREG
+                | HostIoOpenMode::S_IRUSR
+                | HostIoOpenMode::S_IRGRP
+                | HostIoOpenMode::S_IROTH,
+            st_nlink: 1,
+            st_uid: 0,
+            st_gid: 0,
+            st_rdev: 0,
+            st_size: data.len() as u64,
+            st_blksize: 4096,
+            st_blocks: (data.len() as u64).div_ceil(512),
+            st_atime: 0,
+            st_mtime: 0,
+            st_ctime: 0,
+        })
+    }
+}
+
+impl HostIoReadlink for Session {
+    fn readlink(&mut self, filename: &[u8], buf: &mut [u8]) -> HostIoResult<usize, Self> {
+        let path = String::from_utf8_lossy(filename);
+        let target = if path.ends_with("/exe") && path.starts_with("/proc/") {
+            self.exe.clone()
+        } else {
+            let src = self.source.lock().unwrap();
+            match src.recording().get(&format!("{path}\0nofollow")) {
+                Some(HostNode::Symlink { target }) => target.clone(),
+                _ => return Err(HostIoError::Errno(HostIoErrno::EINVAL)),
+            }
+        };
+        let n = target.len().min(buf.len());
+        buf[..n].copy_from_slice(&target.as_bytes()[..n]);
+        Ok(n)
+    }
+}
+
+impl HostIoSetfs for Session {
+    fn setfs(&mut self, _fs: FsKind) -> HostIoResult<(), Self> {
+        Ok(())
+    }
+}

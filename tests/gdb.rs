@@ -1,0 +1,345 @@
+//! gdb at any step of a run: Debian's real gdb, in batch mode, against the
+//! server `rewind-fuzz` runs (a child process, as a user would start it).
+
+mod common;
+
+use std::io::{BufRead, BufReader};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::mpsc::{Receiver, channel};
+use std::time::Duration;
+
+use rewind_fuzz::kernel::vfs::FileSource;
+use rewind_fuzz::outcome::Outcome;
+use rewind_fuzz::sched::{RandomWalk, Schedule};
+use rewind_fuzz::vm::{RunConfig, Vm};
+
+/// A schedule of `name` whose run ends as `want` says, found by random
+/// walks (the same seeds every time, so the same schedule).
+fn failing_schedule(name: &str, want: fn(&Outcome) -> bool) -> (RunConfig, Schedule) {
+    common::require_kvm();
+    let c = common::config(&common::harness(name), &[]);
+    let mut vm = Vm::new(&c, FileSource::host()).unwrap();
+    for seed in 0..3000 {
+        vm.set_strategy(Box::new(RandomWalk::new(seed)));
+        let r = vm.run().unwrap();
+        if want(&r.outcome) {
+            return (c, r.schedule);
+        }
+    }
+    panic!("no random walk of {name} fails as wanted");
+}
+
+fn save_schedule(s: &Schedule, dir: &Path) -> PathBuf {
+    let f = dir.join("schedule.json");
+    s.save(&f).unwrap();
+    f
+}
+
+/// The debugging server, a child process; its stderr lines arrive on a
+/// channel.
+struct Server {
+    child: Child,
+    lines: Receiver<String>,
+    seen: Vec<String>,
+}
+
+impl Server {
+    fn start(args: &[&str]) -> Server {
+        let mut child = common::cli()
+            .args(args)
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let err = child.stderr.take().unwrap();
+        let (tx, lines) = channel();
+        std::thread::spawn(move || {
+            for line in BufReader::new(err).lines().map_while(Result::ok) {
+                if tx.send(line).is_err() {
+                    break;
+                }
+            }
+        });
+        Server {
+            child,
+            lines,
+            seen: Vec::new(),
+        }
+    }
+
+    fn next_line(&mut self) -> String {
+        let l = self
+            .lines
+            .recv_timeout(Duration::from_secs(120))
+            .unwrap_or_else(|_| panic!("the server said no more; it said: {:#?}", self.seen));
+        self.seen.push(l.clone());
+        l
+    }
+
+    /// Waits for the server to listen; returns the gdb command it printed.
+    fn attach_command(&mut self) -> String {
+        loop {
+            if self.next_line().ends_with("attach with:") {
+                return self.next_line().trim().to_string();
+            }
+        }
+    }
+
+    /// The last line, once the server has ended.
+    fn final_line(&mut self) -> String {
+        let status = self.child.wait().unwrap();
+        while let Ok(l) = self.lines.recv_timeout(Duration::from_secs(5)) {
+            self.seen.push(l);
+        }
+        assert!(status.code().is_some(), "the server died: {:#?}", self.seen);
+        self.seen.last().cloned().unwrap_or_default()
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// Runs gdb in batch mode with the command the server printed, then
+/// `commands`; returns what it printed.
+fn gdb(attach: &str, commands: &[&str]) -> String {
+    // The command is `gdb -q -ex 'target remote ADDR' [PROGRAM]`.
+    let addr = attach
+        .split("target remote ")
+        .nth(1)
+        .and_then(|s| s.split('\'').next())
+        .unwrap_or_else(|| panic!("no address in {attach:?}"));
+    let program = attach.rsplit('\'').next().unwrap().trim();
+    let mut cmd = Command::new("gdb");
+    cmd.args([
+        "-batch",
+        "-nx",
+        "-ex",
+        "set pagination off",
+        "-ex",
+        "set width 0",
+    ]);
+    cmd.args(["-ex", &format!("target remote {addr}")]);
+    for c in commands {
+        cmd.args(["-ex", c]);
+    }
+    if !program.is_empty() {
+        cmd.arg(program);
+    }
+    let out = cmd.output().expect("gdb runs (apt-get install gdb)");
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    eprintln!("---- gdb ----\n{text}");
+    text
+}
+
+/// The text between `echo @NAME\n` markers.
+fn section<'a>(text: &'a str, name: &str) -> &'a str {
+    let start = text
+        .find(&format!("@{name}\n"))
+        .unwrap_or_else(|| panic!("no section {name}"))
+        + name.len()
+        + 2;
+    let rest = &text[start..];
+    &rest[..rest.find("\n@").map_or(rest.len(), |e| e + 1)]
+}
+
+fn mark(name: &str) -> String {
+    format!("echo @{name}\\n")
+}
+
+/// `info registers` lines: name and value, for the general registers. The
+/// resume flag, which a fault sets in the flags it saves, is left out.
+fn registers(text: &str) -> Vec<(String, String)> {
+    text.lines()
+        .filter_map(|l| {
+            let mut w = l.split_whitespace();
+            let (name, value) = (w.next()?, w.next()?);
+            let value = match name {
+                "eflags" => {
+                    let v = u64::from_str_radix(value.trim_start_matches("0x"), 16).ok()?;
+                    format!("{:#x}", v & !0x1_0000)
+                }
+                _ => value.to_string(),
+            };
+            value.starts_with("0x").then(|| (name.to_string(), value))
+        })
+        .collect()
+}
+
+#[test]
+fn at_the_philosophers_deadlock_every_philosopher_waits_in_the_fork_taking_function() {
+    let (cfg, schedule) =
+        failing_schedule("philosophers", |o| matches!(o, Outcome::Deadlocked { .. }));
+    let dir = tempfile::tempdir().unwrap();
+    let (rwd, _) = rewind_fuzz::rwd::record(&cfg, FileSource::host(), &schedule).unwrap();
+    let file = dir.path().join("philosophers.rwd");
+    rwd.save(&file).unwrap();
+
+    let mut server = Server::start(&["gdb", &file.to_string_lossy(), "--at", "end"]);
+    let attach = server.attach_command();
+    let out = gdb(
+        &attach,
+        &[
+            &mark("threads"),
+            "info threads",
+            &mark("bt"),
+            "thread apply all bt",
+        ],
+    );
+    let threads = section(&out, "threads");
+    assert_eq!(
+        threads.matches("blocked on futex").count(),
+        6,
+        "main and five philosophers, each blocked: {threads}"
+    );
+    let bt = section(&out, "bt");
+    let in_philosopher = bt
+        .lines()
+        .filter(|l| l.contains(" philosopher (") && l.contains("philosophers.c:"))
+        .count();
+    assert_eq!(in_philosopher, 5, "{bt}");
+    for block in bt
+        .split("\nThread ")
+        .filter(|b| b.contains(" philosopher ("))
+    {
+        assert!(
+            block.contains("pthread_mutex_lock"),
+            "each philosopher waits taking a fork: {block}"
+        );
+    }
+}
+
+#[test]
+fn a_breakpoint_then_the_crash_then_reverse_stepi_gives_the_instruction_before_it() {
+    let (_, schedule) = failing_schedule("pool-shutdown-uaf", |o| {
+        matches!(o, Outcome::Crashed { .. })
+    });
+    let dir = tempfile::tempdir().unwrap();
+    let sched = save_schedule(&schedule, dir.path());
+    let target = common::harness("pool-shutdown-uaf");
+    let mut server = Server::start(&[
+        "run",
+        "--target",
+        &target.to_string_lossy(),
+        "--schedule",
+        &sched.to_string_lossy(),
+        "--gdb",
+    ]);
+    let attach = server.attach_command();
+    let out = gdb(
+        &attach,
+        &[
+            "break shutdown_pool",
+            &mark("break"),
+            "continue",
+            &mark("crash"),
+            "continue",
+            &mark("crash-regs"),
+            "info registers",
+            &mark("back"),
+            "reverse-stepi",
+            "x/2i $pc",
+            &mark("back-regs"),
+            "info registers",
+            &mark("forward"),
+            "stepi",
+            &mark("forward-regs"),
+            "info registers",
+            &mark("again"),
+            "reverse-stepi",
+            "reverse-stepi",
+            "stepi",
+            &mark("again-regs"),
+            "info registers",
+            &mark("end"),
+        ],
+    );
+    assert!(
+        section(&out, "break").contains("Breakpoint 1, shutdown_pool"),
+        "{out}"
+    );
+    assert!(
+        section(&out, "crash").contains("received signal SIGSEGV"),
+        "{out}"
+    );
+    let crash = registers(section(&out, "crash-regs"));
+    let pc = |regs: &[(String, String)]| {
+        regs.iter()
+            .find(|(n, _)| n == "rip")
+            .map(|(_, v)| u64::from_str_radix(v.trim_start_matches("0x"), 16).unwrap())
+            .unwrap()
+    };
+    let crash_pc = pc(&crash);
+    // The instruction before the crash, and the next one is the crash's.
+    let back = section(&out, "back");
+    let listing: Vec<&str> = back.lines().filter(|l| l.contains(":\t")).collect();
+    assert_eq!(listing.len(), 2, "{back}");
+    assert!(
+        listing[1].contains(&format!("{crash_pc:#x}")),
+        "the instruction after is the crash's: {back}"
+    );
+    let before = registers(section(&out, "back-regs"));
+    assert!(pc(&before) < crash_pc && pc(&before) + 16 > crash_pc);
+    // Stepping forward from there is the crash again, register for register.
+    assert_eq!(registers(section(&out, "forward-regs")), crash);
+    // And the instruction before, reached forward, has the same registers.
+    assert_eq!(registers(section(&out, "again-regs")), before);
+    assert_ne!(before, crash);
+}
+
+#[test]
+fn attaching_detaching_and_attaching_again_leaves_the_trace_hash_alone() {
+    let (cfg, schedule) = failing_schedule("pool-shutdown-uaf", |o| {
+        matches!(o, Outcome::Crashed { .. })
+    });
+    let mut vm = Vm::new(&cfg, FileSource::host()).unwrap();
+    vm.set_strategy(Box::new(rewind_fuzz::sched::Replay::new(schedule.clone())));
+    let plain = vm.run().unwrap();
+
+    let dir = tempfile::tempdir().unwrap();
+    let sched = save_schedule(&schedule, dir.path());
+    let target = common::harness("pool-shutdown-uaf");
+    let mut server = Server::start(&[
+        "run",
+        "--target",
+        &target.to_string_lossy(),
+        "--schedule",
+        &sched.to_string_lossy(),
+        "--gdb",
+        "--gdb-at",
+        "20",
+    ]);
+    let attach = server.attach_command();
+    let first = gdb(
+        &attach,
+        &[
+            "break worker",
+            "continue",
+            "stepi",
+            "stepi",
+            "reverse-stepi",
+            "continue",
+            "reverse-continue",
+            "monitor step",
+            "disconnect",
+        ],
+    );
+    assert!(first.contains("hit Breakpoint 1, worker"), "{first}");
+    let attach = server.attach_command();
+    let second = gdb(&attach, &["info threads", "stepi", "monitor step"]);
+    assert!(second.contains("step "), "{second}");
+    let last = server.final_line();
+    assert!(
+        last.contains(&format!("(trace {})", plain.trace_hash)),
+        "the run after detaching is the plain run ({}): {last}",
+        plain.trace_hash
+    );
+}
