@@ -1,13 +1,23 @@
 //! The command line.
 
 mod check;
+mod fuzz;
+mod gdb;
+mod minimize;
+mod replay;
 mod run;
+mod show;
+
+pub use check::schedule_seed;
 
 use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
 
 /// A schedule-space fuzzer for multithreaded Linux programs.
+///
+/// `rewind-fuzz --target ./test [OPTIONS] [-- ARGS]` fuzzes the thread
+/// schedules of a test (the same as `rewind-fuzz fuzz ...`).
 #[derive(Parser, Debug)]
 #[command(name = "rewind-fuzz", version, about, long_about = None)]
 pub struct Cli {
@@ -17,10 +27,20 @@ pub struct Cli {
 
 #[derive(Subcommand, Debug)]
 enum Command {
+    /// Fuzz the schedules of a program (the default: `rewind-fuzz --target T`).
+    Fuzz(fuzz::FuzzArgs),
     /// Run a program once in the deterministic machine.
     Run(run::RunArgs),
     /// Run many schedules of a program; fail on the first that does not exit 0.
     Check(check::CheckArgs),
+    /// Shrink a failing schedule to the fewest preemptions that give the same failure; write a reproducer.
+    Minimize(minimize::MinimizeArgs),
+    /// Run a reproducer (.rwd) again from the files inside it; exit 0 when it does the same.
+    Replay(replay::ReplayArgs),
+    /// Debug a reproducer (.rwd) with gdb at any step, forward and backward.
+    Gdb(gdb::GdbArgs),
+    /// Tell the story of a reproducer: the failure, the preemptions, the last steps per thread.
+    Show(show::ShowArgs),
 }
 
 /// An error for the user: one line, and the exit code to leave with.
@@ -42,7 +62,16 @@ impl UserError {
 
 /// Parses the command line and runs the command.
 pub fn main() -> ExitCode {
-    let cli = match Cli::try_parse() {
+    // `rewind-fuzz --target T ...` is the main job: fuzzing.
+    let mut args: Vec<std::ffi::OsString> = std::env::args_os().collect();
+    let alone = args.len() == 2;
+    if args.get(1).is_some_and(|a| {
+        let a = a.to_string_lossy();
+        a.starts_with('-') && !(alone && matches!(a.as_ref(), "-h" | "--help" | "-V" | "--version"))
+    }) {
+        args.insert(1, "fuzz".into());
+    }
+    let cli = match Cli::try_parse_from(args) {
         Ok(c) => c,
         Err(e) => {
             let code = if e.use_stderr() { 2 } else { 0 };
@@ -51,8 +80,13 @@ pub fn main() -> ExitCode {
         }
     };
     let r = match cli.command {
+        Command::Fuzz(a) => fuzz::fuzz(a),
         Command::Run(a) => run::run(a),
         Command::Check(a) => check::check(a),
+        Command::Minimize(a) => minimize::minimize(a),
+        Command::Replay(a) => replay::replay(a),
+        Command::Show(a) => show::show(a),
+        Command::Gdb(a) => gdb::gdb(a),
     };
     match r {
         Ok(code) => ExitCode::from(code),

@@ -8,6 +8,7 @@
 
 mod pct;
 mod pos;
+mod prefixed;
 mod random;
 mod schedule;
 
@@ -15,7 +16,8 @@ use std::collections::BTreeMap;
 
 pub use pct::Pct;
 pub use pos::Pos;
-pub use random::RandomWalk;
+pub use prefixed::{Prefixed, default_tail};
+pub use random::{RandomWalk, splitmix64};
 pub use schedule::{Decision, Replay, Schedule, ScheduleError};
 
 use crate::kernel::Tid;

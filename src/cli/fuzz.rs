@@ -1,0 +1,227 @@
+//! `rewind-fuzz --target ./test` (or `rewind-fuzz fuzz ...`): the main job.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+
+use clap::Args;
+
+use super::UserError;
+use super::run::{TargetArgs, parse_duration, vm_error};
+use crate::fuzz::{Budget, FuzzConfig, FuzzError, ScheduleInput, StrategyMix};
+
+#[derive(Args, Debug, Clone)]
+pub struct FuzzArgs {
+    #[command(flatten)]
+    pub target: TargetArgs,
+    /// Output directory: queue/, findings/, fuzzer_stats, plot_data, coverage.svg.
+    #[arg(long, short = 'o', default_value = "rewind-out")]
+    pub out: PathBuf,
+    /// Machines fuzzing in parallel, one per core (default: every core).
+    #[arg(long, short = 'j')]
+    pub jobs: Option<usize>,
+    /// Stop after this long (e.g. 60s, 8h).
+    #[arg(long = "time", short = 'V', value_parser = parse_duration)]
+    pub time: Option<Duration>,
+    /// Stop after this many executions (all jobs together).
+    #[arg(long, short = 'E')]
+    pub execs: Option<u64>,
+    /// Extra seed schedules: a directory of schedule inputs (JSON), e.g. another session's queue/.
+    #[arg(long = "corpus", short = 'i', value_name = "DIR")]
+    pub corpus: Vec<PathBuf>,
+    /// Share of runs that start from a strategy alone instead of a corpus
+    /// entry: a number from 0 to 1, optionally with the strategies
+    /// (`0.2`, `0.5:pct,pos`, `1.0:random` for pure random search).
+    #[arg(long, default_value = "0.2")]
+    pub strategy_mix: StrategyMix,
+    /// A directory shared with other fuzzers of the same target (on other
+    /// machines too, e.g. rsync'd): each publishes its corpus there and
+    /// takes the others'.
+    #[arg(long, value_name = "DIR")]
+    pub sync_dir: Option<PathBuf>,
+    /// This fuzzer's name in the sync directory (default: host name and process id).
+    #[arg(long)]
+    pub sync_id: Option<String>,
+    /// Continue the session in --out: its queue is the starting corpus.
+    #[arg(long)]
+    pub resume: bool,
+    /// Exit codes of the target that are not failures (comma-separated).
+    #[arg(long, value_delimiter = ',', default_value = "0")]
+    pub ok_exit_codes: Vec<i32>,
+    /// Executions minimization may spend on each finding.
+    #[arg(long, default_value_t = 2000)]
+    pub minimize_execs: u64,
+    /// Only print findings and the final summary.
+    #[arg(long, short = 'q')]
+    pub quiet: bool,
+}
+
+/// Set by Ctrl-C.
+static INTERRUPTED: AtomicBool = AtomicBool::new(false);
+
+extern "C" fn on_sigint(_: libc::c_int) {
+    INTERRUPTED.store(true, Ordering::SeqCst);
+}
+
+fn install_sigint() {
+    // SAFETY: the handler only stores into an atomic, which is
+    // async-signal-safe; sigaction with a zeroed struct and that handler is
+    // a valid call.
+    unsafe {
+        let mut act: libc::sigaction = std::mem::zeroed();
+        act.sa_sigaction = on_sigint as *const () as usize;
+        libc::sigaction(libc::SIGINT, &act, std::ptr::null_mut());
+        libc::sigaction(libc::SIGTERM, &act, std::ptr::null_mut());
+    }
+}
+
+/// Reads schedule inputs from a directory; a file that is not one is
+/// skipped with a warning.
+fn load_dir(dir: &Path, target: u64, what: &str) -> Result<Vec<ScheduleInput>, UserError> {
+    let entries = std::fs::read_dir(dir)
+        .map_err(|e| UserError::bad_input(format!("cannot read {what} {}: {e}", dir.display())))?;
+    let mut names: Vec<PathBuf> = entries
+        .flatten()
+        .map(|e| e.path())
+        .filter(|p| p.is_file())
+        .collect();
+    names.sort();
+    let mut out = Vec::new();
+    for p in names {
+        if p.file_name()
+            .is_some_and(|n| n.to_string_lossy().starts_with('.'))
+        {
+            continue;
+        }
+        match std::fs::read(&p)
+            .map_err(|e| e.to_string())
+            .and_then(|b| ScheduleInput::parse(&b, target))
+        {
+            Ok(i) => out.push(i),
+            Err(e) => eprintln!("rewind-fuzz: warning: skipping {}: {e}", p.display()),
+        }
+    }
+    Ok(out)
+}
+
+/// The fingerprint of a target: its path and contents.
+fn fingerprint(exe: &str) -> u64 {
+    let mut bytes = exe.as_bytes().to_vec();
+    bytes.extend(std::fs::read(exe).unwrap_or_default());
+    xxhash_rust::xxh3::xxh3_64(&bytes)
+}
+
+pub fn fuzz(a: FuzzArgs) -> Result<u8, UserError> {
+    let run = a.target.config()?;
+    if a.jobs == Some(0) {
+        return Err(UserError::bad_input("--jobs must be at least 1"));
+    }
+    let fp = fingerprint(&run.kernel.exe);
+    let queue = a.out.join("queue");
+    let queued = std::fs::read_dir(&queue).map(|d| d.count()).unwrap_or(0);
+    if queued > 0 && !a.resume {
+        return Err(UserError::bad_input(format!(
+            "{} already holds a session ({queued} corpus entries): continue it with --resume, or choose another --out",
+            a.out.display()
+        )));
+    }
+    let mut initial = Vec::new();
+    if a.resume && queue.is_dir() {
+        initial.extend(load_dir(&queue, fp, "the queue")?);
+    }
+    for d in &a.corpus {
+        initial.extend(load_dir(d, fp, "--corpus")?);
+    }
+    let host = std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .map(|h| h.trim().to_string())
+        .unwrap_or_else(|_| "host".into());
+    let sync_id = a
+        .sync_id
+        .clone()
+        .unwrap_or_else(|| format!("{host}-{}", std::process::id()));
+    // Fuzzers sharing a sync directory explore differently (the same seed
+    // would make them find the same entries); alone, the seed decides.
+    let seed = match &a.sync_dir {
+        Some(_) => {
+            crate::sched::splitmix64(a.target.seed ^ xxhash_rust::xxh3::xxh3_64(sync_id.as_bytes()))
+        }
+        None => a.target.seed,
+    };
+    let cfg = FuzzConfig {
+        run,
+        target_fingerprint: fp,
+        target_name: a.target.target.clone(),
+        out: a.out.clone(),
+        jobs: a
+            .jobs
+            .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get())),
+        budget: Budget {
+            time: a.time,
+            execs: a.execs,
+        },
+        seed,
+        initial,
+        mix: a.strategy_mix.clone(),
+        sync_dir: a.sync_dir.clone(),
+        sync_id,
+        ok_codes: a.ok_exit_codes.clone(),
+        minimize_execs: a.minimize_execs,
+        screen: !a.quiet,
+        quiet: a.quiet,
+        watch: None,
+    };
+    if let Some(dir) = &cfg.sync_dir {
+        std::fs::create_dir_all(dir.join(&cfg.sync_id)).map_err(|e| {
+            UserError::bad_input(format!("cannot use --sync-dir {}: {e}", dir.display()))
+        })?;
+    }
+    install_sigint();
+    let stop = Arc::new(AtomicBool::new(false));
+    let flag = stop.clone();
+    let watcher = std::thread::spawn(move || {
+        while !flag.load(Ordering::Relaxed) {
+            if INTERRUPTED.load(Ordering::Relaxed) {
+                flag.store(true, Ordering::Relaxed);
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    });
+    let result = crate::fuzz::fuzz(cfg, stop.clone());
+    stop.store(true, Ordering::Relaxed);
+    let _ = watcher.join();
+    let summary = match result {
+        Ok(s) => s,
+        Err(FuzzError::Vm(e)) => return Err(vm_error(e)),
+        Err(FuzzError::Setup(m)) => return Err(UserError::bad_input(m)),
+        Err(e) => {
+            return Err(UserError {
+                message: e.to_string(),
+                code: 1,
+            });
+        }
+    };
+    eprintln!(
+        "\nrewind-fuzz: {} executions in {:.0?} ({:.1}/s), corpus {}, features {} lock order / {} interleavings / {} handoffs, {} finding(s){}",
+        summary.execs,
+        summary.elapsed,
+        summary.execs as f64 / summary.elapsed.as_secs_f64().max(1e-3),
+        summary.corpus,
+        summary.features["lock_order"],
+        summary.features["interleavings"],
+        summary.features["handoffs"],
+        summary.findings.len(),
+        if INTERRUPTED.load(Ordering::Relaxed) {
+            " (interrupted)"
+        } else {
+            ""
+        }
+    );
+    for f in &summary.findings {
+        eprintln!("  {}  {}", f.path.display(), f.summary);
+    }
+    if let Some(u) = &summary.unsupported {
+        eprintln!("rewind-fuzz: note: some runs stopped early: {u}");
+    }
+    Ok(if summary.findings.is_empty() { 0 } else { 1 })
+}

@@ -1,0 +1,313 @@
+//! The executor: runs a schedule in a machine restored from its snapshot and
+//! turns the run into coverage features and, for a new failure, a finding.
+
+use std::borrow::Cow;
+use std::collections::BTreeSet;
+use std::sync::{Arc, Mutex};
+
+use libafl::HasMetadata;
+use libafl::executors::{Executor, ExitKind, HasObservers};
+use libafl::observers::{MapObserver, ObserversTuple, StdMapObserver};
+use libafl::state::HasExecutions;
+use libafl_bolts::tuples::RefIndexable;
+use serde::{Deserialize, Serialize};
+
+use super::input::ScheduleInput;
+use super::mutators::RunProfile;
+use crate::kernel::vfs::SharedSource;
+use crate::locks::Inversion;
+use crate::outcome::Outcome;
+use crate::signature::Signature;
+use crate::vm::{Coverage, RunConfig, RunReport, Vm};
+
+/// Size of the coverage map (entries).
+pub const MAP_SIZE: usize = 1 << 16;
+
+/// The kinds of coverage feature.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+pub enum FeatureKind {
+    LockOrder,
+    Interleaving,
+    Handoff,
+}
+
+impl FeatureKind {
+    pub const ALL: [FeatureKind; 3] = [
+        FeatureKind::LockOrder,
+        FeatureKind::Interleaving,
+        FeatureKind::Handoff,
+    ];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            FeatureKind::LockOrder => "lock_order",
+            FeatureKind::Interleaving => "interleavings",
+            FeatureKind::Handoff => "handoffs",
+        }
+    }
+}
+
+/// A feature's stable 64-bit identity.
+pub fn feature_id(kind: FeatureKind, a: u64, b: u64) -> u64 {
+    let mut bytes = [0u8; 17];
+    bytes[0] = kind as u8;
+    bytes[1..9].copy_from_slice(&a.to_le_bytes());
+    bytes[9..].copy_from_slice(&b.to_le_bytes());
+    xxhash_rust::xxh3::xxh3_64(&bytes)
+}
+
+/// Every feature of a run, by kind.
+pub fn features(c: &Coverage) -> Vec<(FeatureKind, u64)> {
+    let mut out = Vec::new();
+    for (kind, set) in [
+        (FeatureKind::LockOrder, &c.lock_order),
+        (FeatureKind::Interleaving, &c.interleavings),
+        (FeatureKind::Handoff, &c.handoffs),
+    ] {
+        out.extend(set.iter().map(|(a, b)| (kind, feature_id(kind, *a, *b))));
+    }
+    out
+}
+
+/// Whether a run failed, and how (the finding kinds of the fuzzer).
+pub fn failure_kind(r: &RunReport, ok_codes: &[i32]) -> Option<&'static str> {
+    match &r.outcome {
+        Outcome::Exited { code } if ok_codes.contains(code) => {
+            (!r.potential_deadlocks.is_empty()).then_some("potential-deadlock")
+        }
+        Outcome::Exited { .. } => Some("exit"),
+        Outcome::Crashed { .. } => Some("crashed"),
+        Outcome::Deadlocked { .. } => Some("deadlocked"),
+        Outcome::Hung { .. } => Some("hung"),
+        // A call the monitor lacks is no bug of the target's.
+        Outcome::Unsupported { .. } => None,
+    }
+}
+
+/// A failing run whose signature no earlier run had.
+#[derive(Clone, Debug)]
+pub struct NewFailure {
+    pub input: ScheduleInput,
+    pub report: RunReport,
+    pub kind: &'static str,
+    pub signature: Signature,
+    /// Executions (all workers) when it was found.
+    pub execs: u64,
+}
+
+/// What all workers share: the failure signatures seen, the features seen,
+/// and the failures waiting to be written.
+#[derive(Default)]
+pub struct Shared {
+    pub signatures: BTreeSet<String>,
+    pub features: BTreeSet<(FeatureKind, u64)>,
+    pub pending: Vec<NewFailure>,
+    /// Runs that stopped for want of a system call the monitor lacks.
+    pub unsupported: Option<String>,
+}
+
+/// Keeps the last run for the fuzzer's own bookkeeping.
+#[derive(Debug, Default, Serialize, Deserialize)]
+pub struct RunObserver {
+    #[serde(skip)]
+    pub last: Option<RunReport>,
+}
+
+impl libafl_bolts::Named for RunObserver {
+    fn name(&self) -> &Cow<'static, str> {
+        static NAME: Cow<'static, str> = Cow::Borrowed("run");
+        &NAME
+    }
+}
+
+impl<I, S> libafl::observers::Observer<I, S> for RunObserver {}
+
+/// The observers of a run: the coverage map and the run itself.
+pub type Observers = (StdMapObserver<'static, u8, false>, (RunObserver, ()));
+
+/// Runs schedules in one machine, restored from its snapshot each time.
+pub struct VmExecutor {
+    cfg: RunConfig,
+    source: SharedSource,
+    vm: Option<Vm>,
+    /// Decision points of a default run (for PCT tails).
+    steps: u64,
+    ok_codes: Vec<i32>,
+    shared: Arc<Mutex<Shared>>,
+    progress: Arc<super::Progress>,
+    worker: usize,
+    observers: Observers,
+    /// Symbolizes failures' sites for their signatures (caches each
+    /// object's debug information).
+    sym: crate::symbols::Symbolizer,
+    watch: Option<super::Watch>,
+}
+
+impl VmExecutor {
+    #[allow(clippy::too_many_arguments)]
+    pub fn new(
+        cfg: RunConfig,
+        source: SharedSource,
+        steps: u64,
+        ok_codes: Vec<i32>,
+        shared: Arc<Mutex<Shared>>,
+        progress: Arc<super::Progress>,
+        worker: usize,
+        watch: Option<super::Watch>,
+    ) -> Self {
+        let map = StdMapObserver::owned("features", vec![0u8; MAP_SIZE]);
+        VmExecutor {
+            cfg,
+            source,
+            vm: None,
+            steps,
+            ok_codes,
+            shared,
+            progress,
+            worker,
+            observers: (map, (RunObserver::default(), ())),
+            sym: crate::symbols::Symbolizer::new(),
+            watch,
+        }
+    }
+
+    /// The last run's report.
+    pub fn last(&self) -> Option<&RunReport> {
+        self.observers.1.0.last.as_ref()
+    }
+
+    /// The signature of the failing run just made.
+    fn signature(&mut self, report: &RunReport) -> Signature {
+        let vm = self.vm.as_ref().expect("a run was just made");
+        crate::rwd::RunFacts::of(vm, report).signature(report, &mut self.sym)
+    }
+
+    /// Runs one input and returns its report.
+    pub fn run_input(&mut self, input: &ScheduleInput) -> Result<RunReport, libafl::Error> {
+        if !self.vm.as_ref().is_some_and(|v| v.can_run()) {
+            let vm = Vm::new(&self.cfg, self.source.clone())
+                .map_err(|e| libafl::Error::illegal_state(e.to_string()))?;
+            self.vm = Some(vm);
+        }
+        let vm = self.vm.as_mut().expect("just made");
+        vm.set_strategy(input.strategy(self.steps));
+        vm.run()
+            .map_err(|e| libafl::Error::illegal_state(e.to_string()))
+    }
+}
+
+impl HasObservers for VmExecutor {
+    type Observers = Observers;
+
+    fn observers(&self) -> RefIndexable<&Self::Observers, Self::Observers> {
+        RefIndexable::from(&self.observers)
+    }
+
+    fn observers_mut(&mut self) -> RefIndexable<&mut Self::Observers, Self::Observers> {
+        RefIndexable::from(&mut self.observers)
+    }
+}
+
+impl<EM, S, Z> Executor<EM, ScheduleInput, S, Z> for VmExecutor
+where
+    S: HasExecutions + HasMetadata,
+    Observers: ObserversTuple<ScheduleInput, S>,
+{
+    fn run_target(
+        &mut self,
+        _fuzzer: &mut Z,
+        state: &mut S,
+        _mgr: &mut EM,
+        input: &ScheduleInput,
+    ) -> Result<ExitKind, libafl::Error> {
+        // Once the budget is spent or the user stopped, the remaining
+        // mutations of this round end without running.
+        if !self.progress.take_exec() {
+            return Ok(ExitKind::Ok);
+        }
+        *state.executions_mut() += 1;
+        self.progress.per_worker[self.worker].fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let report = self.run_input(input)?;
+        let first_step = report.schedule.decisions.first().map_or(0, |d| d.step);
+        state.metadata_or_insert_with(RunProfile::default).learn(
+            first_step,
+            report.steps,
+            report.threads as u32,
+        );
+        let map = &mut self.observers.0;
+        let feats = features(&report.coverage);
+        for (_, id) in &feats {
+            map.set((*id as usize) & (MAP_SIZE - 1), 1);
+        }
+        let failure = failure_kind(&report, &self.ok_codes).map(|k| (k, self.signature(&report)));
+        let mut exit = ExitKind::Ok;
+        {
+            let mut shared = self.shared.lock().unwrap();
+            shared.features.extend(feats.iter().copied());
+            if let Outcome::Unsupported { .. } = report.outcome {
+                shared
+                    .unsupported
+                    .get_or_insert_with(|| report.outcome.summary());
+            }
+            if let Some((kind, signature)) = failure {
+                if shared.signatures.insert(signature.id()) {
+                    shared.pending.push(NewFailure {
+                        input: input.clone(),
+                        report: report.clone(),
+                        kind,
+                        signature,
+                        execs: self
+                            .progress
+                            .execs
+                            .load(std::sync::atomic::Ordering::Relaxed),
+                    });
+                    exit = ExitKind::Crash;
+                }
+            }
+        }
+        if let Some(w) = &self.watch {
+            if (w.accept)(&report) && w.hit.load(std::sync::atomic::Ordering::Relaxed) == 0 {
+                let n = self
+                    .progress
+                    .execs
+                    .load(std::sync::atomic::Ordering::Relaxed);
+                w.hit.store(n.max(1), std::sync::atomic::Ordering::Relaxed);
+                self.progress
+                    .stop
+                    .store(true, std::sync::atomic::Ordering::Relaxed);
+            }
+        }
+        self.observers.1.0.last = Some(report);
+        Ok(exit)
+    }
+}
+
+/// Potential deadlocks across runs: the lock-order edges of every run so
+/// far, and the cycles they close.
+#[derive(Default)]
+pub struct AccumulatedOrder {
+    tracker: crate::locks::OrderGraph,
+}
+
+impl AccumulatedOrder {
+    /// Adds a run's edges; returns the cycles that exist now.
+    pub fn add(&mut self, r: &RunReport) -> Vec<Inversion> {
+        for e in &r.lock_edges {
+            self.tracker.add(e.clone());
+        }
+        self.tracker.inversions()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn features_of_each_kind_are_distinct() {
+        let a = feature_id(FeatureKind::LockOrder, 1, 2);
+        assert_ne!(a, feature_id(FeatureKind::Handoff, 1, 2));
+        assert_ne!(a, feature_id(FeatureKind::LockOrder, 2, 1));
+        assert_eq!(a, feature_id(FeatureKind::LockOrder, 1, 2));
+    }
+}

@@ -1,0 +1,150 @@
+//! The fuzzer's input: a schedule prefix and the strategy that continues it.
+
+use std::hash::Hash;
+use std::path::Path;
+
+use libafl::inputs::Input;
+use serde::{Deserialize, Serialize};
+
+use crate::sched::{Decision, Pct, Pos, Prefixed, RandomWalk, RunUntilBlocked, Strategy};
+
+/// Most decisions an input may carry (a foreign file with more is refused).
+pub const MAX_DECISIONS: usize = 4096;
+
+/// What decides after the prefix.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "kebab-case")]
+pub enum Tail {
+    /// Run each thread until it blocks or yields.
+    Default,
+    /// A random walk.
+    Random { seed: u64 },
+    /// PCT with this depth.
+    Pct { depth: u32, seed: u64 },
+    /// Partial order sampling.
+    Pos { seed: u64 },
+}
+
+/// A run's schedule as the fuzzer mutates it: decisions replayed as given,
+/// then a tail strategy. The same input always gives the same run.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct ScheduleInput {
+    /// Fingerprint of the target this schedule was found for (its path and
+    /// contents); 0 when unknown.
+    #[serde(default)]
+    pub target: u64,
+    pub decisions: Vec<Decision>,
+    pub tail: Tail,
+}
+
+impl ScheduleInput {
+    /// An input that is only a strategy.
+    pub fn fresh(target: u64, tail: Tail) -> Self {
+        ScheduleInput {
+            target,
+            decisions: Vec::new(),
+            tail,
+        }
+    }
+
+    /// Sorts the decisions and keeps one per step, as replay expects.
+    pub fn normalize(&mut self) {
+        self.decisions.sort();
+        self.decisions.dedup_by_key(|d| d.step);
+        self.decisions.truncate(MAX_DECISIONS);
+    }
+
+    /// The strategy that plays this input. `steps` estimates a run's
+    /// decision points (for PCT tails).
+    pub fn strategy(&self, steps: u64) -> Box<dyn Strategy> {
+        let tail: Box<dyn Strategy> = match self.tail {
+            Tail::Default => Box::new(RunUntilBlocked),
+            Tail::Random { seed } => Box::new(RandomWalk::new(seed)),
+            Tail::Pct { depth, seed } => Box::new(Pct::new(depth.clamp(1, 64), steps.max(1), seed)),
+            Tail::Pos { seed } => Box::new(Pos::new(seed)),
+        };
+        Box::new(Prefixed::new(&self.decisions, tail))
+    }
+
+    /// Parses and checks an input file (JSON), which may come from another
+    /// machine: it must be well formed and, when both say, for this target.
+    pub fn parse(bytes: &[u8], target: u64) -> Result<ScheduleInput, String> {
+        let mut i: ScheduleInput =
+            serde_json::from_slice(bytes).map_err(|e| format!("not a schedule: {e}"))?;
+        if i.decisions.len() > MAX_DECISIONS {
+            return Err(format!(
+                "{} decisions (at most {MAX_DECISIONS})",
+                i.decisions.len()
+            ));
+        }
+        if i.target != 0 && target != 0 && i.target != target {
+            return Err(format!(
+                "made for another target (fingerprint {:016x}, this one is {target:016x})",
+                i.target
+            ));
+        }
+        if let Tail::Pct { depth, .. } = i.tail {
+            if depth == 0 || depth > 64 {
+                return Err(format!("PCT depth {depth} (1 to 64)"));
+            }
+        }
+        i.normalize();
+        Ok(i)
+    }
+}
+
+impl Input for ScheduleInput {
+    fn to_file<P: AsRef<Path>>(&self, path: P) -> Result<(), libafl::Error> {
+        let json =
+            serde_json::to_vec_pretty(self).map_err(|e| libafl::Error::serialize(e.to_string()))?;
+        crate::fsutil::write_atomically(path.as_ref(), &json)?;
+        Ok(())
+    }
+
+    fn from_file<P: AsRef<Path>>(path: P) -> Result<Self, libafl::Error> {
+        let bytes = std::fs::read(path.as_ref())?;
+        ScheduleInput::parse(&bytes, 0).map_err(libafl::Error::illegal_argument)
+    }
+
+    fn generate_name(&self, _id: Option<libafl::corpus::CorpusId>) -> String {
+        format!("{:016x}.json", fingerprint(self))
+    }
+}
+
+/// A stable 64-bit name for an input (the same on every machine).
+pub fn fingerprint(i: &ScheduleInput) -> u64 {
+    xxhash_rust::xxh3::xxh3_64(&serde_json::to_vec(i).expect("inputs serialize"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn inputs_round_trip_and_refuse_other_targets() {
+        let i = ScheduleInput {
+            target: 7,
+            decisions: vec![Decision { step: 5, thread: 2 }],
+            tail: Tail::Pct { depth: 2, seed: 9 },
+        };
+        let json = serde_json::to_vec(&i).unwrap();
+        assert_eq!(ScheduleInput::parse(&json, 7).unwrap(), i);
+        assert!(
+            ScheduleInput::parse(&json, 8)
+                .unwrap_err()
+                .contains("another target")
+        );
+        assert!(ScheduleInput::parse(b"{}", 7).is_err());
+        assert!(ScheduleInput::parse(b"\xff\x00", 7).is_err());
+    }
+
+    #[test]
+    fn names_depend_only_on_the_input() {
+        let a = ScheduleInput::fresh(1, Tail::Random { seed: 3 });
+        assert_eq!(a.generate_name(None), a.clone().generate_name(None));
+        assert_ne!(
+            a.generate_name(None),
+            ScheduleInput::fresh(1, Tail::Random { seed: 4 }).generate_name(None)
+        );
+    }
+}

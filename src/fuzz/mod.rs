@@ -1,0 +1,441 @@
+//! The fuzzer: coverage-guided search of the schedule space, one machine
+//! per core, findings deduplicated by failure signature.
+//!
+//! Workers (threads, one machine each; see `worker`) run LibAFL's loop over
+//! schedule inputs. They share new corpus entries through an in-process
+//! hub. The main thread does everything else: it writes the corpus and the
+//! findings to the output directory, exchanges entries with other machines
+//! through a sync directory, keeps the statistics files and shows progress.
+//!
+//! Threads rather than LibAFL's fork-based launcher: every worker needs its
+//! own KVM machine anyway, and one process keeps the failure signatures, the
+//! feature counts and the status screen in one place without a broker.
+
+pub mod executor;
+pub mod input;
+pub mod mutators;
+mod output;
+mod worker;
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+pub use executor::{FeatureKind, NewFailure};
+pub use input::{ScheduleInput, Tail};
+pub use mutators::TailKind;
+
+use crate::kernel::vfs::FileSource;
+use crate::outcome::Outcome;
+use crate::vm::{RunConfig, RunReport};
+
+/// How often workers take entries from the hub, and the main thread
+/// exchanges them with the sync directory.
+pub const SYNC_INTERVAL: Duration = Duration::from_secs(2);
+
+/// How often a run starts from a strategy alone instead of a corpus entry.
+#[derive(Clone, Debug, PartialEq)]
+pub struct StrategyMix {
+    /// Share of runs that start fresh (0 to 1).
+    pub fresh: f64,
+    /// The strategies a fresh start draws from.
+    pub kinds: Vec<TailKind>,
+}
+
+impl Default for StrategyMix {
+    fn default() -> Self {
+        StrategyMix {
+            fresh: 0.2,
+            kinds: vec![TailKind::Pct, TailKind::Pos, TailKind::Random],
+        }
+    }
+}
+
+impl std::str::FromStr for StrategyMix {
+    type Err = String;
+
+    /// `F` (a share, with PCT, POS and random walks) or `F:KIND,KIND` (for
+    /// example `1.0:random` for pure random search without a corpus).
+    fn from_str(s: &str) -> Result<Self, String> {
+        let bad = || {
+            format!(
+                "--strategy-mix {s:?}: write a share from 0 to 1, optionally with strategies, like 0.2 or 1.0:random or 0.5:pct,pos"
+            )
+        };
+        let (share, kinds) = match s.split_once(':') {
+            Some((a, b)) => (a, Some(b)),
+            None => (s, None),
+        };
+        let fresh: f64 = share.parse().map_err(|_| bad())?;
+        if !(0.0..=1.0).contains(&fresh) {
+            return Err(bad());
+        }
+        let kinds = match kinds {
+            None => StrategyMix::default().kinds,
+            Some(list) => list
+                .split(',')
+                .map(|k| match k {
+                    "pct" => Ok(TailKind::Pct),
+                    "pos" => Ok(TailKind::Pos),
+                    "random" => Ok(TailKind::Random),
+                    _ => Err(bad()),
+                })
+                .collect::<Result<_, _>>()?,
+        };
+        Ok(StrategyMix { fresh, kinds })
+    }
+}
+
+/// Limits of a session.
+#[derive(Clone, Debug, Default)]
+pub struct Budget {
+    pub time: Option<Duration>,
+    pub execs: Option<u64>,
+}
+
+/// Everything a session needs.
+#[derive(Clone, Debug)]
+pub struct FuzzConfig {
+    pub run: RunConfig,
+    /// Fingerprint of the target (path and contents), stamped into inputs.
+    pub target_fingerprint: u64,
+    /// The target as the user named it (for printed commands).
+    pub target_name: String,
+    pub out: PathBuf,
+    pub jobs: usize,
+    pub budget: Budget,
+    pub seed: u64,
+    /// Extra seed inputs (from `--corpus` and, with `--resume`, the queue).
+    pub initial: Vec<ScheduleInput>,
+    pub mix: StrategyMix,
+    pub sync_dir: Option<PathBuf>,
+    /// This fuzzer's name in the sync directory.
+    pub sync_id: String,
+    /// Exit codes that are not failures.
+    pub ok_codes: Vec<i32>,
+    /// Executions minimization may spend on one finding.
+    pub minimize_execs: u64,
+    /// Show a live screen (terminal) or periodic lines.
+    pub screen: bool,
+    /// Print nothing but findings and the end summary.
+    pub quiet: bool,
+    /// Stop at the first run this accepts (for benchmarks).
+    pub watch: Option<Watch>,
+}
+
+/// A condition on runs that ends a session when met, remembering when.
+#[derive(Clone)]
+pub struct Watch {
+    pub accept: Arc<dyn Fn(&RunReport) -> bool + Send + Sync>,
+    /// The execution (1-based, all workers) that met it; 0 while none has.
+    pub hit: Arc<AtomicU64>,
+}
+
+impl std::fmt::Debug for Watch {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "Watch(hit at {})", self.hit.load(Ordering::Relaxed))
+    }
+}
+
+/// Why a session could not run.
+#[derive(Debug, thiserror::Error)]
+pub enum FuzzError {
+    #[error("{0}")]
+    Setup(String),
+    #[error(transparent)]
+    Vm(#[from] crate::vm::VmError),
+    #[error("fuzzing engine: {0}")]
+    Engine(String),
+}
+
+/// Shared progress counters and the stop flag.
+pub struct Progress {
+    pub stop: AtomicBool,
+    pub execs: AtomicU64,
+    pub per_worker: Vec<AtomicU64>,
+    limit: Option<u64>,
+}
+
+impl Progress {
+    fn new(jobs: usize, limit: Option<u64>) -> Self {
+        Progress {
+            stop: AtomicBool::new(false),
+            execs: AtomicU64::new(0),
+            per_worker: (0..jobs).map(|_| AtomicU64::new(0)).collect(),
+            limit,
+        }
+    }
+
+    /// Counts one execution if the budget allows it.
+    pub fn take_exec(&self) -> bool {
+        if self.stop.load(Ordering::Relaxed) {
+            return false;
+        }
+        let n = self.execs.fetch_add(1, Ordering::Relaxed);
+        if self.limit.is_some_and(|l| n >= l) {
+            self.execs.fetch_sub(1, Ordering::Relaxed);
+            self.stop.store(true, Ordering::Relaxed);
+            return false;
+        }
+        true
+    }
+}
+
+/// The in-process exchange of corpus entries between workers (and with the
+/// sync directory, as pseudo-worker `usize::MAX`).
+#[derive(Default)]
+pub struct Hub {
+    entries: Mutex<Vec<(usize, ScheduleInput)>>,
+}
+
+impl Hub {
+    pub fn publish(&self, from: usize, input: ScheduleInput) {
+        self.entries.lock().unwrap().push((from, input));
+    }
+
+    /// Entries others published since `cursor`.
+    pub fn since(&self, me: usize, cursor: &mut usize) -> Vec<ScheduleInput> {
+        let e = self.entries.lock().unwrap();
+        let out = e[*cursor..]
+            .iter()
+            .filter(|(from, _)| *from != me)
+            .map(|(_, i)| i.clone())
+            .collect();
+        *cursor = e.len();
+        out
+    }
+
+    fn slice(&self, from: usize) -> Vec<(usize, ScheduleInput)> {
+        self.entries.lock().unwrap()[from..].to_vec()
+    }
+}
+
+/// A finding as written to the output directory.
+#[derive(Clone, Debug)]
+pub struct Finding {
+    pub kind: &'static str,
+    pub signature: String,
+    pub path: PathBuf,
+    pub summary: String,
+    /// Executions (all workers) when it was found.
+    pub execs: u64,
+    pub elapsed: Duration,
+}
+
+/// What a session did.
+#[derive(Clone, Debug)]
+pub struct FuzzSummary {
+    pub execs: u64,
+    pub elapsed: Duration,
+    pub corpus: usize,
+    pub features: BTreeMap<&'static str, usize>,
+    pub findings: Vec<Finding>,
+    /// A system call some runs needed and the monitor lacks.
+    pub unsupported: Option<String>,
+}
+
+/// How many schedules coverage-guided fuzzing runs until one is accepted by
+/// `accept`, within `budget` executions: one worker, so the answer depends
+/// on `seed` alone. For benchmarks against plain strategies.
+pub fn schedules_to_bug(
+    run: RunConfig,
+    seed: u64,
+    mix: StrategyMix,
+    budget: u64,
+    accept: Arc<dyn Fn(&RunReport) -> bool + Send + Sync>,
+) -> Result<Option<u64>, FuzzError> {
+    let out =
+        tempfile::tempdir().map_err(|e| FuzzError::Setup(format!("a temporary directory: {e}")))?;
+    let hit = Arc::new(AtomicU64::new(0));
+    let cfg = FuzzConfig {
+        target_fingerprint: 0,
+        target_name: run.kernel.exe.clone(),
+        run,
+        out: out.path().to_path_buf(),
+        jobs: 1,
+        budget: Budget {
+            time: None,
+            execs: Some(budget),
+        },
+        seed,
+        initial: Vec::new(),
+        mix,
+        sync_dir: None,
+        sync_id: "bench".into(),
+        ok_codes: vec![0],
+        minimize_execs: 0,
+        screen: false,
+        quiet: true,
+        watch: Some(Watch {
+            accept,
+            hit: hit.clone(),
+        }),
+    };
+    fuzz(cfg, Arc::new(AtomicBool::new(false)))?;
+    let n = hit.load(Ordering::Relaxed);
+    Ok((n > 0).then_some(n))
+}
+
+/// Runs a session to its budget (or until `stop` is set from outside, for
+/// Ctrl-C).
+pub fn fuzz(cfg: FuzzConfig, stop: Arc<AtomicBool>) -> Result<FuzzSummary, FuzzError> {
+    let mut out = output::Output::create(&cfg)?;
+    let source = FileSource::host();
+    // One default run first: it checks the target runs at all, and PCT needs
+    // to know how many decision points a run has.
+    let probe = {
+        let mut vm = crate::vm::Vm::new(&cfg.run, source.clone())?;
+        vm.run()?
+    };
+    if let Outcome::Unsupported { .. } = probe.outcome {
+        return Err(FuzzError::Setup(format!(
+            "the target's default run needs something the monitor lacks: {}",
+            probe.outcome.summary()
+        )));
+    }
+    let steps = probe.decision_points.max(1);
+    let progress = Arc::new(Progress::new(cfg.jobs, cfg.budget.execs));
+    let shared = Arc::new(Mutex::new(executor::Shared::default()));
+    let hub = Hub::default();
+    let start = Instant::now();
+    let mut failure: Option<FuzzError> = None;
+
+    std::thread::scope(|scope| {
+        let mut handles = Vec::new();
+        for id in 0..cfg.jobs {
+            let (cfg, source, shared, hub, progress) =
+                (&cfg, source.clone(), shared.clone(), &hub, progress.clone());
+            handles.push(
+                std::thread::Builder::new()
+                    .name(format!("fuzz-{id}"))
+                    .spawn_scoped(scope, move || {
+                        let r = worker::run(id, cfg, source, steps, shared, hub, progress.clone());
+                        if r.is_err() {
+                            progress.stop.store(true, Ordering::Relaxed);
+                        }
+                        r
+                    })
+                    .expect("spawn a worker"),
+            );
+        }
+        // The main thread: findings, files, status, sync.
+        let mut hub_cursor = 0;
+        loop {
+            let done = handles.iter().all(|h| h.is_finished());
+            if stop.load(Ordering::Relaxed) || cfg.budget.time.is_some_and(|t| start.elapsed() >= t)
+            {
+                progress.stop.store(true, Ordering::Relaxed);
+            }
+            out.tick(
+                &cfg,
+                &shared,
+                &hub,
+                &mut hub_cursor,
+                &progress,
+                start,
+                &source,
+            );
+            if done {
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        for h in handles {
+            if let Ok(Err(e)) = h.join() {
+                failure.get_or_insert(e);
+            }
+        }
+        // Findings the workers reported last, and the final files.
+        out.tick(
+            &cfg,
+            &shared,
+            &hub,
+            &mut hub_cursor,
+            &progress,
+            start,
+            &source,
+        );
+    });
+    if let Some(e) = failure {
+        return Err(e);
+    }
+    let shared = shared.lock().unwrap();
+    let mut features = BTreeMap::new();
+    for k in FeatureKind::ALL {
+        features.insert(
+            k.name(),
+            shared
+                .features
+                .iter()
+                .filter(|(kind, _)| *kind == k)
+                .count(),
+        );
+    }
+    let summary = FuzzSummary {
+        execs: progress.execs.load(Ordering::Relaxed),
+        elapsed: start.elapsed(),
+        corpus: out.corpus_len(),
+        features,
+        findings: out.findings.clone(),
+        unsupported: shared.unsupported.clone(),
+    };
+    out.finish(&cfg, &summary, &progress);
+    Ok(summary)
+}
+
+/// Writes one finding: its schedule minimized (within the budget), recorded
+/// as a reproducer, with its story beside it. Returns the reproducer's path.
+fn findings_writer(
+    cfg: &FuzzConfig,
+    f: &NewFailure,
+    dir: &std::path::Path,
+    base: &str,
+    source: &crate::kernel::vfs::SharedSource,
+) -> Result<PathBuf, String> {
+    let mut schedule = f.report.schedule.clone();
+    schedule.origin = format!("rewind-fuzz finding {base}");
+    if cfg.minimize_execs > 0 {
+        let budget = crate::minimize::Budget {
+            execs: Some(cfg.minimize_execs),
+            time: Some(Duration::from_secs(120)),
+        };
+        match crate::minimize::minimize(
+            &cfg.run,
+            source.clone(),
+            &schedule,
+            &f.signature,
+            budget,
+            &mut |_| {},
+        ) {
+            Ok(m) => {
+                schedule = m.schedule;
+                schedule.origin = format!(
+                    "rewind-fuzz finding {base}, minimized from {} to {} decisions",
+                    m.before, m.after
+                );
+            }
+            // Kept as found: a reproducer that is not minimal beats none.
+            Err(e) => eprintln!("rewind-fuzz: warning: minimizing {base}: {e}"),
+        }
+    }
+    let (rwd, _) =
+        crate::rwd::record(&cfg.run, source.clone(), &schedule).map_err(|e| e.to_string())?;
+    let path = dir.join(format!("{base}.rwd"));
+    rwd.save(&path).map_err(|e| e.to_string())?;
+    let mut story = crate::rwd::story::StoryTeller::new(&rwd).text(40);
+    story.push('\n');
+    story.push_str(&finding_commands(cfg, &path));
+    crate::fsutil::write_atomically(&dir.join(format!("{base}.txt")), story.as_bytes())
+        .map_err(|e| e.to_string())?;
+    Ok(path)
+}
+
+/// The commands that use a finding.
+fn finding_commands(_cfg: &FuzzConfig, path: &std::path::Path) -> String {
+    let p = path.display();
+    format!(
+        "  Reproduce with: rewind-fuzz replay {p}\n  Explain with:   rewind-fuzz show {p}\n  Debug with:     rewind-fuzz gdb {p} --at end\n"
+    )
+}

@@ -1,0 +1,378 @@
+//! Mutators made for schedules: each changes where a run preempts, whom it
+//! hands the CPU to, or what strategy continues after the prefix.
+
+use std::borrow::Cow;
+use std::num::NonZeroUsize;
+
+use libafl::HasMetadata;
+use libafl::corpus::Corpus;
+use libafl::mutators::{MutationResult, Mutator};
+use libafl::state::{HasCorpus, HasRand};
+use libafl_bolts::Named;
+use libafl_bolts::rands::Rand;
+use serde::{Deserialize, Serialize};
+
+use super::input::{ScheduleInput, Tail};
+use crate::sched::Decision;
+
+/// What the fuzzer has learned about the target's runs, which mutators use
+/// to pick plausible steps and threads.
+#[derive(Clone, Debug, Default, Serialize, Deserialize, libafl_bolts::SerdeAny)]
+pub struct RunProfile {
+    /// The first step at which two threads could run (where schedules start
+    /// to matter).
+    pub first_step: u64,
+    /// The longest run seen, in steps.
+    pub max_step: u64,
+    /// Thread ids seen.
+    pub threads: Vec<u32>,
+}
+
+impl RunProfile {
+    /// Merges what one run showed.
+    pub fn learn(&mut self, first_step: u64, steps: u64, threads: u32) {
+        if self.first_step == 0 || (first_step != 0 && first_step < self.first_step) {
+            self.first_step = first_step;
+        }
+        self.max_step = self.max_step.max(steps);
+        for t in 1..=threads {
+            if !self.threads.contains(&t) {
+                self.threads.push(t);
+            }
+        }
+    }
+}
+
+fn below<R: Rand>(r: &mut R, n: usize) -> usize {
+    NonZeroUsize::new(n).map_or(0, |n| r.below(n))
+}
+
+/// A step at which a schedule decision could matter.
+fn pick_step<S: HasRand + HasMetadata>(state: &mut S) -> u64 {
+    let (lo, hi) = state
+        .metadata::<RunProfile>()
+        .map(|p| (p.first_step.max(1), p.max_step.max(p.first_step.max(1))))
+        .unwrap_or((1, 64));
+    lo + state.rand_mut().below_or_zero((hi - lo + 1) as usize) as u64
+}
+
+/// A thread that has existed in some run.
+fn pick_thread<S: HasRand + HasMetadata>(state: &mut S) -> u32 {
+    let threads = state
+        .metadata::<RunProfile>()
+        .map(|p| p.threads.clone())
+        .unwrap_or_default();
+    if threads.is_empty() {
+        return 1 + state.rand_mut().below_or_zero(4) as u32;
+    }
+    threads[below(state.rand_mut(), threads.len())]
+}
+
+macro_rules! named {
+    ($t:ty, $n:literal) => {
+        impl Named for $t {
+            fn name(&self) -> &Cow<'static, str> {
+                static NAME: Cow<'static, str> = Cow::Borrowed($n);
+                &NAME
+            }
+        }
+    };
+}
+
+/// Adds a preemption: at a random step, a random thread runs.
+#[derive(Default)]
+pub struct InsertPreemption;
+named!(InsertPreemption, "insert-preemption");
+
+impl<S: HasRand + HasMetadata> Mutator<ScheduleInput, S> for InsertPreemption {
+    fn mutate(
+        &mut self,
+        state: &mut S,
+        input: &mut ScheduleInput,
+    ) -> Result<MutationResult, libafl::Error> {
+        let step = pick_step(state);
+        let thread = pick_thread(state);
+        input.decisions.push(Decision { step, thread });
+        input.normalize();
+        Ok(MutationResult::Mutated)
+    }
+
+    fn post_exec(
+        &mut self,
+        _: &mut S,
+        _: Option<libafl::corpus::CorpusId>,
+    ) -> Result<(), libafl::Error> {
+        Ok(())
+    }
+}
+
+/// Removes a preemption.
+#[derive(Default)]
+pub struct RemovePreemption;
+named!(RemovePreemption, "remove-preemption");
+
+impl<S: HasRand> Mutator<ScheduleInput, S> for RemovePreemption {
+    fn mutate(
+        &mut self,
+        state: &mut S,
+        input: &mut ScheduleInput,
+    ) -> Result<MutationResult, libafl::Error> {
+        if input.decisions.is_empty() {
+            return Ok(MutationResult::Skipped);
+        }
+        let i = below(state.rand_mut(), input.decisions.len());
+        input.decisions.remove(i);
+        Ok(MutationResult::Mutated)
+    }
+
+    fn post_exec(
+        &mut self,
+        _: &mut S,
+        _: Option<libafl::corpus::CorpusId>,
+    ) -> Result<(), libafl::Error> {
+        Ok(())
+    }
+}
+
+/// Moves a preemption a few steps earlier or later.
+#[derive(Default)]
+pub struct MovePreemption;
+named!(MovePreemption, "move-preemption");
+
+impl<S: HasRand> Mutator<ScheduleInput, S> for MovePreemption {
+    fn mutate(
+        &mut self,
+        state: &mut S,
+        input: &mut ScheduleInput,
+    ) -> Result<MutationResult, libafl::Error> {
+        if input.decisions.is_empty() {
+            return Ok(MutationResult::Skipped);
+        }
+        let r = state.rand_mut();
+        let i = below(r, input.decisions.len());
+        // Mostly small moves: a preemption a step or two away is a new
+        // interleaving of the same code.
+        let delta = 1 + (r.below_or_zero(4) as u64).pow(2) + r.below_or_zero(3) as u64;
+        let d = &mut input.decisions[i];
+        d.step = if r.coinflip(0.5) {
+            d.step.saturating_sub(delta).max(1)
+        } else {
+            d.step + delta
+        };
+        input.normalize();
+        Ok(MutationResult::Mutated)
+    }
+
+    fn post_exec(
+        &mut self,
+        _: &mut S,
+        _: Option<libafl::corpus::CorpusId>,
+    ) -> Result<(), libafl::Error> {
+        Ok(())
+    }
+}
+
+/// Hands a preemption to another thread.
+#[derive(Default)]
+pub struct RetargetPreemption;
+named!(RetargetPreemption, "retarget-preemption");
+
+impl<S: HasRand + HasMetadata> Mutator<ScheduleInput, S> for RetargetPreemption {
+    fn mutate(
+        &mut self,
+        state: &mut S,
+        input: &mut ScheduleInput,
+    ) -> Result<MutationResult, libafl::Error> {
+        if input.decisions.is_empty() {
+            return Ok(MutationResult::Skipped);
+        }
+        let i = below(state.rand_mut(), input.decisions.len());
+        let t = pick_thread(state);
+        if input.decisions[i].thread == t {
+            return Ok(MutationResult::Skipped);
+        }
+        input.decisions[i].thread = t;
+        Ok(MutationResult::Mutated)
+    }
+
+    fn post_exec(
+        &mut self,
+        _: &mut S,
+        _: Option<libafl::corpus::CorpusId>,
+    ) -> Result<(), libafl::Error> {
+        Ok(())
+    }
+}
+
+/// Changes the strategy after the prefix: new seed (for PCT, new change
+/// points and priorities), another PCT depth, or another kind.
+#[derive(Default)]
+pub struct RetuneTail;
+named!(RetuneTail, "retune-tail");
+
+impl<S: HasRand> Mutator<ScheduleInput, S> for RetuneTail {
+    fn mutate(
+        &mut self,
+        state: &mut S,
+        input: &mut ScheduleInput,
+    ) -> Result<MutationResult, libafl::Error> {
+        let r = state.rand_mut();
+        let seed = r.next();
+        input.tail = match (input.tail, r.below_or_zero(4)) {
+            (Tail::Pct { depth, .. }, 0) => Tail::Pct {
+                depth: (depth as i64 + if r.coinflip(0.5) { 1 } else { -1 }).clamp(1, 8) as u32,
+                seed,
+            },
+            (Tail::Pct { depth, .. }, 1 | 2) => Tail::Pct { depth, seed },
+            (Tail::Random { .. }, 1 | 2) => Tail::Random { seed },
+            (Tail::Pos { .. }, 1 | 2) => Tail::Pos { seed },
+            _ => random_tail(r, seed),
+        };
+        Ok(MutationResult::Mutated)
+    }
+
+    fn post_exec(
+        &mut self,
+        _: &mut S,
+        _: Option<libafl::corpus::CorpusId>,
+    ) -> Result<(), libafl::Error> {
+        Ok(())
+    }
+}
+
+/// A tail strategy chosen at random (PCT of depth 2 or 3, POS, random walk,
+/// or none).
+pub fn random_tail<R: Rand>(r: &mut R, seed: u64) -> Tail {
+    match r.below_or_zero(5) {
+        0 => Tail::Pct { depth: 2, seed },
+        1 => Tail::Pct { depth: 3, seed },
+        2 => Tail::Pos { seed },
+        3 => Tail::Random { seed },
+        _ => Tail::Default,
+    }
+}
+
+/// Joins the decisions of this schedule before a step with another corpus
+/// entry's after it.
+#[derive(Default)]
+pub struct SpliceSchedules;
+named!(SpliceSchedules, "splice-schedules");
+
+impl<S> Mutator<ScheduleInput, S> for SpliceSchedules
+where
+    S: HasRand + HasMetadata + HasCorpus<ScheduleInput>,
+{
+    fn mutate(
+        &mut self,
+        state: &mut S,
+        input: &mut ScheduleInput,
+    ) -> Result<MutationResult, libafl::Error> {
+        let n = state.corpus().count();
+        if n < 2 {
+            return Ok(MutationResult::Skipped);
+        }
+        let nth = below(state.rand_mut(), n);
+        let id = state.corpus().nth(nth);
+        let other = {
+            let mut tc = state.corpus().get(id)?.borrow_mut();
+            let i = tc.load_input(state.corpus())?;
+            i.clone()
+        };
+        let cut = pick_step(state);
+        input.decisions.retain(|d| d.step < cut);
+        input
+            .decisions
+            .extend(other.decisions.iter().filter(|d| d.step >= cut));
+        if state.rand_mut().coinflip(0.5) {
+            input.tail = other.tail;
+        }
+        input.normalize();
+        Ok(MutationResult::Mutated)
+    }
+
+    fn post_exec(
+        &mut self,
+        _: &mut S,
+        _: Option<libafl::corpus::CorpusId>,
+    ) -> Result<(), libafl::Error> {
+        Ok(())
+    }
+}
+
+/// The stage's mutator: usually havoc (a stack of the mutators above) on a
+/// corpus entry, sometimes (`fresh` of the time) a fresh start from a
+/// strategy alone, as `--strategy-mix` says.
+pub struct MixMutator<H> {
+    pub fresh: f64,
+    /// Tails a fresh start may use.
+    pub kinds: Vec<TailKind>,
+    pub target: u64,
+    pub havoc: H,
+}
+
+/// A tail of `kind` (PCT with `depth`).
+pub fn fresh_tail(kind: TailKind, seed: u64, depth: u32) -> Tail {
+    match kind {
+        TailKind::Pct => Tail::Pct { depth, seed },
+        TailKind::Pos => Tail::Pos { seed },
+        TailKind::Random => Tail::Random { seed },
+    }
+}
+
+/// The kinds of tail a fresh start may use.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum TailKind {
+    Pct,
+    Pos,
+    Random,
+}
+
+impl<H> Named for MixMutator<H> {
+    fn name(&self) -> &Cow<'static, str> {
+        static NAME: Cow<'static, str> = Cow::Borrowed("strategy-mix");
+        &NAME
+    }
+}
+
+impl<H, S> Mutator<ScheduleInput, S> for MixMutator<H>
+where
+    H: Mutator<ScheduleInput, S>,
+    S: HasRand,
+{
+    fn mutate(
+        &mut self,
+        state: &mut S,
+        input: &mut ScheduleInput,
+    ) -> Result<MutationResult, libafl::Error> {
+        let r = state.rand_mut();
+        if !self.kinds.is_empty() && r.coinflip(self.fresh) {
+            let seed = r.next();
+            let kind = self.kinds[below(r, self.kinds.len())];
+            let depth = 2 + r.below_or_zero(2) as u32;
+            *input = ScheduleInput::fresh(self.target, fresh_tail(kind, seed, depth));
+            return Ok(MutationResult::Mutated);
+        }
+        let result = self.havoc.mutate(state, input)?;
+        // The prefix is what the corpus taught; past it, explore anew: a
+        // tail that replayed its old seed would mostly retread its parent.
+        let r = state.rand_mut();
+        if r.coinflip(0.5) {
+            let seed = r.next();
+            input.tail = match input.tail {
+                Tail::Pct { depth, .. } => Tail::Pct { depth, seed },
+                Tail::Pos { .. } => Tail::Pos { seed },
+                Tail::Random { .. } => Tail::Random { seed },
+                Tail::Default => Tail::Default,
+            };
+        }
+        Ok(result)
+    }
+
+    fn post_exec(
+        &mut self,
+        state: &mut S,
+        id: Option<libafl::corpus::CorpusId>,
+    ) -> Result<(), libafl::Error> {
+        self.havoc.post_exec(state, id)
+    }
+}

@@ -1,0 +1,54 @@
+//! A schedule followed by a strategy: the fuzzer's input.
+//!
+//! The decisions are replayed as given up to the last of them; after that
+//! the tail strategy decides. With the default policy as the tail this is
+//! exactly [`Replay`]; with a random, PCT or POS tail it explores from the
+//! point where the prefix ends.
+
+use super::{Decision, Replay, RunUntilBlocked, SchedView, Schedule, Strategy};
+use crate::kernel::Tid;
+
+pub struct Prefixed {
+    replay: Replay,
+    /// The step of the last decision of the prefix (0 when it is empty).
+    last: u64,
+    tail: Box<dyn Strategy>,
+}
+
+impl Prefixed {
+    pub fn new(decisions: &[Decision], tail: Box<dyn Strategy>) -> Self {
+        let last = decisions.iter().map(|d| d.step).max().unwrap_or(0);
+        Prefixed {
+            replay: Replay::new(Schedule::new("prefix", decisions.to_vec())),
+            last,
+            tail,
+        }
+    }
+}
+
+impl Strategy for Prefixed {
+    fn name(&self) -> String {
+        format!("prefix+{}", self.tail.name())
+    }
+
+    fn pick(&mut self, v: &SchedView) -> Tid {
+        if v.step <= self.last {
+            self.replay.pick(v)
+        } else {
+            self.tail.pick(v)
+        }
+    }
+
+    fn horizon(&mut self, v: &SchedView) -> u64 {
+        if v.step < self.last {
+            self.replay.horizon(v).min(self.last + 1)
+        } else {
+            self.tail.horizon(v)
+        }
+    }
+}
+
+/// The default policy, as a boxed tail.
+pub fn default_tail() -> Box<dyn Strategy> {
+    Box::new(RunUntilBlocked)
+}
