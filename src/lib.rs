@@ -5,6 +5,7 @@
 //! and the same input gives the same run, step for step.
 
 pub mod abi;
+pub mod bench;
 pub mod cli;
 pub mod cpu;
 pub mod fsutil;

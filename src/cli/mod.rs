@@ -1,5 +1,6 @@
 //! The command line.
 
+mod bench;
 mod check;
 mod fuzz;
 mod gdb;
@@ -41,6 +42,8 @@ enum Command {
     Gdb(gdb::GdbArgs),
     /// Tell the story of a reproducer: the failure, the preemptions, the last steps per thread.
     Show(show::ShowArgs),
+    /// Compare strategies on the bug suite: schedules to each bug, against a native stress loop.
+    Bench(bench::BenchArgs),
 }
 
 /// An error for the user: one line, and the exit code to leave with.
@@ -87,6 +90,7 @@ pub fn main() -> ExitCode {
         Command::Replay(a) => replay::replay(a),
         Command::Show(a) => show::show(a),
         Command::Gdb(a) => gdb::gdb(a),
+        Command::Bench(a) => bench::bench(a),
     };
     match r {
         Ok(code) => ExitCode::from(code),

@@ -1,0 +1,160 @@
+//! Whether a run is the bug a harness manifest describes.
+//!
+//! A buggy harness counts as found only when a run ends the way its
+//! `[expect]` says (a deadlock harness by deadlocking, not by the lock-order
+//! warning every run of it gives), so a strategy cannot score with a
+//! different failure. Any failure of a fixed twin is a false positive.
+
+use crate::harness::{Expect, ExpectKind, HangBudget};
+use crate::outcome::{HungReason, Outcome};
+
+/// How one schedule of a harness ended, as the bench counts it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Verdict {
+    /// Exited 0 without a lock-order cycle.
+    Pass,
+    /// The bug the manifest expects.
+    Bug,
+    /// Exited 0, but took locks in an order that could deadlock: expected
+    /// of most deadlock harnesses, which report it under every schedule.
+    LockWarning,
+    /// Any other failure: for a buggy harness a sign that something else is
+    /// wrong (the engine, the harness); for a fixed twin a false positive.
+    Other,
+}
+
+/// Judges one run: `expect` is the buggy build's `[expect]`, or `None` for a
+/// fixed twin (which must exit 0 with no lock-order cycle).
+pub fn verdict(expect: Option<&Expect>, outcome: &Outcome, inversions: bool) -> Verdict {
+    if let Some(e) = expect {
+        if is_expected(e, outcome, inversions) {
+            return Verdict::Bug;
+        }
+    }
+    match outcome {
+        Outcome::Exited { code: 0 } if inversions => Verdict::LockWarning,
+        Outcome::Exited { code: 0 } => Verdict::Pass,
+        _ => Verdict::Other,
+    }
+}
+
+/// Whether a run ended as `e` says.
+pub fn is_expected(e: &Expect, outcome: &Outcome, inversions: bool) -> bool {
+    match (e.kind, outcome) {
+        (ExpectKind::PotentialDeadlock, _) => inversions,
+        (ExpectKind::Exited, Outcome::Exited { code }) => *code == e.code.unwrap_or(0),
+        (ExpectKind::Crashed, Outcome::Crashed { signo, .. }) => {
+            e.signal_number().is_none_or(|s| s as u32 == *signo)
+        }
+        (ExpectKind::Deadlocked, Outcome::Deadlocked { .. }) => true,
+        (ExpectKind::Hung, Outcome::Hung { reason, .. }) => match e.budget {
+            None => true,
+            Some(HangBudget::Steps) => *reason == HungReason::MaxSteps,
+            Some(HangBudget::Watchdog) => *reason == HungReason::Timeout,
+        },
+        (ExpectKind::Unsupported, Outcome::Unsupported { syscall, .. }) => {
+            e.syscall.as_ref().is_none_or(|s| s == syscall)
+        }
+        _ => false,
+    }
+}
+
+/// The kind of a failing run, for reports: the outcome's kind, or
+/// `potential-deadlock` for a clean exit with a lock-order cycle.
+pub fn failure_kind(outcome: &Outcome, inversions: bool) -> &'static str {
+    match outcome {
+        Outcome::Exited { code: 0 } if inversions => "potential-deadlock",
+        Outcome::Exited { code: 0 } => "exited(0)",
+        Outcome::Exited { .. } => "exited(non-zero)",
+        o => o.kind(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::harness::Manifest;
+
+    fn expect(body: &str) -> Expect {
+        let text = format!(
+            "description = \"d\"\nlanguage = \"c\"\nsources = [\"a.c\"]\n[expect]\n{body}\n[fixed]\n"
+        );
+        Manifest::parse(&text).unwrap().expect
+    }
+
+    fn crashed(signo: u32) -> Outcome {
+        Outcome::Crashed {
+            signal: crate::outcome::signal_name(signo),
+            signo,
+            fault_addr: None,
+            thread: 2,
+            rip: 0,
+        }
+    }
+
+    fn deadlocked() -> Outcome {
+        Outcome::Deadlocked {
+            threads: Vec::new(),
+            cycle: Vec::new(),
+        }
+    }
+
+    const OK: Outcome = Outcome::Exited { code: 0 };
+
+    #[test]
+    fn a_deadlock_harness_is_found_by_a_deadlock_not_by_its_lock_warning() {
+        let e = expect("kind = \"deadlocked\"");
+        assert_eq!(verdict(Some(&e), &deadlocked(), true), Verdict::Bug);
+        assert_eq!(verdict(Some(&e), &OK, true), Verdict::LockWarning);
+        assert_eq!(verdict(Some(&e), &OK, false), Verdict::Pass);
+        assert_eq!(verdict(Some(&e), &crashed(11), false), Verdict::Other);
+    }
+
+    #[test]
+    fn a_crash_must_be_the_expected_signal() {
+        let e = expect("kind = \"crashed\"\nsignal = \"SIGABRT\"");
+        assert_eq!(verdict(Some(&e), &crashed(6), false), Verdict::Bug);
+        assert_eq!(verdict(Some(&e), &crashed(11), false), Verdict::Other);
+    }
+
+    #[test]
+    fn a_potential_deadlock_is_found_by_the_inversion_alone() {
+        let e = expect("kind = \"potential-deadlock\"");
+        assert_eq!(verdict(Some(&e), &OK, true), Verdict::Bug);
+        assert_eq!(verdict(Some(&e), &OK, false), Verdict::Pass);
+    }
+
+    #[test]
+    fn an_exit_code_harness_needs_that_code() {
+        let e = expect("kind = \"exited\"\ncode = 101");
+        assert_eq!(
+            verdict(Some(&e), &Outcome::Exited { code: 101 }, false),
+            Verdict::Bug
+        );
+        assert_eq!(
+            verdict(Some(&e), &Outcome::Exited { code: 1 }, false),
+            Verdict::Other
+        );
+    }
+
+    #[test]
+    fn a_hang_must_be_stopped_by_the_expected_budget() {
+        let e = expect("kind = \"hung\"\nbudget = \"steps\"");
+        let hung = |reason| Outcome::Hung {
+            reason,
+            thread: 1,
+            rip: 0,
+        };
+        assert!(is_expected(&e, &hung(HungReason::MaxSteps), false));
+        assert!(!is_expected(&e, &hung(HungReason::Timeout), false));
+    }
+
+    #[test]
+    fn any_failure_of_a_fixed_twin_is_one_and_a_clean_exit_is_not() {
+        assert_eq!(verdict(None, &OK, false), Verdict::Pass);
+        assert_eq!(verdict(None, &OK, true), Verdict::LockWarning);
+        assert_eq!(verdict(None, &deadlocked(), false), Verdict::Other);
+        assert_eq!(failure_kind(&OK, true), "potential-deadlock");
+        assert_eq!(failure_kind(&crashed(6), false), "crashed");
+    }
+}

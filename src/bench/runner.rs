@@ -1,0 +1,445 @@
+//! Runs a bench: every strategy on every buggy harness from every seed,
+//! every strategy on every fixed twin, then the native loop.
+//!
+//! A trial runs its schedules one after another on one job, schedule `i`
+//! from `schedule_seed(seed, i)`, so its result depends on nothing but the
+//! seed: not on the number of jobs nor on which machine ran it. Trials are
+//! shared out among the jobs, the costliest first; machines are kept in a
+//! pool so that a trial usually restores a snapshot instead of loading its
+//! program again.
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::{Duration, Instant};
+
+use indicatif::ProgressBar;
+
+use super::column::Column;
+use super::expect::{self, Verdict};
+use super::native;
+use super::results::{BenchReport, FixedTrial, NativeLoop, Trial, Unavailable};
+use crate::cli::schedule_seed;
+use crate::harness::{self, Expect, Harness, HarnessError, Variant};
+use crate::kernel::KernelConfig;
+use crate::kernel::vfs::FileSource;
+use crate::sched::{ScheduleError, StrategySpec};
+use crate::vm::{RunConfig, Vm, VmError};
+
+/// What to bench.
+#[derive(Clone, Debug)]
+pub struct BenchConfig {
+    pub columns: Vec<Column>,
+    /// Bug-suite harnesses (each with a fixed twin).
+    pub harnesses: Vec<Harness>,
+    /// Schedules per trial before giving up.
+    pub budget: u64,
+    /// Trials per strategy and buggy harness: seeds `0..seeds`.
+    pub seeds: u64,
+    /// Schedules each fixed twin runs per strategy (they never stop early,
+    /// so they cost the most); 0 skips the twins.
+    pub fixed_budget: u64,
+    pub jobs: usize,
+    /// The longest native loop per harness; `None` runs none.
+    pub native_cap: Option<Duration>,
+    /// The shortest native loop per harness, so that a bug the machine
+    /// finds in milliseconds still meets a loop of some hundreds of runs.
+    pub native_floor: Duration,
+    /// The command line, for the report.
+    pub command: String,
+}
+
+/// Why a bench could not be carried out.
+#[derive(Debug, thiserror::Error)]
+pub enum BenchError {
+    #[error(transparent)]
+    Harness(#[from] HarnessError),
+    #[error(transparent)]
+    Vm(#[from] VmError),
+    #[error(transparent)]
+    Schedule(#[from] ScheduleError),
+    #[error("running {harness} natively: {source}")]
+    Native {
+        harness: String,
+        source: std::io::Error,
+    },
+}
+
+/// One build of a harness, ready to run.
+struct Target {
+    /// The harness's name (buggy and twin alike).
+    harness: String,
+    variant: Variant,
+    exe: PathBuf,
+    cfg: RunConfig,
+    /// The buggy build's `[expect]`; `None` for the twin.
+    expect: Option<Expect>,
+    /// Decision points of a default run (PCT spreads its change points over
+    /// them) and its steps (a measure of cost).
+    decision_points: u64,
+    steps: u64,
+}
+
+/// One unit of work: a column on a target from a seed.
+#[derive(Clone, Copy, Debug)]
+struct Work {
+    column: usize,
+    target: usize,
+    seed: u64,
+    limit: u64,
+}
+
+/// What a run of schedules saw.
+struct Tally {
+    schedules: u64,
+    first_bug: Option<u64>,
+    unexpected: u64,
+    failures: u64,
+    first_failure: Option<(u64, &'static str)>,
+    wall_s: f64,
+}
+
+/// Idle machines by target, so that trials restore instead of reloading.
+struct Pool {
+    idle: Mutex<Vec<(usize, Vm)>>,
+    cap: usize,
+}
+
+impl Pool {
+    fn take(&self, target: usize) -> Option<Vm> {
+        let mut idle = self.idle.lock().unwrap_or_else(|e| e.into_inner());
+        let i = idle.iter().rposition(|(t, _)| *t == target)?;
+        Some(idle.remove(i).1)
+    }
+
+    fn put(&self, target: usize, vm: Vm) {
+        if !vm.can_run() {
+            return;
+        }
+        let mut idle = self.idle.lock().unwrap_or_else(|e| e.into_inner());
+        idle.push((target, vm));
+        if idle.len() > self.cap {
+            idle.remove(0);
+        }
+    }
+}
+
+/// Runs `f` on items `0..n` over `jobs` threads, the first error stopping
+/// the rest; `f` gets the item's index.
+fn parallel<T: Send>(
+    n: usize,
+    jobs: usize,
+    f: impl Fn(usize) -> Result<T, BenchError> + Sync,
+) -> Result<Vec<T>, BenchError> {
+    let next = AtomicUsize::new(0);
+    let results: Mutex<Vec<Option<T>>> = Mutex::new((0..n).map(|_| None).collect());
+    let error: Mutex<Option<BenchError>> = Mutex::new(None);
+    std::thread::scope(|scope| {
+        for _ in 0..jobs.clamp(1, n.max(1)) {
+            scope.spawn(|| {
+                loop {
+                    let i = next.fetch_add(1, Ordering::Relaxed);
+                    if i >= n {
+                        break;
+                    }
+                    match f(i) {
+                        Ok(v) => results.lock().unwrap_or_else(|e| e.into_inner())[i] = Some(v),
+                        Err(e) => {
+                            next.store(usize::MAX / 2, Ordering::Relaxed);
+                            error
+                                .lock()
+                                .unwrap_or_else(|e| e.into_inner())
+                                .get_or_insert(e);
+                            break;
+                        }
+                    }
+                }
+            });
+        }
+    });
+    if let Some(e) = error.into_inner().unwrap_or_else(|e| e.into_inner()) {
+        return Err(e);
+    }
+    Ok(results
+        .into_inner()
+        .unwrap_or_else(|e| e.into_inner())
+        .into_iter()
+        .map(|r| r.expect("every item ran"))
+        .collect())
+}
+
+/// The machine configuration for a harness build.
+fn run_config(exe: &std::path::Path, h: &Harness) -> RunConfig {
+    let exe = exe.canonicalize().unwrap_or_else(|_| exe.to_path_buf());
+    let k = KernelConfig::new(&exe.to_string_lossy(), &h.manifest.args);
+    let mut cfg = RunConfig::new(k);
+    cfg.memory_mib = 256;
+    cfg
+}
+
+/// Builds a harness variant and runs it once with the default strategy;
+/// the machine goes to the pool.
+fn prepare(h: &Harness, variant: Variant) -> Result<(Target, Vm), BenchError> {
+    let exe = harness::build(h, variant)?;
+    let cfg = run_config(&exe, h);
+    let mut vm = Vm::new(&cfg, FileSource::host())?;
+    let probe = vm.run()?;
+    let target = Target {
+        harness: h.name.clone(),
+        variant,
+        exe,
+        cfg,
+        expect: (variant == Variant::Buggy).then(|| h.manifest.expect.clone()),
+        decision_points: probe.decision_points.max(1),
+        steps: probe.steps.max(1),
+    };
+    Ok((target, vm))
+}
+
+/// Runs up to `limit` schedules of `t` with `spec` from `seed`; a buggy
+/// target stops at its bug.
+fn run_schedules(
+    pool: &Pool,
+    ti: usize,
+    t: &Target,
+    spec: &StrategySpec,
+    seed: u64,
+    limit: u64,
+) -> Result<Tally, BenchError> {
+    let start = Instant::now();
+    let mut vm = pool.take(ti);
+    let mut o = Tally {
+        schedules: 0,
+        first_bug: None,
+        unexpected: 0,
+        failures: 0,
+        first_failure: None,
+        wall_s: 0.0,
+    };
+    for i in 0..limit {
+        let strategy = spec.build(schedule_seed(seed, i), t.decision_points)?;
+        let machine = match vm.take() {
+            Some(v) if v.can_run() => v,
+            _ => Vm::new(&t.cfg, FileSource::host())?,
+        };
+        let machine = vm.insert(machine);
+        machine.set_strategy(strategy);
+        let r = machine.run()?;
+        o.schedules += 1;
+        let inversions = !r.potential_deadlocks.is_empty();
+        let v = expect::verdict(t.expect.as_ref(), &r.outcome, inversions);
+        let failed = match (&t.expect, v) {
+            (_, Verdict::Pass) | (Some(_), Verdict::LockWarning) => false,
+            (Some(_), Verdict::Other) => {
+                o.unexpected += 1;
+                false
+            }
+            _ => true,
+        };
+        if failed {
+            o.failures += 1;
+            o.first_failure
+                .get_or_insert((i + 1, expect::failure_kind(&r.outcome, inversions)));
+        }
+        if v == Verdict::Bug {
+            o.first_bug = Some(i + 1);
+            break;
+        }
+    }
+    if let Some(vm) = vm {
+        pool.put(ti, vm);
+    }
+    o.wall_s = start.elapsed().as_secs_f64();
+    Ok(o)
+}
+
+/// Starts a phase of `len` steps on the progress bar.
+fn phase(bar: &ProgressBar, len: usize, what: &'static str) {
+    bar.set_position(0);
+    bar.set_length(len as u64);
+    bar.set_message(what);
+}
+
+/// Runs one trial of a column: each kind of column is one arm.
+fn run_trial(
+    pool: &Pool,
+    ti: usize,
+    t: &Target,
+    column: &Column,
+    seed: u64,
+    limit: u64,
+) -> Result<Tally, BenchError> {
+    match column {
+        Column::Strategy(spec) => run_schedules(pool, ti, t, spec, seed, limit),
+        // To wire the fuzzer: call `fuzz::schedules_to_bug` with `t.cfg`,
+        // `seed`, `limit` and `expect::verdict(..) == Verdict::Bug` as the
+        // test here, and drop its arm in `Column::unavailable`.
+        Column::Fuzz => unreachable!("unavailable columns get no trials"),
+    }
+}
+
+/// Runs the bench. `bar` shows progress (hide it when nobody watches).
+pub fn run(cfg: &BenchConfig, bar: &ProgressBar) -> Result<BenchReport, BenchError> {
+    let start = Instant::now();
+    let jobs = cfg.jobs.max(1);
+    let builds: Vec<(&Harness, Variant)> = cfg
+        .harnesses
+        .iter()
+        .flat_map(|h| h.variants().into_iter().map(move |v| (h, v)))
+        .filter(|(_, v)| *v == Variant::Buggy || cfg.fixed_budget > 0)
+        .collect();
+    let columns: Vec<usize> = (0..cfg.columns.len())
+        .filter(|&i| cfg.columns[i].unavailable().is_none())
+        .collect();
+
+    // Build and probe every target; the probes' machines start the pool.
+    phase(bar, builds.len(), "builds probed");
+    let pool = Pool {
+        idle: Mutex::new(Vec::new()),
+        cap: 4 * jobs + builds.len(),
+    };
+    let targets: Vec<Target> = parallel(builds.len(), jobs, |i| {
+        let (h, v) = builds[i];
+        let (t, vm) = prepare(h, v)?;
+        pool.put(i, vm);
+        bar.inc(1);
+        Ok(t)
+    })?;
+
+    // Every available column on every buggy target from every seed, and on
+    // every twin once; the costliest first.
+    let mut work: Vec<Work> = Vec::new();
+    for &column in &columns {
+        for (ti, t) in targets.iter().enumerate() {
+            let (seeds, budget) = match t.expect {
+                Some(_) => (cfg.seeds, cfg.budget),
+                None => (u64::from(cfg.fixed_budget > 0), cfg.fixed_budget),
+            };
+            let limit = cfg.columns[column].schedules_per_trial(budget);
+            for seed in 0..seeds {
+                work.push(Work {
+                    column,
+                    target: ti,
+                    seed,
+                    limit,
+                });
+            }
+        }
+    }
+    work.sort_by_key(|w| std::cmp::Reverse(targets[w.target].steps * w.limit));
+    phase(bar, work.len(), "trials");
+    let outcomes = parallel(work.len(), jobs, |i| {
+        let w = work[i];
+        let column = &cfg.columns[w.column];
+        let o = run_trial(&pool, w.target, &targets[w.target], column, w.seed, w.limit)?;
+        bar.inc(1);
+        Ok(o)
+    })?;
+    drop(pool);
+
+    // Back into a fixed order: columns, then harnesses, then seeds.
+    let mut done: Vec<(Work, Tally)> = work.into_iter().zip(outcomes).collect();
+    done.sort_by_key(|(w, _)| (w.column, w.target, w.seed));
+    let mut trials = Vec::new();
+    let mut fixed = Vec::new();
+    for (w, o) in done {
+        let t = &targets[w.target];
+        let strategy = cfg.columns[w.column].to_string();
+        if t.expect.is_some() {
+            trials.push(Trial {
+                strategy,
+                harness: t.harness.clone(),
+                seed: w.seed,
+                schedules_to_bug: o.first_bug,
+                wall_s: o.wall_s,
+                schedules: o.schedules,
+                unexpected: o.unexpected,
+            });
+        } else {
+            fixed.push(FixedTrial {
+                strategy,
+                harness: format!("{}-fixed", t.harness),
+                seed: w.seed,
+                schedules: o.schedules,
+                failures: o.failures,
+                first_failure: o.first_failure.map(|f| f.0),
+                first_failure_kind: o.first_failure.map(|f| f.1.to_string()),
+                wall_s: o.wall_s,
+            });
+        }
+    }
+
+    let native = match cfg.native_cap {
+        Some(cap) => Some(native_phase(cfg, &targets, &trials, cap, bar)?),
+        None => None,
+    };
+    Ok(BenchReport {
+        command: cfg.command.clone(),
+        budget: cfg.budget,
+        fixed_budget: cfg.fixed_budget,
+        seeds: cfg.seeds,
+        jobs,
+        strategies: cfg.columns.iter().map(|c| c.to_string()).collect(),
+        unavailable: cfg
+            .columns
+            .iter()
+            .filter_map(|c| {
+                c.unavailable().map(|note| Unavailable {
+                    strategy: c.to_string(),
+                    note: note.to_string(),
+                })
+            })
+            .collect(),
+        harnesses: cfg.harnesses.iter().map(|h| h.name.clone()).collect(),
+        trials,
+        fixed,
+        native,
+        elapsed_s: start.elapsed().as_secs_f64(),
+    })
+}
+
+/// Runs each buggy build natively for as long as the machine's trials took
+/// on it (within the floor and the cap), the longest first.
+fn native_phase(
+    cfg: &BenchConfig,
+    targets: &[Target],
+    trials: &[Trial],
+    cap: Duration,
+    bar: &ProgressBar,
+) -> Result<Vec<NativeLoop>, BenchError> {
+    let mut spent: BTreeMap<&str, f64> = BTreeMap::new();
+    for t in trials {
+        *spent.entry(&t.harness).or_default() += t.wall_s;
+    }
+    let mut plan: Vec<(&Target, Duration)> = targets
+        .iter()
+        .filter(|t| t.variant == Variant::Buggy)
+        .map(|t| {
+            let s = spent.get(t.harness.as_str()).copied().unwrap_or(0.0);
+            let d = Duration::from_secs_f64(s).max(cfg.native_floor).min(cap);
+            (t, d)
+        })
+        .collect();
+    plan.sort_by_key(|(_, d)| std::cmp::Reverse(*d));
+    phase(bar, plan.len(), "native loops");
+    let mut loops = parallel(plan.len(), cfg.jobs, |i| {
+        let (t, d) = plan[i];
+        let l = native::stress(
+            &t.harness,
+            &t.exe,
+            &t.cfg.kernel.argv[1..],
+            d,
+            native::RUN_TIMEOUT,
+        )
+        .map_err(|source| BenchError::Native {
+            harness: t.harness.clone(),
+            source,
+        })?;
+        bar.inc(1);
+        Ok(l)
+    })?;
+    let order: Vec<&String> = cfg.harnesses.iter().map(|h| &h.name).collect();
+    loops.sort_by_key(|l| order.iter().position(|n| **n == l.harness));
+    Ok(loops)
+}

@@ -1,0 +1,208 @@
+//! `rewind-fuzz bench`: strategies against the bug suite, with a native
+//! stress loop as the baseline; tables, CSV or JSON, and a plot.
+
+use std::io::IsTerminal;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use clap::Args;
+use indicatif::{ProgressBar, ProgressStyle};
+
+use super::UserError;
+use super::run::{parse_duration, vm_error};
+use crate::bench::{self, BenchConfig, BenchError, DEFAULT_COLUMNS};
+use crate::harness::{self, Harness};
+
+#[derive(Args, Debug)]
+pub struct BenchArgs {
+    /// Strategies to compare, comma-separated: default, random, pct:D, pos, fuzz.
+    #[arg(long, value_name = "LIST", default_value = DEFAULT_COLUMNS)]
+    pub strategies: Vec<String>,
+    /// Bug-suite harnesses to run (repeatable or comma-separated; default: all).
+    #[arg(long = "harness", value_name = "NAME", num_args = 1..)]
+    pub harnesses: Vec<String>,
+    /// Schedules per trial before giving up [default: 1000, 100 with --quick].
+    #[arg(long, value_name = "SCHEDULES")]
+    pub budget: Option<u64>,
+    /// Trials per strategy and harness, each from its own seed [default: 5, 3 with --quick].
+    #[arg(long, value_name = "K")]
+    pub seeds: Option<u64>,
+    /// Schedules each fixed twin runs per strategy (0 skips the twins) [default: the budget].
+    #[arg(long, value_name = "SCHEDULES")]
+    pub fixed_budget: Option<u64>,
+    /// Machines running trials in parallel (default: every core).
+    #[arg(long, short = 'j')]
+    pub jobs: Option<usize>,
+    /// The smaller bench CI may run: budget 100, 3 seeds, native loops of at most 5 s.
+    #[arg(long)]
+    pub quick: bool,
+    /// Print one JSON object (trials, fixed twins, native loops, summary) instead of the tables.
+    #[arg(long, conflicts_with = "csv")]
+    pub json: bool,
+    /// Write every trial as CSV to FILE.
+    #[arg(long, value_name = "FILE")]
+    pub csv: Option<PathBuf>,
+    /// Draw bugs found against schedules, one line per strategy, as SVG to FILE.
+    #[arg(long, value_name = "FILE.svg")]
+    pub plot: Option<PathBuf>,
+    /// Skip the native stress loop.
+    #[arg(long)]
+    pub no_native: bool,
+    /// The longest native loop per harness [default: 60s, 5s with --quick].
+    #[arg(long, value_name = "DUR", value_parser = parse_duration)]
+    pub native_cap: Option<Duration>,
+}
+
+/// The bug-suite harnesses named, or all of them.
+fn select(names: &[String]) -> Result<Vec<Harness>, UserError> {
+    let bad = |e: harness::HarnessError| UserError::bad_input(e.to_string());
+    let names: Vec<&str> = names
+        .iter()
+        .flat_map(|n| n.split(','))
+        .map(str::trim)
+        .collect();
+    if names.is_empty() {
+        return Ok(harness::list()
+            .map_err(bad)?
+            .into_iter()
+            .filter(|h| h.is_bug())
+            .collect());
+    }
+    let mut out: Vec<Harness> = Vec::new();
+    for name in names {
+        let h = harness::find(name).map_err(bad)?;
+        if !h.is_bug() {
+            return Err(UserError::bad_input(format!(
+                "harness {name} is an engine program without a bug or a fixed twin; bench the bug suite (harnesses/README.md lists it)"
+            )));
+        }
+        if out.iter().any(|o| o.name == h.name) {
+            return Err(UserError::bad_input(format!(
+                "harness {name} is listed twice"
+            )));
+        }
+        out.push(h);
+    }
+    Ok(out)
+}
+
+fn bench_error(e: BenchError) -> UserError {
+    match e {
+        BenchError::Vm(v) => vm_error(v),
+        BenchError::Harness(h) => UserError::bad_input(h.to_string()),
+        other => UserError {
+            message: other.to_string(),
+            code: 1,
+        },
+    }
+}
+
+pub fn bench(a: BenchArgs) -> Result<u8, UserError> {
+    let columns = bench::parse_columns(&a.strategies).map_err(UserError::bad_input)?;
+    let harnesses = select(&a.harnesses)?;
+    let budget = a.budget.unwrap_or(if a.quick { 100 } else { 1000 });
+    let seeds = a.seeds.unwrap_or(if a.quick { 3 } else { 5 });
+    if budget == 0 {
+        return Err(UserError::bad_input("--budget must be at least 1 schedule"));
+    }
+    if seeds == 0 {
+        return Err(UserError::bad_input("--seeds must be at least 1"));
+    }
+    if a.jobs == Some(0) {
+        return Err(UserError::bad_input("--jobs must be at least 1"));
+    }
+    let cap = a
+        .native_cap
+        .unwrap_or(Duration::from_secs(if a.quick { 5 } else { 60 }));
+    let cfg = BenchConfig {
+        columns,
+        harnesses,
+        budget,
+        seeds,
+        fixed_budget: a.fixed_budget.unwrap_or(budget),
+        jobs: a
+            .jobs
+            .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get())),
+        native_cap: (!a.no_native).then_some(cap),
+        native_floor: Duration::from_secs(1).min(cap),
+        command: command_line(),
+    };
+
+    let bar = if std::io::stderr().is_terminal() {
+        ProgressBar::new(0)
+    } else {
+        ProgressBar::hidden()
+    };
+    bar.set_style(
+        ProgressStyle::with_template("{spinner} [{elapsed_precise}] {bar:40} {pos}/{len} {msg}")
+            .expect("valid template"),
+    );
+    bar.enable_steady_tick(Duration::from_millis(250));
+    let report = bench::runner::run(&cfg, &bar).map_err(bench_error)?;
+    bar.finish_and_clear();
+
+    if let Some(f) = &a.csv {
+        std::fs::write(f, report.to_csv()).map_err(|e| {
+            UserError::bad_input(format!("cannot write --csv {}: {e}", f.display()))
+        })?;
+    }
+    if let Some(f) = &a.plot {
+        let svg = bench::plot::svg(&report).map_err(|e| UserError {
+            message: format!("drawing the plot: {e}"),
+            code: 1,
+        })?;
+        std::fs::write(f, svg).map_err(|e| {
+            UserError::bad_input(format!("cannot write --plot {}: {e}", f.display()))
+        })?;
+    }
+    let summary = report.summary();
+    if a.json {
+        println!("{}", report.to_json());
+    } else {
+        println!(
+            "{} harnesses x {} strategies x {} seeds, budget {} schedules ({} per fixed twin), {} jobs, {:.0} s",
+            report.harnesses.len(),
+            report.strategies.len(),
+            report.seeds,
+            report.budget,
+            report.fixed_budget,
+            report.jobs,
+            report.elapsed_s
+        );
+        println!();
+        print!("{}", report.to_table());
+    }
+    for f in report.fixed.iter().filter(|f| f.failures > 0) {
+        eprintln!(
+            "rewind-fuzz: false positive: {} failed {} of {} schedules under {} (first: schedule {}, {})",
+            f.harness,
+            f.failures,
+            f.schedules,
+            f.strategy,
+            f.first_failure.unwrap_or(0),
+            f.first_failure_kind.as_deref().unwrap_or("?")
+        );
+    }
+    for t in report.trials.iter().filter(|t| t.unexpected > 0) {
+        eprintln!(
+            "rewind-fuzz: warning: {} under {} seed {}: {} schedules failed otherwise than the expected bug",
+            t.harness, t.strategy, t.seed, t.unexpected
+        );
+    }
+    if !summary.not_found.is_empty() {
+        eprintln!(
+            "rewind-fuzz: no strategy found the bug of {} within {} schedules",
+            summary.not_found.join(", "),
+            report.budget
+        );
+    }
+    Ok(if summary.false_positives > 0 { 1 } else { 0 })
+}
+
+/// The command as typed, with the program's name shortened.
+fn command_line() -> String {
+    let mut args = std::env::args();
+    let _ = args.next();
+    let rest: Vec<String> = args.collect();
+    format!("rewind-fuzz {}", rest.join(" "))
+}
