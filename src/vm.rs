@@ -13,7 +13,7 @@
 
 pub mod debug;
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -164,17 +164,19 @@ struct EngineState {
     /// Steps at which the strategy had a choice.
     decision_points: u64,
     /// Interleavings seen: (site a thread was switched away from, site the
-    /// next thread resumed from).
-    interleavings: BTreeSet<(u64, u64)>,
+    /// next thread resumed from), each with the switch that first made it.
+    interleavings: BTreeMap<(u64, u64), Decision>,
 }
 
 /// What a run covered, as the fuzzer's features: pairs of code sites.
-#[derive(Clone, Debug, Default, PartialEq, Eq, serde::Serialize)]
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Coverage {
     /// Lock-order edges: (site holding lock A, site acquiring lock B).
     pub lock_order: BTreeSet<(u64, u64)>,
-    /// Interleavings: (site switched away from, site resumed).
-    pub interleavings: BTreeSet<(u64, u64)>,
+    /// Interleavings: (site switched away from, site resumed), each with
+    /// the switch that first made it (where a search can branch off to
+    /// explore what follows it).
+    pub interleavings: BTreeMap<(u64, u64), Decision>,
     /// Handoffs: (release site in one thread, acquire site of the same
     /// lock in another).
     pub handoffs: BTreeSet<(u64, u64)>,
@@ -585,7 +587,14 @@ impl Vm {
         if next != cur {
             let from = k.sites.get(&cur).copied().unwrap_or(0);
             let to = k.sites.get(&next).copied().unwrap_or(0);
-            self.engine.interleavings.insert((from, to));
+            let switch = Decision {
+                step: k.step,
+                thread: next.0,
+            };
+            self.engine
+                .interleavings
+                .entry((from, to))
+                .or_insert(switch);
         }
         k.switch_to(next);
     }

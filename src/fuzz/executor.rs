@@ -13,10 +13,11 @@ use libafl_bolts::tuples::RefIndexable;
 use serde::{Deserialize, Serialize};
 
 use super::input::ScheduleInput;
-use super::mutators::RunProfile;
+use super::mutators::{Lineages, RunProfile};
 use crate::kernel::vfs::SharedSource;
 use crate::locks::Inversion;
 use crate::outcome::Outcome;
+use crate::sched::Decision;
 use crate::signature::Signature;
 use crate::vm::{Coverage, RunConfig, RunReport, Vm};
 
@@ -58,15 +59,19 @@ pub fn feature_id(kind: FeatureKind, a: u64, b: u64) -> u64 {
 
 /// Every feature of a run, by kind.
 pub fn features(c: &Coverage) -> Vec<(FeatureKind, u64)> {
-    let mut out = Vec::new();
-    for (kind, set) in [
-        (FeatureKind::LockOrder, &c.lock_order),
-        (FeatureKind::Interleaving, &c.interleavings),
-        (FeatureKind::Handoff, &c.handoffs),
-    ] {
-        out.extend(set.iter().map(|(a, b)| (kind, feature_id(kind, *a, *b))));
-    }
-    out
+    let pairs = c
+        .lock_order
+        .iter()
+        .map(|p| (FeatureKind::LockOrder, p))
+        .chain(
+            c.interleavings
+                .keys()
+                .map(|p| (FeatureKind::Interleaving, p)),
+        )
+        .chain(c.handoffs.iter().map(|p| (FeatureKind::Handoff, p)));
+    pairs
+        .map(|(kind, (a, b))| (kind, feature_id(kind, *a, *b)))
+        .collect()
 }
 
 /// Whether a run failed, and how (the finding kinds of the fuzzer).
@@ -243,6 +248,23 @@ where
         let mut exit = ExitKind::Ok;
         {
             let mut shared = self.shared.lock().unwrap();
+            let new_switches: Vec<Decision> = report
+                .coverage
+                .interleavings
+                .iter()
+                .filter(|((a, b), _)| {
+                    let kind = FeatureKind::Interleaving;
+                    !shared.features.contains(&(kind, feature_id(kind, *a, *b)))
+                })
+                .map(|(_, switch)| *switch)
+                .collect();
+            if !new_switches.is_empty() {
+                state.metadata_or_insert_with(Lineages::default).remember(
+                    input,
+                    &report.schedule.decisions,
+                    new_switches,
+                );
+            }
             shared.features.extend(feats.iter().copied());
             if let Outcome::Unsupported { .. } = report.outcome {
                 shared

@@ -340,7 +340,12 @@ pub fn fuzz(cfg: FuzzConfig, stop: Arc<AtomicBool>) -> Result<FuzzSummary, FuzzE
             if done {
                 break;
             }
-            std::thread::sleep(Duration::from_millis(100));
+            // A tick every 100 ms, or sooner when the workers are done (a
+            // short session, such as a bench trial, should not wait).
+            let next_tick = Instant::now() + Duration::from_millis(100);
+            while Instant::now() < next_tick && !handles.iter().all(|h| h.is_finished()) {
+                std::thread::sleep(Duration::from_millis(2));
+            }
         }
         for h in handles {
             if let Ok(Err(e)) = h.join() {

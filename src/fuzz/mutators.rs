@@ -12,7 +12,7 @@ use libafl_bolts::Named;
 use libafl_bolts::rands::Rand;
 use serde::{Deserialize, Serialize};
 
-use super::input::{ScheduleInput, Tail};
+use super::input::{MAX_DECISIONS, ScheduleInput, Tail, fingerprint};
 use crate::sched::Decision;
 
 /// What the fuzzer has learned about the target's runs, which mutators use
@@ -40,6 +40,35 @@ impl RunProfile {
                 self.threads.push(t);
             }
         }
+    }
+}
+
+/// Where the runs of inputs that found new interleavings went: for each
+/// such input (by fingerprint), the decisions its run took and the switches
+/// that made its new interleavings. A new interleaving is a state nobody
+/// explored beyond yet, so [`BranchAtNewInterleaving`] replays the run up
+/// to one of those switches and lets a fresh strategy take it from there.
+#[derive(Clone, Debug, Default, Serialize, Deserialize, libafl_bolts::SerdeAny)]
+pub struct Lineages {
+    by_input: std::collections::BTreeMap<u64, Lineage>,
+}
+
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct Lineage {
+    /// The run's decisions (those that differed from the default policy).
+    decisions: Vec<Decision>,
+    /// The switches that first made an interleaving.
+    new_switches: Vec<Decision>,
+}
+
+impl Lineages {
+    /// Remembers where the run of `input` found something new.
+    pub fn remember(&mut self, input: &ScheduleInput, decisions: &[Decision], new: Vec<Decision>) {
+        let lineage = Lineage {
+            decisions: decisions.iter().copied().take(MAX_DECISIONS).collect(),
+            new_switches: new,
+        };
+        self.by_input.insert(fingerprint(input), lineage);
     }
 }
 
@@ -254,6 +283,59 @@ pub fn random_tail<R: Rand>(r: &mut R, seed: u64) -> Tail {
 
 /// Joins the decisions of this schedule before a step with another corpus
 /// entry's after it.
+/// Branches off a run that found a new interleaving: replays it up to the
+/// switch that made one and continues with a fresh strategy: the default
+/// policy (the thread switched to runs as far as it can), PCT, a random
+/// walk or POS. Skips inputs whose runs found nothing new.
+#[derive(Default)]
+pub struct BranchAtNewInterleaving;
+named!(BranchAtNewInterleaving, "branch-at-new-interleaving");
+
+impl<S: HasRand + HasMetadata> Mutator<ScheduleInput, S> for BranchAtNewInterleaving {
+    fn mutate(
+        &mut self,
+        state: &mut S,
+        input: &mut ScheduleInput,
+    ) -> Result<MutationResult, libafl::Error> {
+        let key = fingerprint(input);
+        let Some(lineage) = state
+            .metadata::<Lineages>()
+            .ok()
+            .and_then(|l| l.by_input.get(&key))
+            .cloned()
+        else {
+            return Ok(MutationResult::Skipped);
+        };
+        let r = state.rand_mut();
+        let at = lineage.new_switches[below(r, lineage.new_switches.len())];
+        input.decisions = lineage
+            .decisions
+            .iter()
+            .copied()
+            .filter(|d| d.step < at.step)
+            .chain(std::iter::once(at))
+            .collect();
+        let seed = r.next();
+        input.tail = match r.below_or_zero(6) {
+            0 | 1 => Tail::Default,
+            2 => Tail::Pct { depth: 1, seed },
+            3 => Tail::Pct { depth: 2, seed },
+            4 => Tail::Random { seed },
+            _ => Tail::Pos { seed },
+        };
+        input.normalize();
+        Ok(MutationResult::Mutated)
+    }
+
+    fn post_exec(
+        &mut self,
+        _: &mut S,
+        _: Option<libafl::corpus::CorpusId>,
+    ) -> Result<(), libafl::Error> {
+        Ok(())
+    }
+}
+
 #[derive(Default)]
 pub struct SpliceSchedules;
 named!(SpliceSchedules, "splice-schedules");
@@ -337,7 +419,7 @@ impl<H> Named for MixMutator<H> {
 impl<H, S> Mutator<ScheduleInput, S> for MixMutator<H>
 where
     H: Mutator<ScheduleInput, S>,
-    S: HasRand,
+    S: HasRand + HasMetadata,
 {
     fn mutate(
         &mut self,
@@ -350,6 +432,12 @@ where
             let kind = self.kinds[below(r, self.kinds.len())];
             let depth = 2 + r.below_or_zero(2) as u32;
             *input = ScheduleInput::fresh(self.target, fresh_tail(kind, seed, depth));
+            return Ok(MutationResult::Mutated);
+        }
+        // Half the time, explore beyond what this entry found first.
+        if state.rand_mut().coinflip(0.5)
+            && BranchAtNewInterleaving.mutate(state, input)? == MutationResult::Mutated
+        {
             return Ok(MutationResult::Mutated);
         }
         let result = self.havoc.mutate(state, input)?;
