@@ -59,11 +59,12 @@ fn suite() -> Vec<String> {
 
 #[test]
 fn every_buggy_harness_is_found_within_the_default_budget() {
-    // Random search alone finds them all, each within a few dozen
-    // schedules; the twins are the next test's.
+    // Random search finds most within a few dozen schedules; the bugs that
+    // need one thread to run far ahead are the fuzzer's. The twins are the
+    // next test's.
     let (code, v) = bench(&[
         "--strategies",
-        "random",
+        "random,fuzz",
         "--seeds",
         "1",
         "--fixed-budget",
@@ -75,11 +76,14 @@ fn every_buggy_harness_is_found_within_the_default_budget() {
         serde_json::json!(suite()),
         "the whole suite"
     );
-    let missed: Vec<&Value> = v["trials"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .filter(|t| t["schedules_to_bug"].is_null())
+    let trials = schedules_to_bug(&v);
+    let missed: Vec<String> = suite()
+        .into_iter()
+        .filter(|h| {
+            ["random", "fuzz"]
+                .iter()
+                .all(|s| trials[&(s.to_string(), h.to_string(), 0)].is_none())
+        })
         .collect();
     assert!(missed.is_empty(), "not found: {missed:?}");
     assert_eq!(v["summary"]["not_found"], serde_json::json!([]));
@@ -136,15 +140,11 @@ fn the_same_seeds_give_the_same_schedules_to_bug_whatever_the_jobs() {
     let a = schedules_to_bug(&one);
     assert_eq!(
         a.len(),
-        3 * 3 * 3,
+        4 * 3 * 3,
         "one trial per strategy, harness and seed"
     );
-    assert!(a.keys().all(|k| k.0 != "fuzz"), "no trials for fuzz");
     assert!(a.values().any(|n| n.is_some_and(|n| n > 1)), "{a:?}");
     assert_eq!(a, schedules_to_bug(&two));
-    let fuzz = &one["summary"]["strategies"][3];
-    assert_eq!(fuzz["available"], false, "{fuzz}");
-    assert!(fuzz["note"].as_str().unwrap().contains("not available"));
 }
 
 #[test]
@@ -189,4 +189,47 @@ fn the_readme_shows_the_current_table_the_plot_and_the_command_that_made_them() 
     assert!(section.contains("](docs/bench.svg)"), "the plot is shown");
     let svg = std::fs::read_to_string(root.join("docs/bench.svg")).unwrap();
     assert!(svg.starts_with("<svg") && svg.contains("bugs found"));
+}
+
+/// The fuzzer's claim: coverage guidance finds the bug in fewer schedules
+/// than the same fuzzer drawing nothing but fresh random walks
+/// (`--strategy-mix 1.0:random`), on at least half of the bug suite,
+/// comparing medians over five seeds (a seed that never found it counts as
+/// worse than any number).
+#[test]
+fn coverage_guided_fuzzing_beats_pure_random_search_on_half_the_suite() {
+    let (code, v) = bench(&[
+        "--strategies",
+        "fuzz,fuzz:1.0:random",
+        "--seeds",
+        "5",
+        "--budget",
+        "500",
+        "--fixed-budget",
+        "0",
+    ]);
+    assert_eq!(code, 0, "{v}");
+    let trials = schedules_to_bug(&v);
+    let median = |strategy: &str, harness: &str| {
+        let mut n: Vec<u64> = (0..5)
+            .map(|seed| {
+                trials[&(strategy.to_string(), harness.to_string(), seed)].unwrap_or(u64::MAX)
+            })
+            .collect();
+        n.sort();
+        n[2]
+    };
+    let mut table = String::new();
+    let mut wins = 0;
+    let harnesses = suite();
+    for h in &harnesses {
+        let (guided, random) = (median("fuzz", h), median("fuzz:1.0:random", h));
+        wins += usize::from(guided < random);
+        table += &format!("{h:<24} guided {guided:>20} random {random:>20}\n");
+    }
+    assert!(
+        2 * wins >= harnesses.len(),
+        "guided search won on {wins} of {} harnesses:\n{table}",
+        harnesses.len()
+    );
 }

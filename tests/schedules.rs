@@ -167,7 +167,7 @@ fn a_saved_random_run_replays_as_an_explicit_schedule() {
 #[test]
 fn rust_mutexes_taken_in_opposite_orders_deadlock_under_some_schedule() {
     let dir = tempfile::tempdir().unwrap();
-    let (_, v) = check(&harness("rust-two-mutex"), "random", 200, dir.path());
+    let (_, v) = check(&harness("rust-two-mutex"), "pct:2", 300, dir.path());
     assert_eq!(v["first_failure"]["outcome"]["kind"], "deadlocked", "{v}");
 }
 

@@ -1,10 +1,14 @@
 // Two C++ registries that swap their contents, each swap holding both
 // registries' std::mutex through two std::lock_guards: `a.swap_with(b)`
 // locks a then b, and the other thread's `b.swap_with(a)` locks b then a.
+// The second thread first polls b's size six times (each a lock_guard).
 //
 // Bug: if the first thread is preempted between its two lock_guards
-// (holding a's mutex) and the second thread takes b's, each waits for the
-// other: deadlocked.  One preemption; the window holds only the next
+// (holding a's mutex) and the second thread polls and takes b's, each waits
+// for the other: deadlocked.  One preemption, but then the second thread
+// must run about fifteen scheduling points in a row: PCT and a search that
+// lets the thread it switched to run on find that quickly, a coin flip at
+// every step rarely does.  The window holds only the next
 // pthread_mutex_lock (std::mutex is a pthread mutex), so the shim is needed.
 //
 // Fix (-DFIXED): std::scoped_lock locks both mutexes with std::lock's
@@ -73,7 +77,13 @@ int main()
     Registry b({"delta", "epsilon"});
     std::thread first([&] { a.swap_with(b); });
     stagger();
-    std::thread second([&] { b.swap_with(a); });
+    std::thread second([&] {
+        std::size_t polled = 0;
+        for (int i = 0; i < 6; i++)
+            polled += b.size();
+        if (polled > 0)
+            b.swap_with(a);
+    });
     first.join();
     second.join();
     // Two swaps bring the contents back whatever their order.

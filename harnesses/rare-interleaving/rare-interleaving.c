@@ -1,24 +1,24 @@
 /*
- * A bug behind one precise preemption among about two thousand scheduling
- * points.
+ * A bug behind one precise preemption and a long run of the other thread.
  *
- * Two workers each process 300 jobs: tag the job with the thread id (gettid,
- * a system call) and count it under a mutex.  Job 150 is a checkpoint: the
- * worker notes the checkpoint epoch, drops the lock to write the checkpoint
- * (the gettid call stands for the write), takes the lock again and bumps the
+ * Two workers each process 40 jobs: tag the job with the thread id (gettid,
+ * a system call) and count it under a mutex.  Each worker checkpoints once,
+ * after its own quota of jobs (worker 0 after 10, worker 1 after 30): it
+ * notes the checkpoint epoch, drops the lock to write the checkpoint (the
+ * gettid call stands for the write), takes the lock again and bumps the
  * epoch, asserting that nobody else did in between.
  *
  * Bug: the checkpoint is split across two critical sections.  It fails only
- * if one worker is preempted exactly inside its own checkpoint window and
- * the other worker then runs its whole checkpoint (job 150) before the
- * first resumes: a single preemption, but at one place among ~600 system
- * calls (~1800 steps with the shim), and the other worker must be exactly
- * at job 150 when it happens.  A scheduler that preempts at a random step
- * and then runs the other thread to the end (PCT) hits it with probability
- * about 1/steps; one that flips a coin at every step rarely lines the two
- * workers up.  Natively the workers start tens of microseconds apart, so
- * their checkpoints are far apart.  The window holds a system call, so no
- * shim is needed (with it the window also holds the lock and unlock).
+ * if worker 0 is preempted exactly inside its checkpoint window (job 10)
+ * and worker 1 then runs twenty jobs ahead, through its own checkpoint,
+ * before worker 0 resumes (or the same the other way round).  One
+ * preemption, but the other thread must then run about sixty scheduling
+ * points in a row: a scheduler that flips a coin at every step almost never
+ * does that (about one run in 10^5), natively the checkpoints are
+ * milliseconds apart, while PCT (preempt once, then let the other thread
+ * run) hits it about once per two hundred runs, and a search that branches
+ * off at the new interleaving and lets the other thread run on hits it
+ * sooner.  The window holds a system call, so no shim is needed.
  *
  * Fix (-DFIXED): do the whole checkpoint in one critical section.
  */
@@ -29,8 +29,7 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
-#define JOBS 300
-#define CHECKPOINT 150
+#define JOBS 40
 
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
 static long done;
@@ -56,14 +55,19 @@ static void checkpoint(void) /* called with the lock held */
 #endif
 }
 
+struct worker {
+    int checkpoint_after; /* the worker's quota of jobs between checkpoints */
+    long tags;
+};
+
 static void *worker(void *arg)
 {
-    long *tags = arg;
+    struct worker *w = arg;
     for (int job = 0; job < JOBS; job++) {
-        *tags += syscall_point() > 0;
+        w->tags += syscall_point() > 0;
         pthread_mutex_lock(&lock);
         done++;
-        if (job == CHECKPOINT)
+        if (job == w->checkpoint_after)
             checkpoint();
         pthread_mutex_unlock(&lock);
     }
@@ -87,12 +91,12 @@ static void stagger(void)
 int main(void)
 {
     pthread_t a, b;
-    long tags_a = 0, tags_b = 0;
-    pthread_create(&a, NULL, worker, &tags_a);
+    struct worker wa = {.checkpoint_after = 10}, wb = {.checkpoint_after = 30};
+    pthread_create(&a, NULL, worker, &wa);
     stagger();
-    pthread_create(&b, NULL, worker, &tags_b);
+    pthread_create(&b, NULL, worker, &wb);
     pthread_join(a, NULL);
     pthread_join(b, NULL);
-    printf("%ld jobs done (%ld tagged), %d checkpoints\n", done, tags_a + tags_b, epoch);
+    printf("%ld jobs done (%ld tagged), %d checkpoints\n", done, wa.tags + wb.tags, epoch);
     return done == 2 * JOBS && epoch == 2 ? 0 : 1;
 }

@@ -1,15 +1,19 @@
 //! Check-then-act across two lock scopes in Rust.
 //!
 //! A job sits in an `Arc<Mutex<Option<Job>>>`; two workers each check
-//! whether it is there and, if so, take it and process it.
+//! whether it is there and, if so, take it and process it.  The second
+//! worker first warms its cache, logging each of eight entries.
 //!
 //! Bug: the check (`is_some()`) and the act (`take().unwrap()`) are in two
 //! separate lock scopes with a log line (`eprintln!`, a write system call)
-//! between them.  If one worker is preempted at that write after seeing the
-//! job, and the other worker checks and takes it, the first one's
-//! `unwrap()` on `None` panics; main's `join().unwrap()` then panics too and
-//! the process exits with status 101.  One preemption, at a system call, so
-//! no shim is needed; std's Mutex uses futex directly, not pthread, so the
+//! between them.  If the first worker is preempted at that write after
+//! seeing the job, and the second worker warms up, checks and takes it, the
+//! first one's `unwrap()` on `None` panics; main's `join().unwrap()` then
+//! panics too and the process exits with status 101.  One preemption, at a
+//! system call, but then the second worker must run its whole warm-up
+//! (a dozen system calls) before the first resumes: PCT and a search that
+//! lets the thread it switched to run on find that quickly, a coin flip at
+//! every step rarely does.  No shim is needed; std's Mutex uses futex directly, not pthread, so the
 //! shim would not help anyway.  (A `yield_now()` would do in the VM too,
 //! but natively it hands the CPU to the other worker and fails half the
 //! runs.)
@@ -57,6 +61,15 @@ fn stagger() {
     }
 }
 
+/// The second worker's start-up: eight cache entries, each logged.
+fn warm_up(worker: usize) {
+    if worker > 0 {
+        for entry in 0..8 {
+            eprintln!("worker {worker}: cache entry {entry} loaded");
+        }
+    }
+}
+
 fn main() {
     let slot = Arc::new(Mutex::new(Some(Job {
         items: (1..=10).collect(),
@@ -67,7 +80,10 @@ fn main() {
                 stagger();
             }
             let slot = Arc::clone(&slot);
-            thread::spawn(move || try_take(&slot))
+            thread::spawn(move || {
+                warm_up(i);
+                try_take(&slot)
+            })
         })
         .collect();
     let results: Vec<u32> = workers

@@ -3,12 +3,17 @@
 //! Two threads move an item between an inbox and an archive, each holding
 //! both locks: one locks inbox then archive, the other archive then inbox,
 //! logging a line (`eprintln!`, a write system call) between the two
-//! acquisitions.
+//! acquisitions.  The restorer first checks its configuration, logging each
+//! of eight keys.
 //!
-//! Bug: if the first thread is preempted at its log write holding the inbox
-//! and the second locks the archive, each waits for the other's mutex
-//! forever: deadlocked (both threads in futex waits, main in join).  One
-//! preemption, at a system call, so no shim is needed (std's Mutex uses
+//! Bug: if the archiver is preempted at its log write holding the inbox
+//! and the restorer checks its configuration and locks the archive, each
+//! waits for the other's mutex forever: deadlocked (both threads in futex
+//! waits, main in join).  One preemption, at a system call, but then the
+//! restorer must run about a dozen system calls in a row before the
+//! archiver resumes: PCT and a search that lets the thread it switched to
+//! run on find that quickly, a coin flip at every step rarely does.  No
+//! shim is needed (std's Mutex uses
 //! futex directly, so the pthread shim never sees it anyway).  (A
 //! `yield_now()` would do in the VM too, but natively it hands the CPU to
 //! the other thread and deadlocks one run in ten.)
@@ -49,6 +54,9 @@ fn main() {
     let restorer = {
         let (inbox, archive) = (Arc::clone(&inbox), Arc::clone(&archive));
         thread::spawn(move || {
+            for key in ["source", "target", "policy", "retention", "owner", "quota", "mode", "batch"] {
+                eprintln!("restorer: config {key} ok");
+            }
             #[cfg(not(fixed))]
             let (mut archive, mut inbox) = {
                 let archive = archive.lock().unwrap();

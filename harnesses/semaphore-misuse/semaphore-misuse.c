@@ -3,12 +3,17 @@
  *
  * Two threads each use a single-port "device" twice.  The device section
  * counts the threads inside it, asserts it is alone, and records its owner
- * thread id (gettid, a system call) before releasing the device.
+ * thread id (gettid, a system call) before releasing the device.  The
+ * second thread first runs a self-test of eight probes, each stamped with
+ * its thread id (gettid).
  *
- * Bug: sem_init(&port, 0, 2) admits two threads at once.  If a thread is
- * preempted inside the section (at gettid) and another thread enters, the
- * second one's assert(inside == 1) aborts.  One preemption at a system
- * call, so no shim is needed.
+ * Bug: sem_init(&port, 0, 2) admits two threads at once.  If the first
+ * thread is preempted inside the section (at gettid) and the second runs
+ * its self-test and enters, the second one's assert(inside == 1) aborts.
+ * One preemption at a system call (no shim needed), but then the second
+ * thread must run about a dozen scheduling points in a row: PCT and a
+ * search that lets the thread it switched to run on find that quickly, a
+ * coin flip at every step rarely does.
  *
  * Fix (-DFIXED): initialize the semaphore to 1, the number of ports, so a
  * second thread blocks in sem_wait until the first posts.
@@ -46,9 +51,17 @@ static void use_device(void)
     sem_post(&port);
 }
 
+static void self_test(void)
+{
+    static pid_t probe[8];
+    for (int i = 0; i < 8; i++)
+        probe[i] = (pid_t)syscall(SYS_gettid);
+}
+
 static void *user(void *arg)
 {
-    (void)arg;
+    if (arg != NULL)
+        self_test();
     for (int i = 0; i < USES; i++)
         use_device();
     return NULL;
@@ -75,7 +88,7 @@ int main(void)
     for (int i = 0; i < THREADS; i++) {
         if (i > 0)
             stagger();
-        pthread_create(&threads[i], NULL, user, NULL);
+        pthread_create(&threads[i], NULL, user, i > 0 ? &threads[0] : NULL);
     }
     for (int i = 0; i < THREADS; i++)
         pthread_join(threads[i], NULL);

@@ -1,19 +1,31 @@
 //! A bench column: one way of choosing schedules.
 
+use crate::fuzz::StrategyMix;
 use crate::sched::StrategySpec;
 
 /// The columns `rewind-fuzz bench` compares unless told otherwise.
-pub const DEFAULT_COLUMNS: &str = "default,random,pct:1,pct:2,pct:3,pos,fuzz";
+pub const DEFAULT_COLUMNS: &str = "default,random,pct:1,pct:2,pct:3,pos,fuzz,fuzz:1.0:random";
 
 /// One way of choosing schedules, compared against the others.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Column {
     /// An engine strategy: schedule after schedule, each from its own seed.
     Strategy(StrategySpec),
-    /// The coverage-guided fuzzer. Not wired in yet: its column says so
-    /// instead of running, so a missing fuzzer never reads as "found
-    /// nothing".
-    Fuzz,
+    /// The coverage-guided fuzzer, one job, with its `--strategy-mix`
+    /// (`fuzz` alone: the default mix; `fuzz:1.0:random`: every run a fresh
+    /// random walk, no corpus, the baseline guidance has to beat).
+    Fuzz { mix: String },
+}
+
+impl Column {
+    /// The fuzzer's strategy mix, for a fuzz column.
+    pub fn strategy_mix(&self) -> Option<StrategyMix> {
+        match self {
+            Column::Fuzz { mix } if mix.is_empty() => Some(StrategyMix::default()),
+            Column::Fuzz { mix } => mix.parse().ok(),
+            Column::Strategy(_) => None,
+        }
+    }
 }
 
 impl std::str::FromStr for Column {
@@ -21,7 +33,11 @@ impl std::str::FromStr for Column {
 
     fn from_str(s: &str) -> Result<Self, String> {
         if s == "fuzz" {
-            return Ok(Column::Fuzz);
+            return Ok(Column::Fuzz { mix: String::new() });
+        }
+        if let Some(mix) = s.strip_prefix("fuzz:") {
+            mix.parse::<StrategyMix>()?;
+            return Ok(Column::Fuzz { mix: mix.into() });
         }
         match s.parse::<StrategySpec>() {
             Ok(StrategySpec::Schedule(_)) => Err(format!(
@@ -39,23 +55,13 @@ impl std::fmt::Display for Column {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
             Column::Strategy(s) => s.fmt(f),
-            Column::Fuzz => f.write_str("fuzz"),
+            Column::Fuzz { mix } if mix.is_empty() => f.write_str("fuzz"),
+            Column::Fuzz { mix } => write!(f, "fuzz:{mix}"),
         }
     }
 }
 
 impl Column {
-    /// Why the column cannot run, when it cannot.
-    pub fn unavailable(&self) -> Option<&'static str> {
-        match self {
-            // The lead wires `fuzz::schedules_to_bug` in here once it exists.
-            Column::Fuzz => {
-                Some("not available: the coverage-guided fuzzer is not wired into bench yet")
-            }
-            Column::Strategy(_) => None,
-        }
-    }
-
     /// Schedules one trial runs at most. The default strategy has no
     /// randomness, so all its schedules are the same and one tells all.
     pub fn schedules_per_trial(&self, budget: u64) -> u64 {
@@ -91,18 +97,22 @@ mod tests {
         let cols = parse_columns(&[DEFAULT_COLUMNS.to_string()]).unwrap();
         let back: Vec<String> = cols.iter().map(|c| c.to_string()).collect();
         assert_eq!(back.join(","), DEFAULT_COLUMNS);
-        assert_eq!(cols.last(), Some(&Column::Fuzz));
+        assert_eq!(
+            cols.last(),
+            Some(&Column::Fuzz {
+                mix: "1.0:random".into()
+            })
+        );
     }
 
     #[test]
-    fn fuzz_says_it_is_not_available_and_strategies_are() {
-        assert!(
-            Column::Fuzz
-                .unavailable()
-                .unwrap()
-                .contains("not available")
-        );
-        assert_eq!("pos".parse::<Column>().unwrap().unavailable(), None);
+    fn a_fuzz_column_carries_its_strategy_mix() {
+        let guided: Column = "fuzz".parse().unwrap();
+        assert_eq!(guided.strategy_mix().unwrap().fresh, 0.2);
+        let random: Column = "fuzz:1.0:random".parse().unwrap();
+        assert_eq!(random.strategy_mix().unwrap().fresh, 1.0);
+        assert!("fuzz:2.0".parse::<Column>().is_err());
+        assert!("pos".parse::<Column>().unwrap().strategy_mix().is_none());
     }
 
     #[test]

@@ -64,13 +64,6 @@ pub struct NativeLoop {
     pub first_failure_s: Option<f64>,
 }
 
-/// A column that could not run, and why.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-pub struct Unavailable {
-    pub strategy: String,
-    pub note: String,
-}
-
 /// Everything one bench measured.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct BenchReport {
@@ -83,9 +76,8 @@ pub struct BenchReport {
     /// Trials per strategy and harness.
     pub seeds: u64,
     pub jobs: usize,
-    /// Every column asked for, available or not, in order.
+    /// Every column asked for, in order.
     pub strategies: Vec<String>,
-    pub unavailable: Vec<Unavailable>,
     /// The buggy harnesses, in order.
     pub harnesses: Vec<String>,
     pub trials: Vec<Trial>,
@@ -99,9 +91,6 @@ pub struct BenchReport {
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct StrategySummary {
     pub strategy: String,
-    pub available: bool,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub note: Option<String>,
     pub trials: usize,
     pub found: usize,
     pub found_rate: f64,
@@ -216,10 +205,6 @@ impl BenchReport {
             .filter(move |t| t.strategy == s && t.harness == h)
     }
 
-    fn is_available(&self, s: &str) -> bool {
-        !self.unavailable.iter().any(|u| u.strategy == s)
-    }
-
     /// Computes the summary.
     pub fn summary(&self) -> Summary {
         let strategies = self
@@ -260,11 +245,6 @@ impl BenchReport {
     }
 
     fn strategy_summary(&self, s: &str) -> StrategySummary {
-        let note = self
-            .unavailable
-            .iter()
-            .find(|u| u.strategy == s)
-            .map(|u| u.note.clone());
         let trials: Vec<&Trial> = self.trials.iter().filter(|t| t.strategy == s).collect();
         let to_bug: Vec<Option<u64>> = trials.iter().map(|t| t.schedules_to_bug).collect();
         let found = to_bug.iter().flatten().count();
@@ -275,8 +255,6 @@ impl BenchReport {
             + fixed.iter().map(|f| f.wall_s).sum::<f64>();
         StrategySummary {
             strategy: s.to_string(),
-            available: note.is_none(),
-            note,
             trials: trials.len(),
             found,
             found_rate: if trials.is_empty() {
@@ -296,7 +274,6 @@ impl BenchReport {
         let cells: Vec<Cell> = self
             .strategies
             .iter()
-            .filter(|s| self.is_available(s))
             .map(|s| {
                 let ts: Vec<&Trial> = self.cell_trials(s, h).collect();
                 let to_bug: Vec<Option<u64>> = ts.iter().map(|t| t.schedules_to_bug).collect();
@@ -348,7 +325,6 @@ impl BenchReport {
             "seeds": self.seeds,
             "jobs": self.jobs,
             "strategies": self.strategies,
-            "unavailable": self.unavailable,
             "harnesses": self.harnesses,
             "trials": self.trials,
             "fixed": self.fixed,
@@ -413,10 +389,6 @@ impl BenchReport {
         let _ = writeln!(out, "{STRATEGY_HEADER}");
         let _ = writeln!(out, "| --- | --- | --- | --- | --- | --- |");
         for st in &s.strategies {
-            if let Some(note) = &st.note {
-                let _ = writeln!(out, "| {} | {note} | | | | |", st.strategy);
-                continue;
-            }
             let rate = format!("{}/{} ({:.0}%)", st.found, st.trials, st.found_rate * 100.0);
             let budget = self.budget_of(&st.strategy);
             let _ = writeln!(
@@ -443,11 +415,7 @@ impl BenchReport {
             );
         }
         out.push('\n');
-        let shown: Vec<&String> = self
-            .strategies
-            .iter()
-            .filter(|s| self.is_available(s))
-            .collect();
+        let shown: Vec<&String> = self.strategies.iter().collect();
         let mut header = String::from("| harness |");
         for st in &shown {
             let _ = write!(header, " {st} |");
@@ -544,7 +512,7 @@ pub(crate) mod tests {
         }
     }
 
-    /// Two strategies, two harnesses, two seeds, and a fuzz column.
+    /// Two strategies, two harnesses, two seeds.
     pub(crate) fn report() -> BenchReport {
         let mut trials = Vec::new();
         for seed in 0..2 {
@@ -559,11 +527,7 @@ pub(crate) mod tests {
             fixed_budget: 100,
             seeds: 2,
             jobs: 2,
-            strategies: vec!["random".into(), "pct:3".into(), "fuzz".into()],
-            unavailable: vec![Unavailable {
-                strategy: "fuzz".into(),
-                note: "not available: later".into(),
-            }],
+            strategies: vec!["random".into(), "pct:3".into()],
             harnesses: vec!["abba".into(), "depth3".into()],
             trials,
             fixed: vec![FixedTrial {
@@ -614,16 +578,14 @@ pub(crate) mod tests {
     }
 
     #[test]
-    fn the_summary_counts_found_trials_and_skips_unavailable_columns() {
+    fn the_summary_counts_found_trials() {
         let s = report().summary();
         let random = &s.strategies[0];
         assert_eq!((random.found, random.trials), (2, 4));
         assert_eq!(random.median_schedules, Some(3));
         assert_eq!(random.p90_schedules, None);
         assert_eq!(random.fixed_schedules, 100);
-        let fuzz = &s.strategies[2];
-        assert!(!fuzz.available && fuzz.trials == 0);
-        assert_eq!(s.harnesses[0].cells.len(), 2, "no cell for fuzz");
+        assert_eq!(s.harnesses[0].cells.len(), 2);
         assert!(s.not_found.is_empty());
         assert_eq!(s.false_positives, 0);
     }
@@ -646,10 +608,9 @@ pub(crate) mod tests {
     }
 
     #[test]
-    fn the_table_says_fuzz_is_not_available_and_shows_every_harness() {
+    fn the_table_shows_every_strategy_and_harness() {
         let t = report().to_table();
         assert!(t.starts_with(STRATEGY_HEADER), "{t}");
-        assert!(t.contains("| fuzz | not available: later |"), "{t}");
         assert!(t.contains("| random | 2/4 (50%) | 3 | >100 |"), "{t}");
         assert!(t.contains("| abba | 2 | 10 |"), "{t}");
         assert!(t.contains("| depth3 | - (0/2) | 40 |"), "{t}");
@@ -682,7 +643,6 @@ pub(crate) mod tests {
             .unwrap();
         assert!(t["schedules_to_bug"].is_null());
         assert!(t["wall_s"].is_f64() && t["seed"].is_u64());
-        assert_eq!(v["summary"]["strategies"][2]["available"], false);
         assert_eq!(v["summary"]["false_positives"], 0);
         let back: BenchReport = serde_json::from_value(v).unwrap();
         assert_eq!(back, report(), "the JSON reads back into the report");

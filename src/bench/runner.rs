@@ -10,8 +10,8 @@
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
-use std::sync::Mutex;
 use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use indicatif::ProgressBar;
@@ -19,13 +19,13 @@ use indicatif::ProgressBar;
 use super::column::Column;
 use super::expect::{self, Verdict};
 use super::native;
-use super::results::{BenchReport, FixedTrial, NativeLoop, Trial, Unavailable};
+use super::results::{BenchReport, FixedTrial, NativeLoop, Trial};
 use crate::cli::schedule_seed;
 use crate::harness::{self, Expect, Harness, HarnessError, Variant};
 use crate::kernel::KernelConfig;
 use crate::kernel::vfs::FileSource;
 use crate::sched::{ScheduleError, StrategySpec};
-use crate::vm::{RunConfig, Vm, VmError};
+use crate::vm::{RunConfig, RunReport, Vm, VmError};
 
 /// What to bench.
 #[derive(Clone, Debug)]
@@ -59,6 +59,8 @@ pub enum BenchError {
     Vm(#[from] VmError),
     #[error(transparent)]
     Schedule(#[from] ScheduleError),
+    #[error("fuzzing: {0}")]
+    Fuzz(String),
     #[error("running {harness} natively: {source}")]
     Native {
         harness: String,
@@ -272,11 +274,35 @@ fn run_trial(
 ) -> Result<Tally, BenchError> {
     match column {
         Column::Strategy(spec) => run_schedules(pool, ti, t, spec, seed, limit),
-        // To wire the fuzzer: call `fuzz::schedules_to_bug` with `t.cfg`,
-        // `seed`, `limit` and `expect::verdict(..) == Verdict::Bug` as the
-        // test here, and drop its arm in `Column::unavailable`.
-        Column::Fuzz => unreachable!("unavailable columns get no trials"),
+        Column::Fuzz { .. } => fuzz_until_bug(t, column, seed, limit),
     }
+}
+
+/// Runs a one-job fuzzing session of `t` until its bug (for a fixed twin:
+/// any failure) or `limit` executions; the session's own machine restores
+/// its own snapshot, so the pool stays out of it.
+fn fuzz_until_bug(t: &Target, column: &Column, seed: u64, limit: u64) -> Result<Tally, BenchError> {
+    let start = Instant::now();
+    let mix = column.strategy_mix().expect("a fuzz column parsed its mix");
+    let want = t.expect.clone();
+    let accept: Arc<dyn Fn(&RunReport) -> bool + Send + Sync> = Arc::new(move |r| {
+        let v = expect::verdict(want.as_ref(), &r.outcome, !r.potential_deadlocks.is_empty());
+        match want {
+            Some(_) => v == Verdict::Bug,
+            None => v != Verdict::Pass,
+        }
+    });
+    let hit = crate::fuzz::schedules_to_bug(t.cfg.clone(), seed, mix, limit, accept)
+        .map_err(|e| BenchError::Fuzz(e.to_string()))?;
+    let buggy = t.expect.is_some();
+    Ok(Tally {
+        schedules: hit.unwrap_or(limit),
+        first_bug: hit.filter(|_| buggy),
+        unexpected: 0,
+        failures: u64::from(hit.is_some() && !buggy),
+        first_failure: hit.filter(|_| !buggy).map(|n| (n, "failure")),
+        wall_s: start.elapsed().as_secs_f64(),
+    })
 }
 
 /// Runs the bench. `bar` shows progress (hide it when nobody watches).
@@ -289,9 +315,7 @@ pub fn run(cfg: &BenchConfig, bar: &ProgressBar) -> Result<BenchReport, BenchErr
         .flat_map(|h| h.variants().into_iter().map(move |v| (h, v)))
         .filter(|(_, v)| *v == Variant::Buggy || cfg.fixed_budget > 0)
         .collect();
-    let columns: Vec<usize> = (0..cfg.columns.len())
-        .filter(|&i| cfg.columns[i].unavailable().is_none())
-        .collect();
+    let columns: Vec<usize> = (0..cfg.columns.len()).collect();
 
     // Build and probe every target; the probes' machines start the pool.
     phase(bar, builds.len(), "builds probed");
@@ -381,16 +405,6 @@ pub fn run(cfg: &BenchConfig, bar: &ProgressBar) -> Result<BenchReport, BenchErr
         seeds: cfg.seeds,
         jobs,
         strategies: cfg.columns.iter().map(|c| c.to_string()).collect(),
-        unavailable: cfg
-            .columns
-            .iter()
-            .filter_map(|c| {
-                c.unavailable().map(|note| Unavailable {
-                    strategy: c.to_string(),
-                    note: note.to_string(),
-                })
-            })
-            .collect(),
         harnesses: cfg.harnesses.iter().map(|h| h.name.clone()).collect(),
         trials,
         fixed,
