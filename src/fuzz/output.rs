@@ -483,7 +483,7 @@ fn list_names(dir: &Path) -> BTreeSet<String> {
 
 /// Features over time as an SVG line chart, one line per kind.
 fn coverage_svg(samples: &[Sample]) -> String {
-    let (w, h, pad) = (720.0, 360.0, 50.0);
+    use plotters::prelude::*;
     let tmax = samples.iter().map(|s| s.secs).fold(1.0, f64::max);
     let fmax = samples
         .iter()
@@ -491,31 +491,51 @@ fn coverage_svg(samples: &[Sample]) -> String {
         .max()
         .unwrap_or(1)
         .max(1) as f64;
-    let x = |t: f64| pad + (w - 2.0 * pad) * t / tmax;
-    let y = |f: f64| h - pad - (h - 2.0 * pad) * f / fmax;
-    let mut svg = format!(
-        "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"{w}\" height=\"{h}\" font-family=\"sans-serif\" font-size=\"12\">\n<rect width=\"100%\" height=\"100%\" fill=\"white\"/>\n<text x=\"{pad}\" y=\"24\" font-size=\"15\">Coverage features over time</text>\n<line x1=\"{pad}\" y1=\"{0}\" x2=\"{1}\" y2=\"{0}\" stroke=\"black\"/>\n<line x1=\"{pad}\" y1=\"{pad}\" x2=\"{pad}\" y2=\"{0}\" stroke=\"black\"/>\n<text x=\"{2}\" y=\"{3}\" text-anchor=\"middle\">seconds ({tmax:.0} s)</text>\n<text x=\"12\" y=\"{pad}\">{fmax:.0}</text>\n",
-        h - pad,
-        w - pad,
-        w / 2.0,
-        h - 12.0
-    );
-    let colors = ["#d62728", "#1f77b4", "#2ca02c"];
-    for (k, kind) in FeatureKind::ALL.iter().enumerate() {
-        let pts: Vec<String> = samples
-            .iter()
-            .map(|s| format!("{:.1},{:.1}", x(s.secs), y(s.features[k] as f64)))
-            .collect();
-        svg.push_str(&format!(
-            "<polyline fill=\"none\" stroke=\"{}\" stroke-width=\"2\" points=\"{}\"/>\n<text x=\"{}\" y=\"{}\" fill=\"{}\">{}</text>\n",
-            colors[k],
-            pts.join(" "),
-            w - pad - 110.0,
-            pad + 16.0 * k as f64,
-            colors[k],
-            kind.name()
-        ));
+    let mut out = String::new();
+    let drawn: Result<(), String> = (|| {
+        let e = |e: DrawingAreaErrorKind<_>| e.to_string();
+        let root = SVGBackend::with_string(&mut out, (720, 360)).into_drawing_area();
+        root.fill(&WHITE).map_err(e)?;
+        let mut chart = ChartBuilder::on(&root)
+            .caption("Coverage features over time", ("sans-serif", 18))
+            .margin(12)
+            .x_label_area_size(36)
+            .y_label_area_size(52)
+            .build_cartesian_2d(0.0..tmax, 0.0..fmax * 1.05)
+            .map_err(e)?;
+        chart
+            .configure_mesh()
+            .x_desc("seconds")
+            .y_desc("features")
+            .draw()
+            .map_err(e)?;
+        let colours = [RED, BLUE, GREEN];
+        for (k, kind) in FeatureKind::ALL.iter().enumerate() {
+            let colour = colours[k];
+            let points = samples.iter().map(|s| (s.secs, s.features[k] as f64));
+            chart
+                .draw_series(LineSeries::new(points, colour.stroke_width(2)))
+                .map_err(e)?
+                .label(kind.name())
+                .legend(move |(x, y)| {
+                    PathElement::new(vec![(x, y), (x + 20, y)], colour.stroke_width(2))
+                });
+        }
+        chart
+            .configure_series_labels()
+            .position(SeriesLabelPosition::LowerRight)
+            .background_style(WHITE.mix(0.85))
+            .border_style(BLACK)
+            .draw()
+            .map_err(e)?;
+        root.present().map_err(e)
+    })();
+    // A chart that cannot be drawn is no reason to stop fuzzing: say so in
+    // the file instead.
+    if let Err(why) = drawn {
+        return format!(
+            "<svg xmlns=\"http://www.w3.org/2000/svg\"><text y=\"20\">{why}</text></svg>\n"
+        );
     }
-    svg.push_str("</svg>\n");
-    svg
+    out
 }
