@@ -225,3 +225,171 @@ fn fuzzing_the_philosophers_for_a_minute_writes_a_minimized_deadlock_that_replay
 fn fuzzing_the_bank_transfer_for_a_minute_writes_a_minimized_deadlock_that_replays() {
     finds_minimizes_and_replays_the_deadlock("harness:bank-transfer");
 }
+
+/// Stderr of a finished command, as text.
+fn stderr(out: &std::process::Output) -> String {
+    String::from_utf8_lossy(&out.stderr).into_owned()
+}
+
+#[test]
+fn bad_targets_and_unwritable_output_are_one_line_and_exit_code_2() {
+    common::require_kvm();
+    let dir = tempfile::tempdir().unwrap();
+    let not_elf = dir.path().join("test.sh");
+    std::fs::write(&not_elf, "#!/bin/sh\necho hi\n").unwrap();
+    let out = dir.path().join("out");
+    let cases: [(&[&str], &str); 3] = [
+        (&["--target", not_elf.to_str().unwrap()], "not an ELF"),
+        (&["--target", "/no/such/test"], "/no/such/test"),
+        // /proc takes no new directories, even from root.
+        (
+            &["--target", "harness:hello", "-o", "/proc/rewind-out"],
+            "--out",
+        ),
+    ];
+    for (args, says) in cases {
+        let r = cli()
+            .args(args)
+            .args(["--time", "2s", "-q"])
+            .args(if args.contains(&"-o") {
+                vec![]
+            } else {
+                vec!["-o", out.to_str().unwrap()]
+            })
+            .output()
+            .unwrap();
+        let err = stderr(&r);
+        assert_eq!(r.status.code(), Some(2), "{args:?}: {err}");
+        assert_eq!(err.trim().lines().count(), 1, "one line: {err}");
+        assert!(err.contains(says), "{args:?}: {err}");
+    }
+    assert!(!out.join("queue").exists(), "nothing was started");
+}
+
+#[test]
+fn a_corrupted_corpus_file_is_skipped_and_kept() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("out");
+    let o = out.to_str().unwrap();
+    let base = ["--target", "harness:prodcons", "-j", "1", "-q", "-o", o];
+    fuzz(&[&base[..], &["--time", "3s"]].concat());
+    let corrupt = out.join("queue").join("zz-corrupt.json");
+    std::fs::write(&corrupt, b"{\"decisions\": [tru").unwrap();
+    let before = names(&out.join("queue"));
+    let r = fuzz(&[&base[..], &["--time", "3s", "--resume"]].concat());
+    let err = stderr(&r);
+    assert!(
+        err.contains("skipping") && err.contains("zz-corrupt.json"),
+        "{err}"
+    );
+    assert!(
+        before.is_subset(&names(&out.join("queue"))),
+        "nothing was lost, not even the corrupted file"
+    );
+}
+
+#[test]
+fn a_sync_dir_that_disappears_is_a_warning_and_nothing_written_is_lost() {
+    let dir = tempfile::tempdir().unwrap();
+    let sync = dir.path().join("sync");
+    std::fs::create_dir(&sync).unwrap();
+    let out = dir.path().join("out");
+    let child = cli()
+        .args([
+            "--target",
+            "harness:prodcons",
+            "-j",
+            "1",
+            "-q",
+            "--time",
+            "8s",
+        ])
+        .args([
+            "-o",
+            out.to_str().unwrap(),
+            "--sync-dir",
+            sync.to_str().unwrap(),
+        ])
+        .args(["--sync-id", "me"])
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    // Remove it once the session has published to it.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    while names(&sync.join("me").join("queue")).is_empty() {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "nothing was published"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+    std::fs::remove_dir_all(&sync).unwrap();
+    let r = child.wait_with_output().unwrap();
+    let err = stderr(&r);
+    assert_eq!(r.status.code(), Some(0), "{err}");
+    assert!(err.contains("sync directory"), "{err}");
+    assert!(
+        !names(&out.join("queue")).is_empty(),
+        "the corpus is intact"
+    );
+    assert!(stat(&out, "execs_done") > 0);
+}
+
+#[test]
+fn ctrl_c_stops_cleanly_and_flushes_everything() {
+    common::require_kvm();
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("out");
+    let child = cli()
+        .args([
+            "--target",
+            "harness:prodcons",
+            "-j",
+            "2",
+            "-q",
+            "--time",
+            "10m",
+        ])
+        .args(["-o", out.to_str().unwrap()])
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    // Interrupt once the session is under way (the harness may be built first).
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    while !out.join("fuzzer_stats").exists() || stat(&out, "execs_done") == 0 {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the session never started"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(200));
+    }
+    std::thread::sleep(std::time::Duration::from_secs(2));
+    // SAFETY: kill(2) on the child we spawned; it has not been waited for.
+    unsafe { libc::kill(child.id() as libc::pid_t, libc::SIGINT) };
+    let started = std::time::Instant::now();
+    let r = child.wait_with_output().unwrap();
+    assert!(
+        started.elapsed() < std::time::Duration::from_secs(30),
+        "Ctrl-C ends the session promptly"
+    );
+    assert_eq!(r.status.code(), Some(0), "{}", stderr(&r));
+    let execs = stat(&out, "execs_done");
+    assert!(execs > 0);
+    assert_eq!(
+        stat(&out, "corpus_count") as usize,
+        names(&out.join("queue")).len(),
+        "the stats were flushed with the corpus"
+    );
+    assert!(
+        std::fs::read_to_string(out.join("plot_data"))
+            .unwrap()
+            .lines()
+            .count()
+            >= 2
+    );
+    let svg = std::fs::read_to_string(out.join("coverage.svg")).unwrap();
+    assert!(
+        svg.contains("<svg") && svg.contains("interleavings"),
+        "{svg}"
+    );
+}
