@@ -393,3 +393,47 @@ fn ctrl_c_stops_cleanly_and_flushes_everything() {
         "{svg}"
     );
 }
+
+#[test]
+fn a_full_out_dir_keeps_the_session_going_and_no_partial_reproducer_is_left() {
+    use std::os::unix::process::CommandExt;
+    common::require_kvm();
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("out");
+    // Writes past 256 KiB fail as on a full disk (EFBIG instead of ENOSPC):
+    // a reproducer (about 1 MB) cannot be written, corpus entries can.
+    let mut cmd = cli();
+    cmd.args(["--target", "harness:philosophers", "-j", "1", "-q"])
+        .args(["--time", "8s", "-o", out.to_str().unwrap()]);
+    // SAFETY: between fork and exec only async-signal-safe calls are made.
+    unsafe {
+        cmd.pre_exec(|| {
+            let limit = libc::rlimit {
+                rlim_cur: 256 << 10,
+                rlim_max: 256 << 10,
+            };
+            libc::signal(libc::SIGXFSZ, libc::SIG_IGN);
+            if libc::setrlimit(libc::RLIMIT_FSIZE, &limit) != 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            Ok(())
+        });
+    }
+    let r = cmd.output().unwrap();
+    let err = stderr(&r);
+    assert_eq!(
+        r.status.code(),
+        Some(1),
+        "a bug found fails the gate: {err}"
+    );
+    assert!(err.contains("cannot write finding"), "{err}");
+    assert!(err.contains("not saved"), "{err}");
+    let left: Vec<_> = std::fs::read_dir(out.join("findings"))
+        .unwrap()
+        .flatten()
+        .map(|e| e.file_name())
+        .collect();
+    assert!(left.is_empty(), "no partial files: {left:?}");
+    assert!(!names(&out.join("queue")).is_empty(), "the corpus is kept");
+    assert!(stat(&out, "execs_done") > 0);
+}

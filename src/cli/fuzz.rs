@@ -223,5 +223,15 @@ pub fn fuzz(a: FuzzArgs) -> Result<u8, UserError> {
     if let Some(u) = &summary.unsupported {
         eprintln!("rewind-fuzz: note: some runs stopped early: {u}");
     }
-    Ok(if summary.findings.is_empty() { 0 } else { 1 })
+    for u in &summary.unsaved {
+        eprintln!("  not saved (free space in --out and rerun with --resume): {u}");
+    }
+    // A bug found but not saved still fails the gate: the bug is there.
+    Ok(
+        if summary.findings.is_empty() && summary.unsaved.is_empty() {
+            0
+        } else {
+            1
+        },
+    )
 }

@@ -232,6 +232,9 @@ pub struct FuzzSummary {
     pub corpus: usize,
     pub features: BTreeMap<&'static str, usize>,
     pub findings: Vec<Finding>,
+    /// Failures found whose reproducer could not be written (a full or
+    /// read-only `--out`), with why.
+    pub unsaved: Vec<String>,
     /// A system call some runs needed and the monitor lacks.
     pub unsupported: Option<String>,
 }
@@ -384,6 +387,7 @@ pub fn fuzz(cfg: FuzzConfig, stop: Arc<AtomicBool>) -> Result<FuzzSummary, FuzzE
         corpus: out.corpus_len(),
         features,
         findings: out.findings.clone(),
+        unsaved: out.unsaved.clone(),
         unsupported: shared.unsupported.clone(),
     };
     out.finish(&cfg, &summary, &progress);

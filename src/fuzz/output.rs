@@ -39,6 +39,8 @@ struct Sample {
 pub struct Output {
     out: PathBuf,
     pub findings: Vec<Finding>,
+    /// Failures found whose reproducer could not be written, with why.
+    pub unsaved: Vec<String>,
     written: BTreeSet<String>,
     imported: BTreeSet<PathBuf>,
     warned: BTreeSet<String>,
@@ -80,6 +82,7 @@ impl Output {
         Ok(Output {
             out: cfg.out.clone(),
             findings: Vec::new(),
+            unsaved: Vec::new(),
             written,
             imported: BTreeSet::new(),
             warned: BTreeSet::new(),
@@ -274,6 +277,7 @@ impl Output {
             Ok(p) => p,
             Err(e) => {
                 eprintln!("rewind-fuzz: warning: cannot write finding {base}: {e}");
+                self.unsaved.push(format!("{base}: {e}"));
                 return;
             }
         };
