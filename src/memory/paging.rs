@@ -125,6 +125,21 @@ impl PageTables {
         Ok(Some(table + index(va, 0) * 8))
     }
 
+    /// The leaf entry for `va`, or, when no page table covers `va`, the
+    /// first address past the hole (so walks over sparse ranges skip it).
+    pub fn lookup(&self, mem: &PhysMemory, va: u64) -> Result<u64, u64> {
+        let mut table = PHYS_PML4;
+        for level in (1..=3).rev() {
+            let e = mem.read_u64(table + index(va, level) * 8);
+            if e & PTE_P == 0 {
+                let span = PAGE_SIZE << (9 * level);
+                return Err((va | (span - 1)).saturating_add(1));
+            }
+            table = e & PTE_ADDR;
+        }
+        Ok(mem.read_u64(table + index(va, 0) * 8))
+    }
+
     /// The leaf entry for `va` (0 when there is none).
     pub fn get(&self, mem: &PhysMemory, va: u64) -> u64 {
         match self.leaf_slot(mem, va, None) {

@@ -87,9 +87,13 @@ impl PhysMemory {
 
     /// Reads a little-endian u64.
     pub fn read_u64(&self, pa: u64) -> u64 {
-        let mut b = [0u8; 8];
-        self.read(pa, &mut b);
-        u64::from_le_bytes(b)
+        // Page-table walks read entries by the thousand; a direct load is
+        // several times cheaper than going through the region lookup.
+        self.check(pa, 8);
+        // SAFETY: the range was checked to lie inside the mapping, which lives
+        // as long as `self`; the vCPU does not run while the monitor reads.
+        let v = unsafe { std::ptr::read_unaligned(self.host.add(pa as usize) as *const u64) };
+        u64::from_le(v)
     }
 
     /// Writes a little-endian u64.

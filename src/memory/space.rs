@@ -287,6 +287,10 @@ impl AddressSpace {
     fn drop_pages(&mut self, mem: &PhysMemory, start: u64, end: u64) {
         let mut va = start;
         while va < end {
+            if let Err(next) = self.pt.lookup(mem, va) {
+                va = next.min(end);
+                continue;
+            }
             let old = self.pt.clear(mem, va);
             if let Some(pa) = owned_page(old) {
                 self.alloc.free(pa);
@@ -321,7 +325,13 @@ impl AddressSpace {
             let loses = old.loses_rights_to(prot);
             let mut va = s;
             while va < e {
-                let pte = self.pt.get(mem, va);
+                let pte = match self.pt.lookup(mem, va) {
+                    Ok(pte) => pte,
+                    Err(next) => {
+                        va = next.min(e);
+                        continue;
+                    }
+                };
                 if let Some(pa) = owned_page(pte) {
                     // Only a translation the guest may have cached can be stale.
                     if loses && maybe_cached(pte) {
@@ -433,7 +443,14 @@ impl AddressSpace {
                 Backing::File { .. } => Some(v.clone()),
             };
             while va < stop {
-                if let Some(pa) = owned_page(self.pt.get(mem, va)) {
+                let pte = match self.pt.lookup(mem, va) {
+                    Ok(pte) => pte,
+                    Err(next) => {
+                        va = next.min(stop);
+                        continue;
+                    }
+                };
+                if let Some(pa) = owned_page(pte) {
                     mem.zero_page(pa);
                     if let Some(v) = &refill {
                         fill_from_file(mem, v, va, pa);
@@ -902,6 +919,31 @@ mod tests {
         let mut b = [0u8; 4];
         s.read(&mem, a, &mut b).unwrap();
         assert_eq!(&b, b"kept");
+    }
+
+    #[test]
+    fn walks_over_sparse_ranges_skip_missing_tables_but_miss_no_page() {
+        let (mem, mut s) = space();
+        // 3 GiB spans page directories that do not exist yet.
+        let len = 3 << 30;
+        let a = s
+            .map(&mem, Placement::Hint(0), len, Prot::RW, Backing::Anon, "")
+            .unwrap();
+        let (first, last) = (a + 5 * PAGE_SIZE, a + len - PAGE_SIZE);
+        s.write(&mem, first, b"one").unwrap();
+        s.write(&mem, last, b"two").unwrap();
+        s.discard(&mem, a, len).unwrap();
+        let mut b = [1u8; 3];
+        s.read(&mem, last, &mut b).unwrap();
+        assert_eq!(b, [0; 3], "the last page was found and cleared");
+        s.protect(&mem, a, len, Prot::NONE).unwrap();
+        assert_eq!(s.pt.get(&mem, first) & super::super::paging::PTE_W, 0);
+        assert_eq!(s.pt.get(&mem, last) & super::super::paging::PTE_W, 0);
+        let hole = a + len + (4 << 30);
+        assert!(
+            matches!(s.pt.lookup(&mem, hole), Err(next) if next > hole && next % (2 << 20) == 0),
+            "no table there: the walk may skip at least to the next 2 MiB"
+        );
     }
 
     #[test]
