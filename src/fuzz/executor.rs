@@ -233,6 +233,12 @@ where
         *state.executions_mut() += 1;
         self.progress.per_worker[self.worker].fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         let report = self.run_input(input)?;
+        self.progress
+            .steps
+            .fetch_add(report.steps, std::sync::atomic::Ordering::Relaxed);
+        self.progress
+            .exits
+            .fetch_add(report.exits, std::sync::atomic::Ordering::Relaxed);
         let first_step = report.schedule.decisions.first().map_or(0, |d| d.step);
         state.metadata_or_insert_with(RunProfile::default).learn(
             first_step,

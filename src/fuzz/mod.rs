@@ -155,6 +155,10 @@ pub struct Progress {
     pub stop: AtomicBool,
     pub execs: AtomicU64,
     pub per_worker: Vec<AtomicU64>,
+    /// Steps and machine exits of every run, so a rate measured on one
+    /// machine projects to another (exits are the unit of cost).
+    pub steps: AtomicU64,
+    pub exits: AtomicU64,
     limit: Option<u64>,
 }
 
@@ -164,6 +168,8 @@ impl Progress {
             stop: AtomicBool::new(false),
             execs: AtomicU64::new(0),
             per_worker: (0..jobs).map(|_| AtomicU64::new(0)).collect(),
+            steps: AtomicU64::new(0),
+            exits: AtomicU64::new(0),
             limit,
         }
     }

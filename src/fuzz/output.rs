@@ -353,6 +353,23 @@ impl Output {
                     .collect::<Vec<_>>()
                     .join(","),
             ),
+            ("steps_per_exec", {
+                let steps = progress.steps.load(Ordering::Relaxed);
+                format!("{:.1}", steps as f64 / s.execs.max(1) as f64)
+            }),
+            ("exits_per_step", {
+                let steps = progress.steps.load(Ordering::Relaxed);
+                let exits = progress.exits.load(Ordering::Relaxed);
+                format!("{:.3}", exits as f64 / steps.max(1) as f64)
+            }),
+            // Each job's wall time per exit, everything included.
+            ("us_per_exit", {
+                let exits = progress.exits.load(Ordering::Relaxed);
+                format!(
+                    "{:.1}",
+                    s.secs * cfg.jobs as f64 * 1e6 / exits.max(1) as f64
+                )
+            }),
             ("corpus_count", s.corpus.to_string()),
             ("features_lock_order", s.features[0].to_string()),
             ("features_interleavings", s.features[1].to_string()),
