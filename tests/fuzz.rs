@@ -323,11 +323,18 @@ fn a_sync_dir_that_disappears_is_a_warning_and_nothing_written_is_lost() {
         );
         std::thread::sleep(std::time::Duration::from_millis(100));
     }
-    std::fs::remove_dir_all(&sync).unwrap();
+    // Gone at once, as when a share is unmounted (a recursive delete would
+    // race with the session's writes).
+    let gone = dir.path().join("gone");
+    std::fs::rename(&sync, &gone).unwrap();
     let r = child.wait_with_output().unwrap();
     let err = stderr(&r);
     assert_eq!(r.status.code(), Some(0), "{err}");
     assert!(err.contains("sync directory"), "{err}");
+    assert!(
+        !sync.exists(),
+        "a vanished sync directory is not made again"
+    );
     assert!(
         !names(&out.join("queue")).is_empty(),
         "the corpus is intact"

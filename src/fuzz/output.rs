@@ -192,7 +192,17 @@ impl Output {
             if from != usize::MAX {
                 if let Some(dir) = &cfg.sync_dir {
                     let q = dir.join(&cfg.sync_id).join("queue");
-                    let r = std::fs::create_dir_all(&q).and_then(|_| {
+                    // A sync directory that vanished (an unmounted share) is
+                    // not made again on the local disk under its name.
+                    let r = if dir.is_dir() {
+                        std::fs::create_dir_all(&q)
+                    } else {
+                        Err(std::io::Error::new(
+                            std::io::ErrorKind::NotFound,
+                            "it is gone",
+                        ))
+                    };
+                    let r = r.and_then(|_| {
                         write_atomically(
                             &q.join(&name),
                             &serde_json::to_vec_pretty(&input).unwrap(),
@@ -283,7 +293,7 @@ impl Output {
         };
         if let Some(sync) = &cfg.sync_dir {
             let d = sync.join(&cfg.sync_id).join("findings");
-            if let Some(name) = path.file_name() {
+            if let Some(name) = path.file_name().filter(|_| sync.is_dir()) {
                 let _ =
                     std::fs::create_dir_all(&d).and_then(|_| std::fs::copy(&path, d.join(name)));
             }
