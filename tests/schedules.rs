@@ -171,6 +171,65 @@ fn rust_mutexes_taken_in_opposite_orders_deadlock_under_some_schedule() {
     assert_eq!(v["first_failure"]["outcome"]["kind"], "deadlocked", "{v}");
 }
 
+/// The textbook form: `yield_now()` between the two acquisitions. Not in the
+/// bug suite, because natively it deadlocks one run in ten and would hang
+/// the suite's native checks; here it is built by the test itself. (The
+/// default policy deadlocks it every time; a random walk almost never, as
+/// the new thread must run its dozen set-up system calls in a row.)
+#[test]
+fn rust_mutexes_with_yield_now_between_them_deadlock_from_system_calls_alone() {
+    let dir = tempfile::tempdir().unwrap();
+    let src = dir.path().join("yield_inversion.rs");
+    std::fs::write(
+        &src,
+        r#"
+use std::sync::{Arc, Mutex};
+fn main() {
+    let a = Arc::new(Mutex::new(0u32));
+    let b = Arc::new(Mutex::new(0u32));
+    let (a2, b2) = (a.clone(), b.clone());
+    let t = std::thread::spawn(move || {
+        let _x = a2.lock().unwrap();
+        std::thread::yield_now();
+        *b2.lock().unwrap() += 1;
+    });
+    {
+        let _y = b.lock().unwrap();
+        std::thread::yield_now();
+        *a.lock().unwrap() += 1;
+    }
+    t.join().unwrap();
+}
+"#,
+    )
+    .unwrap();
+    let exe = dir.path().join("yield_inversion");
+    let built = std::process::Command::new("rustc")
+        .args(["-O", "--edition", "2021", "-o"])
+        .arg(&exe)
+        .arg(&src)
+        .status()
+        .unwrap();
+    assert!(built.success());
+    let (code, v) = check(&exe, "pct:2", 300, dir.path());
+    assert_eq!(code, 1, "{v}");
+    assert_eq!(v["first_failure"]["outcome"]["kind"], "deadlocked", "{v}");
+    // std's Mutex is a futex, never a pthread call: the locking and the
+    // yields are system calls, not shim hints.
+    let run = run_json(&exe, &["--trace"]);
+    let ops: BTreeSet<&str> = run["events"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| e["op"].as_str().unwrap())
+        .collect();
+    assert!(
+        ops.contains("sched_yield") && ops.contains("futex"),
+        "{ops:?}"
+    );
+    assert!(!ops.iter().any(|o| o.starts_with("mutex-")), "{ops:?}");
+}
+
 #[test]
 fn a_lock_order_inversion_that_did_not_deadlock_is_a_potential_deadlock() {
     let v = run_json(&harness("potential-inversion"), &[]);
