@@ -142,10 +142,7 @@ impl PageTables {
 
     /// The leaf entry for `va` (0 when there is none).
     pub fn get(&self, mem: &PhysMemory, va: u64) -> u64 {
-        match self.leaf_slot(mem, va, None) {
-            Ok(Some(slot)) => mem.read_u64(slot),
-            _ => 0,
-        }
+        self.lookup(mem, va).unwrap_or(0)
     }
 
     /// Sets the leaf entry for `va`, creating intermediate tables.
