@@ -140,6 +140,33 @@ impl PageTables {
         Ok(mem.read_u64(table + index(va, 0) * 8))
     }
 
+    /// Every non-zero leaf entry in `[start, end)` as `(va, entry)`, in
+    /// address order, skipping the ranges no page table covers. Entries are
+    /// read as the walk reaches them, so the caller may rewrite each one.
+    pub fn entries(
+        self,
+        mem: &PhysMemory,
+        start: u64,
+        end: u64,
+    ) -> impl Iterator<Item = (u64, u64)> + '_ {
+        let mut va = start;
+        std::iter::from_fn(move || {
+            while va < end {
+                let at = va;
+                match self.lookup(mem, at) {
+                    Err(next) => va = next.min(end),
+                    Ok(pte) => {
+                        va += PAGE_SIZE;
+                        if pte != 0 {
+                            return Some((at, pte));
+                        }
+                    }
+                }
+            }
+            None
+        })
+    }
+
     /// The leaf entry for `va` (0 when there is none).
     pub fn get(&self, mem: &PhysMemory, va: u64) -> u64 {
         self.lookup(mem, va).unwrap_or(0)

@@ -285,20 +285,14 @@ impl AddressSpace {
     }
 
     fn drop_pages(&mut self, mem: &PhysMemory, start: u64, end: u64) {
-        let mut va = start;
-        while va < end {
-            if let Err(next) = self.pt.lookup(mem, va) {
-                va = next.min(end);
-                continue;
-            }
-            let old = self.pt.clear(mem, va);
+        for (va, old) in self.pt.entries(mem, start, end) {
+            self.pt.clear(mem, va);
             if let Some(pa) = owned_page(old) {
                 self.alloc.free(pa);
                 if maybe_cached(old) {
                     self.needs_invalidate = true;
                 }
             }
-            va += PAGE_SIZE;
         }
     }
 
@@ -323,15 +317,7 @@ impl AddressSpace {
             v.prot = prot;
             let (s, e) = (v.start, v.end);
             let loses = old.loses_rights_to(prot);
-            let mut va = s;
-            while va < e {
-                let pte = match self.pt.lookup(mem, va) {
-                    Ok(pte) => pte,
-                    Err(next) => {
-                        va = next.min(e);
-                        continue;
-                    }
-                };
+            for (va, pte) in self.pt.entries(mem, s, e) {
                 if let Some(pa) = owned_page(pte) {
                     // Only a translation the guest may have cached can be stale.
                     if loses && maybe_cached(pte) {
@@ -340,7 +326,6 @@ impl AddressSpace {
                     self.pt
                         .set(mem, &mut self.alloc, va, pa | prot.pte_flags())?;
                 }
-                va += PAGE_SIZE;
             }
         }
         Ok(())
@@ -442,22 +427,15 @@ impl AddressSpace {
                 Backing::Anon => None,
                 Backing::File { .. } => Some(v.clone()),
             };
-            while va < stop {
-                let pte = match self.pt.lookup(mem, va) {
-                    Ok(pte) => pte,
-                    Err(next) => {
-                        va = next.min(stop);
-                        continue;
-                    }
-                };
+            for (at, pte) in self.pt.entries(mem, va, stop) {
                 if let Some(pa) = owned_page(pte) {
                     mem.zero_page(pa);
                     if let Some(v) = &refill {
-                        fill_from_file(mem, v, va, pa);
+                        fill_from_file(mem, v, at, pa);
                     }
                 }
-                va += PAGE_SIZE;
             }
+            va = stop;
         }
         Ok(())
     }
