@@ -191,18 +191,7 @@ impl Output {
             // Entries that came from the sync directory are not sent back.
             if from != usize::MAX {
                 if let Some(dir) = &cfg.sync_dir {
-                    let q = dir.join(&cfg.sync_id).join("queue");
-                    // A sync directory that vanished (an unmounted share) is
-                    // not made again on the local disk under its name.
-                    let r = if dir.is_dir() {
-                        std::fs::create_dir_all(&q)
-                    } else {
-                        Err(std::io::Error::new(
-                            std::io::ErrorKind::NotFound,
-                            "it is gone",
-                        ))
-                    };
-                    let r = r.and_then(|_| {
+                    let r = own_sync_subdir(dir, &cfg.sync_id, "queue").and_then(|q| {
                         write_atomically(
                             &q.join(&name),
                             &serde_json::to_vec_pretty(&input).unwrap(),
@@ -291,12 +280,9 @@ impl Output {
                 return;
             }
         };
-        if let Some(sync) = &cfg.sync_dir {
-            let d = sync.join(&cfg.sync_id).join("findings");
-            if let Some(name) = path.file_name().filter(|_| sync.is_dir()) {
-                let _ =
-                    std::fs::create_dir_all(&d).and_then(|_| std::fs::copy(&path, d.join(name)));
-            }
+        if let (Some(sync), Some(name)) = (&cfg.sync_dir, path.file_name()) {
+            let _ = own_sync_subdir(sync, &cfg.sync_id, "findings")
+                .and_then(|d| std::fs::copy(&path, d.join(name)));
         }
         let summary = f.report.outcome.summary();
         let finding = Finding {
@@ -342,6 +328,8 @@ impl Output {
             .findings
             .last()
             .map_or(0, |f| self.start_wall + f.elapsed.as_secs());
+        let steps = progress.steps.load(Ordering::Relaxed);
+        let exits = progress.exits.load(Ordering::Relaxed);
         let lines = [
             ("start_time", self.start_wall.to_string()),
             ("last_update", now.to_string()),
@@ -363,23 +351,22 @@ impl Output {
                     .collect::<Vec<_>>()
                     .join(","),
             ),
-            ("steps_per_exec", {
-                let steps = progress.steps.load(Ordering::Relaxed);
-                format!("{:.1}", steps as f64 / s.execs.max(1) as f64)
-            }),
-            ("exits_per_step", {
-                let steps = progress.steps.load(Ordering::Relaxed);
-                let exits = progress.exits.load(Ordering::Relaxed);
-                format!("{:.3}", exits as f64 / steps.max(1) as f64)
-            }),
+            (
+                "steps_per_exec",
+                format!("{:.1}", steps as f64 / s.execs.max(1) as f64),
+            ),
+            (
+                "exits_per_step",
+                format!("{:.3}", exits as f64 / steps.max(1) as f64),
+            ),
             // Each job's wall time per exit, everything included.
-            ("us_per_exit", {
-                let exits = progress.exits.load(Ordering::Relaxed);
+            (
+                "us_per_exit",
                 format!(
                     "{:.1}",
                     s.secs * cfg.jobs as f64 * 1e6 / exits.max(1) as f64
-                )
-            }),
+                ),
+            ),
             ("corpus_count", s.corpus.to_string()),
             ("features_lock_order", s.features[0].to_string()),
             ("features_interleavings", s.features[1].to_string()),
@@ -500,6 +487,21 @@ fn budget_text(cfg: &FuzzConfig) -> String {
         (None, Some(e)) => format!("{e} execs"),
         (None, None) => "until Ctrl-C".into(),
     }
+}
+
+/// This session's `kind` directory under the sync directory, made if need
+/// be. A sync directory that vanished (an unmounted share) is an error: it
+/// is not made again on the local disk under its name.
+fn own_sync_subdir(sync: &Path, id: &str, kind: &str) -> std::io::Result<PathBuf> {
+    if !sync.is_dir() {
+        return Err(std::io::Error::new(
+            std::io::ErrorKind::NotFound,
+            "it is gone",
+        ));
+    }
+    let d = sync.join(id).join(kind);
+    std::fs::create_dir_all(&d)?;
+    Ok(d)
 }
 
 fn list_names(dir: &Path) -> BTreeSet<String> {
