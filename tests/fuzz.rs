@@ -231,6 +231,36 @@ fn stderr(out: &std::process::Output) -> String {
     String::from_utf8_lossy(&out.stderr).into_owned()
 }
 
+/// Starts a session on the prodcons harness in the background.
+fn spawn_session(jobs: &str, time: &str, out: &Path, extra: &[&str]) -> std::process::Child {
+    common::require_kvm();
+    cli()
+        .args([
+            "--target",
+            "harness:prodcons",
+            "-j",
+            jobs,
+            "-q",
+            "--time",
+            time,
+        ])
+        .arg("-o")
+        .arg(out)
+        .args(extra)
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap()
+}
+
+/// Waits until `ready` holds, failing with `what` after a minute.
+fn wait_until(what: &str, ready: impl Fn() -> bool) {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    while !ready() {
+        assert!(std::time::Instant::now() < deadline, "{what}");
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+}
+
 #[test]
 fn bad_targets_and_unwritable_output_are_one_line_and_exit_code_2() {
     common::require_kvm();
@@ -294,35 +324,16 @@ fn a_sync_dir_that_disappears_is_a_warning_and_nothing_written_is_lost() {
     let sync = dir.path().join("sync");
     std::fs::create_dir(&sync).unwrap();
     let out = dir.path().join("out");
-    let child = cli()
-        .args([
-            "--target",
-            "harness:prodcons",
-            "-j",
-            "1",
-            "-q",
-            "--time",
-            "8s",
-        ])
-        .args([
-            "-o",
-            out.to_str().unwrap(),
-            "--sync-dir",
-            sync.to_str().unwrap(),
-        ])
-        .args(["--sync-id", "me"])
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
-    // Remove it once the session has published to it.
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
-    while names(&sync.join("me").join("queue")).is_empty() {
-        assert!(
-            std::time::Instant::now() < deadline,
-            "nothing was published"
-        );
-        std::thread::sleep(std::time::Duration::from_millis(100));
-    }
+    let child = spawn_session(
+        "1",
+        "8s",
+        &out,
+        &["--sync-dir", sync.to_str().unwrap(), "--sync-id", "me"],
+    );
+    // Move it away once the session has published to it.
+    wait_until("nothing was published", || {
+        !names(&sync.join("me").join("queue")).is_empty()
+    });
     // Gone at once, as when a share is unmounted (a recursive delete would
     // race with the session's writes).
     let gone = dir.path().join("gone");
@@ -344,32 +355,13 @@ fn a_sync_dir_that_disappears_is_a_warning_and_nothing_written_is_lost() {
 
 #[test]
 fn ctrl_c_stops_cleanly_and_flushes_everything() {
-    common::require_kvm();
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("out");
-    let child = cli()
-        .args([
-            "--target",
-            "harness:prodcons",
-            "-j",
-            "2",
-            "-q",
-            "--time",
-            "10m",
-        ])
-        .args(["-o", out.to_str().unwrap()])
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
+    let child = spawn_session("2", "10m", &out, &[]);
     // Interrupt once the session is under way (the harness may be built first).
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
-    while !out.join("fuzzer_stats").exists() || stat(&out, "execs_done") == 0 {
-        assert!(
-            std::time::Instant::now() < deadline,
-            "the session never started"
-        );
-        std::thread::sleep(std::time::Duration::from_millis(200));
-    }
+    wait_until("the session never started", || {
+        out.join("fuzzer_stats").exists() && stat(&out, "execs_done") > 0
+    });
     std::thread::sleep(std::time::Duration::from_secs(2));
     // SAFETY: kill(2) on the child we spawned; it has not been waited for.
     unsafe { libc::kill(child.id() as libc::pid_t, libc::SIGINT) };
