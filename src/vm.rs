@@ -24,7 +24,7 @@ use crate::kernel::vfs::SharedSource;
 use crate::kernel::{FpuAccess, Kernel, KernelConfig, Tid};
 use crate::layout::PAGE_SIZE;
 use crate::locks::Inversion;
-use crate::machine::{Exit, Machine, MachineError};
+use crate::machine::{Exit, Machine, MachineError, TscTrap};
 use crate::memory::{PhysError, PhysMemory};
 use crate::outcome::{HungReason, Outcome};
 use crate::sched::{Decision, RunUntilBlocked, SchedView, Schedule, Strategy};
@@ -273,6 +273,8 @@ impl Vm {
     /// snapshot after that.
     pub fn run(&mut self) -> Result<RunReport, VmError> {
         assert!(self.can_run(), "a Vm without a snapshot runs once");
+        // One TSC request for the whole run instead of one per exit.
+        let _tsc = TscTrap::hold();
         let start = Instant::now();
         let exits0 = self.machine.exits;
         let inval0 = self.machine.invalidations;

@@ -130,6 +130,19 @@ fn runs_in_five_processes_give_the_same_trace_hash_as_in_process() {
 }
 
 #[test]
+fn programs_started_after_a_run_read_the_tsc_freely() {
+    // The engine asks the kernel to make rdtsc fault during a run; the
+    // request survives exec, so it must be gone before anything is started.
+    let r = run(&harness("hello"), &[]);
+    assert!(r.outcome.is_success());
+    let status = std::process::Command::new(harness("rdtsc"))
+        .stdout(std::process::Stdio::null())
+        .status()
+        .unwrap();
+    assert!(status.success(), "the program faulted: {status:?}");
+}
+
+#[test]
 fn the_same_seed_never_changes_the_trace() {
     let exe = harness("rust-libtest");
     for seed in [1, 77] {

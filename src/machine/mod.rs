@@ -9,6 +9,7 @@
 //! This module is the only one that talks to KVM.
 
 mod cpuid;
+mod tsc;
 mod watchdog;
 
 use std::time::Duration;
@@ -20,6 +21,7 @@ use kvm_bindings::{
 use kvm_ioctls::{Cap, Kvm, SyncReg, VcpuExit, VcpuFd, VmFd};
 
 pub use cpuid::MODEL_NAME as CPU_MODEL_NAME;
+pub use tsc::TscTrap;
 use watchdog::Watchdog;
 
 use crate::cpu::{
@@ -383,15 +385,14 @@ impl Machine {
 
     /// Runs the guest until it leaves to the monitor.
     pub fn run(&mut self) -> Result<Exit, MachineError> {
+        // Held already for a whole run by the engine: then this is free.
+        let _tsc = TscTrap::hold();
         loop {
             if self.watchdog.fired() {
                 return Ok(Exit::TimedOut);
             }
             self.exits += 1;
-            let result = {
-                let _tsc = TscTrap::arm();
-                self.vcpu.run()
-            };
+            let result = self.vcpu.run();
             let outcome = match result {
                 Ok(VcpuExit::IoOut(port, _)) => Ok(Some(port)),
                 Ok(VcpuExit::Intr) => Ok(None),
@@ -603,32 +604,6 @@ impl Machine {
     /// Stops the watchdog.
     pub fn disarm_watchdog(&mut self) {
         self.watchdog.disarm();
-    }
-}
-
-/// Makes `rdtsc` fault in the guest while it exists.
-///
-/// CR4.TSD is set in the guest's control registers, which bare-metal KVM
-/// honours on its own. The nested KVM of the development machines runs guest
-/// user code with the host thread's own CR4, so the host thread must ask its
-/// kernel for TSD too (`PR_SET_TSC`). The request is held only for the
-/// duration of `KVM_RUN`: the monitor's own time-keeping reads the TSC
-/// through the vDSO and would fault otherwise.
-struct TscTrap;
-
-impl TscTrap {
-    fn arm() -> TscTrap {
-        // SAFETY: prctl with integer arguments; it only changes this
-        // thread's TSC-access flag.
-        unsafe { libc::prctl(libc::PR_SET_TSC, libc::PR_TSC_SIGSEGV, 0, 0, 0) };
-        TscTrap
-    }
-}
-
-impl Drop for TscTrap {
-    fn drop(&mut self) {
-        // SAFETY: as in `arm`.
-        unsafe { libc::prctl(libc::PR_SET_TSC, libc::PR_TSC_ENABLE, 0, 0, 0) };
     }
 }
 
