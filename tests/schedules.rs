@@ -91,6 +91,11 @@ fn passes(name: &str, strategy: &str, schedules: u32) {
     assert_eq!(v["failures"], 0, "{v}");
     assert_eq!(v["schedules"], schedules);
     assert_eq!(code, 0);
+    // The cost comes in units that project to other hosts.
+    let per_step = v["exits_per_step"].as_f64().unwrap();
+    assert!(v["steps_per_schedule"].as_f64().unwrap() > 10.0, "{v}");
+    assert!(per_step > 0.0 && per_step < 2.0, "{v}");
+    assert!(v["us_per_exit"].as_f64().unwrap() > 0.0, "{v}");
 }
 
 #[test]

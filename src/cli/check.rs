@@ -70,6 +70,27 @@ impl Trial {
     }
 }
 
+/// What the schedules cost, in the units that project to other hosts.
+struct RunCost {
+    steps_per_schedule: f64,
+    exits_per_step: f64,
+    /// Wall time of the runs (restores included) over their exits.
+    us_per_exit: f64,
+}
+
+impl RunCost {
+    fn of(trials: &[Trial]) -> RunCost {
+        let sum =
+            |f: fn(&RunReport) -> u64| trials.iter().map(|t| f(&t.report)).sum::<u64>() as f64;
+        let (steps, exits, us) = (sum(|r| r.steps), sum(|r| r.exits), sum(|r| r.wall_us));
+        RunCost {
+            steps_per_schedule: steps / trials.len().max(1) as f64,
+            exits_per_step: exits / steps.max(1.0),
+            us_per_exit: us / exits.max(1.0),
+        }
+    }
+}
+
 /// The seed of schedule `i`: a different stream for every schedule, the same
 /// whatever the number of jobs.
 pub fn schedule_seed(seed: u64, i: u64) -> u64 {
@@ -179,6 +200,7 @@ pub fn check(a: CheckArgs) -> Result<u8, UserError> {
     }
     let failures: Vec<&Trial> = trials.iter().filter(|t| t.failed()).collect();
     let execs_per_sec = trials.len() as f64 / elapsed.max(1e-9);
+    let cost = RunCost::of(&trials);
     // A run that failed outright comes before a lock-order warning.
     let first = failures
         .iter()
@@ -220,19 +242,27 @@ pub fn check(a: CheckArgs) -> Result<u8, UserError> {
             "outcomes": counts,
             "first_failure": first_json,
             "execs_per_sec": execs_per_sec,
+            "steps_per_schedule": cost.steps_per_schedule,
+            "exits_per_step": cost.exits_per_step,
+            "us_per_exit": cost.us_per_exit,
             "jobs": jobs,
             "elapsed_s": elapsed,
         });
         println!("{v}");
     } else {
         eprintln!(
-            "{} schedules of {} with {} in {:.1}s ({:.1}/s on {} jobs)",
+            "{} schedules of {} with {} in {:.1}s ({:.1}/s on {} job{})",
             trials.len(),
             a.target.target,
             a.strategy,
             elapsed,
             execs_per_sec,
-            jobs
+            jobs,
+            if jobs == 1 { "" } else { "s" }
+        );
+        eprintln!(
+            "  {:.0} steps per schedule, {:.2} exits per step, {:.1} µs per exit",
+            cost.steps_per_schedule, cost.exits_per_step, cost.us_per_exit
         );
         eprintln!("  {:<20} {:>9}", "outcome", "schedules");
         for (k, n) in &counts {
