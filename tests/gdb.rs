@@ -104,9 +104,8 @@ impl Drop for Server {
     }
 }
 
-/// Runs gdb in batch mode with the command the server printed, then
-/// `commands`; returns what it printed.
-fn gdb(attach: &str, commands: &[&str]) -> String {
+/// gdb in batch mode with the command the server printed, then `commands`.
+fn gdb_command(attach: &str, commands: &[&str]) -> Command {
     // The command is `gdb -q -ex 'target remote ADDR' [PROGRAM]`.
     let addr = attach
         .split("target remote ")
@@ -130,7 +129,15 @@ fn gdb(attach: &str, commands: &[&str]) -> String {
     if !program.is_empty() {
         cmd.arg(program);
     }
-    let out = cmd.output().expect("gdb runs (apt-get install gdb)");
+    cmd
+}
+
+/// Runs gdb in batch mode with the command the server printed, then
+/// `commands`; returns what it printed.
+fn gdb(attach: &str, commands: &[&str]) -> String {
+    let out = gdb_command(attach, commands)
+        .output()
+        .expect("gdb runs (apt-get install gdb)");
     let text = format!(
         "{}{}",
         String::from_utf8_lossy(&out.stdout),
@@ -341,5 +348,97 @@ fn attaching_detaching_and_attaching_again_leaves_the_trace_hash_alone() {
         last.contains(&format!("(trace {})", plain.trace_hash)),
         "the run after detaching is the plain run ({}): {last}",
         plain.trace_hash
+    );
+}
+
+#[test]
+fn ctrl_c_stops_a_continue_at_the_next_step_and_the_session_goes_on() {
+    common::require_kvm();
+    let dir = tempfile::tempdir().unwrap();
+    let sched = save_schedule(&Schedule::new("default", Vec::new()), dir.path());
+    let target = common::harness("getpid-loop");
+    let mut server = Server::start(&[
+        "run",
+        "--target",
+        &target.to_string_lossy(),
+        "--schedule",
+        &sched.to_string_lossy(),
+        "--max-steps",
+        "100000000",
+        "--gdb",
+    ]);
+    let attach = server.attach_command();
+    // One pipe for both streams, so the lines come in the order printed
+    // (gdb prints the monitor's replies on stderr).
+    let (out, into) = std::io::pipe().unwrap();
+    let mut cmd = gdb_command(
+        &attach,
+        &[
+            "continue",
+            "monitor step",
+            "bt 2",
+            "continue",
+            "monitor step",
+            "disconnect",
+        ],
+    );
+    cmd.stdout(into.try_clone().unwrap()).stderr(into);
+    let mut gdb = cmd.spawn().expect("gdb runs (apt-get install gdb)");
+    drop(cmd);
+    let (tx, lines) = channel();
+    std::thread::spawn(move || {
+        for line in BufReader::new(out).lines().map_while(Result::ok) {
+            if tx.send(line).is_err() {
+                break;
+            }
+        }
+    });
+    let mut seen = Vec::new();
+    let mut wait_for = |what: &str| loop {
+        let l = lines
+            .recv_timeout(Duration::from_secs(120))
+            .unwrap_or_else(|_| panic!("gdb never printed {what:?}: {seen:#?}"));
+        seen.push(l.clone());
+        if l.contains(what) {
+            return l;
+        }
+    };
+    let interrupt = || {
+        // gdb turns the SIGINT a terminal's Ctrl-C sends into its interrupt
+        // request to the server.
+        std::thread::sleep(Duration::from_secs(1));
+        // SAFETY: kill with a pid and a signal number.
+        unsafe { libc::kill(gdb.id() as i32, libc::SIGINT) };
+    };
+    let step_of = |l: &str| -> u64 {
+        l.trim_start_matches("step ")
+            .split(',')
+            .next()
+            .unwrap()
+            .parse()
+            .unwrap()
+    };
+    wait_for("_start");
+    interrupt();
+    wait_for("Program received signal SIGINT");
+    let first = step_of(&wait_for("step "));
+    let frame = wait_for("#1");
+    interrupt();
+    wait_for("Program received signal SIGINT");
+    let second = step_of(&wait_for("step "));
+    assert!(frame.contains("main"), "{frame}");
+    assert!(first > 0 && second > first, "{first} then {second}");
+    let status = gdb.wait().unwrap();
+    assert!(status.success(), "{status:?}");
+    // The server waits for the next gdb where the second stop left the run.
+    let waiting = loop {
+        let l = server.next_line();
+        if l.contains("gdb server at") {
+            break l;
+        }
+    };
+    assert!(
+        waiting.contains(&format!("gdb server at step {second}")),
+        "{waiting}"
     );
 }

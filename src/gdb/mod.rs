@@ -151,8 +151,8 @@ pub fn serve(
     Ok(Ending::Finished(Box::new(report)))
 }
 
-/// Runs gdb's requests to their stop, one at a time (the run cannot be
-/// interrupted from gdb while it moves: it moves until it stops).
+/// Runs gdb's requests to their stop, one at a time. While a continue
+/// moves, a byte from gdb (its Ctrl-C) stops it at the next step.
 enum Loop {}
 
 impl BlockingEventLoop for Loop {
@@ -162,17 +162,29 @@ impl BlockingEventLoop for Loop {
 
     fn wait_for_stop_reason(
         target: &mut Session,
-        _conn: &mut std::net::TcpStream,
+        conn: &mut std::net::TcpStream,
     ) -> Result<
         Event<target::StopReason>,
         WaitForStopReasonError<VmError, <std::net::TcpStream as gdbstub::conn::Connection>::Error>,
     > {
-        let stop = target.carry_out().map_err(WaitForStopReasonError::Target)?;
+        // A closed or failing connection is not a reason to stop here: the
+        // stub finds out when it next reads.
+        let mut incoming = false;
+        let stop = target
+            .carry_out(&mut || {
+                incoming = matches!(conn.peek(), Ok(Some(_)));
+                incoming
+            })
+            .map_err(WaitForStopReasonError::Target)?;
+        if incoming {
+            let byte = conn.read().map_err(WaitForStopReasonError::Connection)?;
+            return Ok(Event::IncomingData(byte));
+        }
         Ok(Event::TargetStopped(stop))
     }
 
     fn on_interrupt(target: &mut Session) -> Result<Option<target::StopReason>, VmError> {
-        Ok(Some(target.stop_reason(Halt::Stepped)))
+        Ok(Some(target.stop_reason(Halt::Interrupted)))
     }
 }
 

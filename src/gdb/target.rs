@@ -107,11 +107,15 @@ impl Session {
     }
 
     /// Carries out the action gdb asked for and says where the run stopped.
-    pub fn carry_out(&mut self) -> Result<StopReason, VmError> {
+    /// A continue also stops when `interrupted` says so (gdb's Ctrl-C).
+    pub fn carry_out(
+        &mut self,
+        interrupted: &mut dyn FnMut() -> bool,
+    ) -> Result<StopReason, VmError> {
         let action = self.action.take().unwrap_or(Action::Continue);
         let bps = self.breakpoints.clone();
         let halt = match action {
-            Action::Continue => self.tl.cont(&bps)?,
+            Action::Continue => self.tl.cont(&bps, interrupted)?,
             Action::Step(tid) => self.tl.step(tid, &bps)?,
             Action::ReverseStep => self.tl.reverse_step()?,
             Action::ReverseContinue => self.tl.reverse_cont(&bps)?,
@@ -128,6 +132,10 @@ impl Session {
                 signal: Signal::SIGTRAP,
             },
             Halt::Breakpoint(_) => StopReason::SwBreak(tid),
+            Halt::Interrupted => StopReason::SignalWithThread {
+                tid,
+                signal: Signal::SIGINT,
+            },
             Halt::Begin => StopReason::ReplayLog {
                 tid: Some(tid),
                 pos: ReplayLogPosition::Begin,

@@ -129,6 +129,8 @@ pub enum Halt {
     End,
     /// The beginning of the run (reverse execution found nothing earlier).
     Begin,
+    /// gdb asked to stop (Ctrl-C); the run stands at the start of a stretch.
+    Interrupted,
 }
 
 /// What to do at an arrival.
@@ -337,6 +339,20 @@ impl Timeline {
         until_step: Option<u64>,
         hit: &mut dyn FnMut(&Position, u64) -> Flow,
     ) -> Result<Halt, VmError> {
+        self.free_run_interruptible(watch, until_step, hit, &mut || false)
+    }
+
+    /// `free_run` that also stops at the start of a stretch once
+    /// `interrupted` says so. Only there: a position inside a stretch is an
+    /// arrival or an instruction count, and a stop at a moment the host
+    /// picked would be neither.
+    fn free_run_interruptible(
+        &mut self,
+        watch: &BTreeSet<u64>,
+        until_step: Option<u64>,
+        hit: &mut dyn FnMut(&Position, u64) -> Flow,
+        interrupted: &mut dyn FnMut() -> bool,
+    ) -> Result<Halt, VmError> {
         let mut base = self.pos.clone();
         let mut arrivals: BTreeMap<u64, u64> = BTreeMap::new();
         // Standing on a watched address is not arriving there: step off.
@@ -363,6 +379,9 @@ impl Timeline {
                     self.pos = base.clone();
                     if until_step.is_some_and(|s| step >= s) {
                         return Ok(Halt::Reached);
+                    }
+                    if interrupted() {
+                        return Ok(Halt::Interrupted);
                     }
                     let rip = self.rip();
                     if watch.contains(&rip) && hit(&self.pos, rip) == Flow::Stop {
@@ -418,12 +437,17 @@ impl Timeline {
         self.instruction()
     }
 
-    /// Runs on until a breakpoint or the end.
-    pub fn cont(&mut self, breakpoints: &BTreeSet<u64>) -> Result<Halt, VmError> {
+    /// Runs on until a breakpoint, the end, or the first stretch after
+    /// `interrupted` says so.
+    pub fn cont(
+        &mut self,
+        breakpoints: &BTreeSet<u64>,
+        interrupted: &mut dyn FnMut() -> bool,
+    ) -> Result<Halt, VmError> {
         if self.at_end() {
             return Ok(Halt::End);
         }
-        self.free_run(breakpoints, None, &mut |_, _| Flow::Stop)
+        self.free_run_interruptible(breakpoints, None, &mut |_, _| Flow::Stop, interrupted)
     }
 
     /// Runs on until a breakpoint, the end, or the start of the next stretch.
