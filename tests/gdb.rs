@@ -352,7 +352,7 @@ fn attaching_detaching_and_attaching_again_leaves_the_trace_hash_alone() {
 }
 
 #[test]
-fn ctrl_c_stops_a_continue_at_the_next_step_and_the_session_goes_on() {
+fn ctrl_c_stops_a_continue_at_the_next_step_and_kill_ends_the_run_there() {
     common::require_kvm();
     let dir = tempfile::tempdir().unwrap();
     let sched = save_schedule(&Schedule::new("default", Vec::new()), dir.path());
@@ -379,7 +379,7 @@ fn ctrl_c_stops_a_continue_at_the_next_step_and_the_session_goes_on() {
             "bt 2",
             "continue",
             "monitor step",
-            "disconnect",
+            "kill",
         ],
     );
     cmd.stdout(into.try_clone().unwrap()).stderr(into);
@@ -428,17 +428,12 @@ fn ctrl_c_stops_a_continue_at_the_next_step_and_the_session_goes_on() {
     let second = step_of(&wait_for("step "));
     assert!(frame.contains("main"), "{frame}");
     assert!(first > 0 && second > first, "{first} then {second}");
+    wait_for("killed");
     let status = gdb.wait().unwrap();
-    assert!(status.success(), "{status:?}");
-    // The server waits for the next gdb where the second stop left the run.
-    let waiting = loop {
-        let l = server.next_line();
-        if l.contains("gdb server at") {
-            break l;
-        }
-    };
+    assert!(status.success(), "gdb's kill got its reply: {status:?}");
+    let last = server.final_line();
     assert!(
-        waiting.contains(&format!("gdb server at step {second}")),
-        "{waiting}"
+        last.contains(&format!("killed the run at step {second}")),
+        "{last}"
     );
 }

@@ -12,7 +12,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::num::NonZeroUsize;
 use std::sync::Arc;
 
-use gdbstub::common::{Signal, Tid as GdbTid};
+use gdbstub::common::{Pid, Signal, Tid as GdbTid};
 use gdbstub::target::ext::auxv::{Auxv, AuxvOps};
 use gdbstub::target::ext::base::BaseOps;
 use gdbstub::target::ext::base::multithread::{
@@ -26,6 +26,9 @@ use gdbstub::target::ext::breakpoints::{
     Breakpoints, BreakpointsOps, HwBreakpoint, HwBreakpointOps, SwBreakpoint, SwBreakpointOps,
 };
 use gdbstub::target::ext::exec_file::{ExecFile, ExecFileOps};
+use gdbstub::target::ext::extended_mode::{
+    Args, AttachKind, ExtendedMode, ExtendedModeOps, ShouldTerminate,
+};
 use gdbstub::target::ext::host_io::{
     FsKind, HostIo, HostIoClose, HostIoCloseOps, HostIoErrno, HostIoError, HostIoFstat,
     HostIoFstatOps, HostIoOpen, HostIoOpenFlags, HostIoOpenMode, HostIoOpenOps, HostIoOps,
@@ -224,10 +227,42 @@ impl Target for Session {
         Some(self)
     }
 
+    fn support_extended_mode(&mut self) -> Option<ExtendedModeOps<'_, Self>> {
+        Some(self)
+    }
+
     // Breakpoints go into guest memory only while the guest runs, and the
     // debugger removes them itself; gdb need not take them out at stops.
     fn guard_rail_implicit_sw_breakpoints(&self) -> bool {
         true
+    }
+}
+
+/// Only for `kill`: gdb (which speaks the multiprocess protocol) waits for
+/// a reply to it, and `gdbstub` gives one in extended mode alone. There is
+/// no process to start or attach to: the run is the one being replayed.
+impl ExtendedMode for Session {
+    fn run(&mut self, _filename: Option<&[u8]>, _args: Args<'_, '_>) -> TargetResult<Pid, Self> {
+        Err(TargetError::NonFatal)
+    }
+
+    fn attach(&mut self, _pid: Pid) -> TargetResult<(), Self> {
+        Err(TargetError::NonFatal)
+    }
+
+    // "Attached": quitting gdb detaches, and the run goes on to its end;
+    // only an explicit `kill` ends it where it stands.
+    fn query_if_attached(&mut self, _pid: Pid) -> TargetResult<AttachKind, Self> {
+        Ok(AttachKind::Attach)
+    }
+
+    fn kill(&mut self, _pid: Option<Pid>) -> TargetResult<ShouldTerminate, Self> {
+        Ok(ShouldTerminate::Yes)
+    }
+
+    // gdb sends it only after a `run`, which is refused.
+    fn restart(&mut self) -> Result<(), VmError> {
+        Ok(())
     }
 }
 
