@@ -55,6 +55,37 @@ pub trait Strategy: Send {
     }
 }
 
+/// Yields in a row, no other thread running in between, that make a
+/// thread a spinner.
+pub const SPIN_YIELDS: u32 = 8;
+
+/// Spots a thread spinning in a `sched_yield` loop. Priority strategies
+/// (PCT, POS) can keep the thread it waits for off the CPU for good, and a
+/// correct spin-with-yield wait would then spin until the step budget and be
+/// reported hung; they drop a spinner below every other thread instead.
+#[derive(Clone, Debug, Default)]
+pub struct SpinWatch {
+    thread: Option<Tid>,
+    yields: u32,
+}
+
+impl SpinWatch {
+    /// Notes the decision `v`; true when its thread just yielded for the
+    /// `SPIN_YIELDS`-th time (or more) in a row.
+    pub fn spinning(&mut self, v: &SchedView) -> bool {
+        if self.thread != Some(v.current) {
+            *self = SpinWatch {
+                thread: Some(v.current),
+                yields: 0,
+            };
+        }
+        if v.yielded {
+            self.yields += 1;
+        }
+        v.yielded && self.yields >= SPIN_YIELDS
+    }
+}
+
 /// The next runnable thread after `after` in thread-id order, wrapping.
 pub fn round_robin_after(after: Tid, runnable: &[Tid]) -> Tid {
     *runnable

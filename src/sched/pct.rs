@@ -10,19 +10,27 @@
 //! probability at least 1/(n k^(d-1)) per run.
 //!
 //! A thread that yields (`sched_yield`) drops below every other initial
-//! priority: otherwise a spin-with-yield loop at the top priority would spin
-//! forever while the thread it waits for never runs.
+//! priority, so the others take their turn, but stays above the threads a
+//! change point demoted: that is how a demoted thread stays off the CPU
+//! while the others come round (the dining philosophers' deadlock). A
+//! thread that yields again and again with no other thread running in
+//! between is spinning, waiting for one of those: after `SPIN_YIELDS` such
+//! yields it drops below every thread, or a correct spin-with-yield wait
+//! would spin forever and be reported hung.
 
 use std::collections::BTreeMap;
 
 use rand_chacha::ChaCha8Rng;
 use rand_core::{RngCore, SeedableRng};
 
-use super::{SchedView, Strategy, splitmix64};
+use super::{SchedView, SpinWatch, Strategy, splitmix64};
 use crate::kernel::Tid;
 
-/// Initial priorities lie above this (and change-point priorities below depth).
+/// Initial priorities lie above this; yielding threads just below it.
 const INITIAL_BASE: u64 = 1 << 62;
+/// Change points set priorities just above this, below every yielding
+/// thread's; spinning threads go below it.
+const CHANGE_BASE: u64 = 1 << 40;
 
 pub struct Pct {
     depth: u32,
@@ -32,7 +40,10 @@ pub struct Pct {
     priorities: BTreeMap<Tid, u64>,
     /// The priority the next yielding thread drops to (below every initial
     /// one, each yielder below the previous).
-    next_low: u64,
+    next_yielder: u64,
+    /// The priority the next spinning thread drops to (below every other).
+    next_spinner: u64,
+    spin: SpinWatch,
     /// Change points, by decision index, with the priority each one sets.
     change_points: BTreeMap<u64, u64>,
     /// Decisions taken so far.
@@ -58,7 +69,9 @@ impl Pct {
             depth,
             seed,
             priorities: BTreeMap::new(),
-            next_low: INITIAL_BASE - 1,
+            next_yielder: INITIAL_BASE - 1,
+            next_spinner: CHANGE_BASE - 1,
+            spin: SpinWatch::default(),
             change_points,
             index: 0,
         }
@@ -104,11 +117,15 @@ impl Strategy for Pct {
     fn pick(&mut self, v: &SchedView) -> Tid {
         let index = self.index;
         self.index += 1;
+        let spinning = self.spin.spinning(v);
         if let Some(p) = self.change_points.get(&index).copied() {
-            self.priorities.insert(v.current, p);
-        } else if v.yielded && self.priority(v.current) >= self.depth as u64 {
-            self.priorities.insert(v.current, self.next_low);
-            self.next_low -= 1;
+            self.priorities.insert(v.current, CHANGE_BASE + p);
+        } else if spinning {
+            self.priorities.insert(v.current, self.next_spinner);
+            self.next_spinner -= 1;
+        } else if v.yielded && self.priority(v.current) > CHANGE_BASE + self.depth as u64 {
+            self.priorities.insert(v.current, self.next_yielder);
+            self.next_yielder -= 1;
         }
         self.highest(v.runnable)
     }
@@ -117,6 +134,7 @@ impl Strategy for Pct {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::sched::SPIN_YIELDS;
     use crate::sched::tests::view;
 
     #[test]
@@ -164,5 +182,21 @@ mod tests {
     fn depth_one_never_changes_priorities() {
         assert!(Pct::new(1, 100, 1).change_points.is_empty());
         assert_eq!(Pct::new(3, 100, 1).change_points.len(), 2);
+    }
+
+    #[test]
+    fn a_spinning_thread_goes_below_one_a_change_point_demoted() {
+        // Thread 2 was demoted at a change point; thread 1 spins with yields
+        // waiting for it: a yield keeps thread 2 off the CPU, a spin must not.
+        let all = [Tid(1), Tid(2)];
+        let o = BTreeMap::new();
+        let mut p = Pct::new(2, 10, 5);
+        p.priorities.insert(Tid(2), CHANGE_BASE + 1);
+        p.change_points.clear();
+        assert_eq!(p.pick(&view(1, true, false, &all, &o)), Tid(1));
+        for _ in 1..SPIN_YIELDS {
+            assert_eq!(p.pick(&view(1, true, true, &all, &o)), Tid(1));
+        }
+        assert_eq!(p.pick(&view(1, true, true, &all, &o)), Tid(2));
     }
 }

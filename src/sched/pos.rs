@@ -7,18 +7,24 @@
 //! object gets a fresh priority, as do the thread that stepped: events that
 //! race are re-ordered at random, independent ones keep their relative
 //! order. This samples partial orders far more uniformly than a random walk.
+//!
+//! A thread spinning in a `sched_yield` loop redraws its priority at every
+//! step while the thread it waits for keeps one draw; a low one would starve
+//! for thousands of steps. A spinner (`SpinWatch`) gets the lowest priority
+//! instead, so the others run first.
 
 use std::collections::BTreeMap;
 
 use rand_chacha::ChaCha8Rng;
 use rand_core::{RngCore, SeedableRng};
 
-use super::{SchedView, Strategy};
+use super::{SchedView, SpinWatch, Strategy};
 use crate::kernel::Tid;
 
 pub struct Pos {
     rng: ChaCha8Rng,
     priorities: BTreeMap<Tid, u64>,
+    spin: SpinWatch,
 }
 
 impl Pos {
@@ -26,6 +32,7 @@ impl Pos {
         Pos {
             rng: ChaCha8Rng::seed_from_u64(seed),
             priorities: BTreeMap::new(),
+            spin: SpinWatch::default(),
         }
     }
 }
@@ -52,6 +59,9 @@ impl Strategy for Pos {
         for t in racing {
             self.priorities.remove(&t);
         }
+        if self.spin.spinning(v) {
+            self.priorities.insert(v.current, 0);
+        }
         let rng = &mut self.rng;
         let mut best = None;
         for &t in v.runnable {
@@ -61,5 +71,27 @@ impl Strategy for Pos {
             }
         }
         best.expect("runnable is never empty").0
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::sched::SPIN_YIELDS;
+    use crate::sched::tests::view;
+
+    #[test]
+    fn a_spinning_thread_lets_the_one_it_waits_for_run() {
+        // Thread 2 drew the lowest priority there is; thread 1 spins with
+        // yields, redrawing each time, and keeps winning until it counts
+        // as a spinner.
+        let all = [Tid(1), Tid(2)];
+        let o = BTreeMap::new();
+        let mut p = Pos::new(9);
+        p.priorities.insert(Tid(2), 1);
+        for _ in 1..SPIN_YIELDS {
+            assert_eq!(p.pick(&view(1, true, true, &all, &o)), Tid(1));
+        }
+        assert_eq!(p.pick(&view(1, true, true, &all, &o)), Tid(2));
     }
 }
