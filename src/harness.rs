@@ -198,6 +198,9 @@ pub struct Manifest {
     /// Arguments to run the program with.
     #[serde(default)]
     pub args: Vec<String>,
+    /// The step budget of a run (the engine's default when absent): a bug
+    /// that hangs in a loop of system calls ends there.
+    pub max_steps: Option<u64>,
     /// Exactly what a native run prints on stdout: for a bug-suite program,
     /// a passing run (its fixed twin prints the same); for an engine test
     /// that crashes, hangs or deadlocks, what it prints first. (Natively the

@@ -174,7 +174,10 @@ fn parallel<T: Send>(
 /// The machine configuration for a harness build.
 fn run_config(exe: &std::path::Path, h: &Harness) -> RunConfig {
     let exe = exe.canonicalize().unwrap_or_else(|_| exe.to_path_buf());
-    let k = KernelConfig::new(&exe.to_string_lossy(), &h.manifest.args);
+    let mut k = KernelConfig::new(&exe.to_string_lossy(), &h.manifest.args);
+    if let Some(max) = h.manifest.max_steps {
+        k.max_steps = max;
+    }
     let mut cfg = RunConfig::new(k);
     cfg.memory_mib = 256;
     cfg

@@ -25,9 +25,10 @@ pub struct TargetArgs {
     /// Seed for getrandom, AT_RANDOM and /dev/urandom (and random strategies).
     #[arg(long, short = 's', default_value_t = 0)]
     pub seed: u64,
-    /// Stop a run after this many steps (system calls).
-    #[arg(long, default_value_t = 1_000_000)]
-    pub max_steps: u64,
+    /// Stop a run after this many steps (system calls) [default: 1000000,
+    /// or a bundled harness's own budget].
+    #[arg(long)]
+    pub max_steps: Option<u64>,
     /// How long a thread may compute without a system call before the run counts as hung (e.g. 10s, 500ms).
     #[arg(long, default_value = "10s", value_parser = parse_duration)]
     pub timeout: Duration,
@@ -76,7 +77,9 @@ impl TargetArgs {
         k.cwd = cwd;
         k.cpus = self.cpus;
         k.seed = self.seed;
-        k.max_steps = self.max_steps;
+        if let Some(max) = self.max_steps.or_else(|| harness_step_budget(&self.target)) {
+            k.max_steps = max;
+        }
         for e in &self.env {
             let Some((key, _)) = e.split_once('=') else {
                 return Err(UserError::bad_input(format!(
@@ -98,6 +101,13 @@ impl TargetArgs {
         };
         Ok(cfg)
     }
+}
+
+/// The step budget a bundled harness's manifest sets, if any.
+fn harness_step_budget(target: &str) -> Option<u64> {
+    let name = target.strip_prefix("harness:")?;
+    let name = name.strip_suffix("-fixed").unwrap_or(name);
+    crate::harness::find(name).ok()?.manifest.max_steps
 }
 
 /// Checks the target and returns its absolute path. `harness:NAME` (or
