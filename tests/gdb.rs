@@ -374,6 +374,8 @@ fn ctrl_c_stops_a_continue_at_the_next_step_and_kill_ends_the_run_there() {
     let mut cmd = gdb_command(
         &attach,
         &[
+            "break main",
+            "continue",
             "continue",
             "monitor step",
             "bt 2",
@@ -418,7 +420,9 @@ fn ctrl_c_stops_a_continue_at_the_next_step_and_kill_ends_the_run_there() {
             .parse()
             .unwrap()
     };
-    wait_for("_start");
+    // At main every library is loaded: no stop for gdb's own purposes
+    // can swallow the interrupt.
+    wait_for("Breakpoint 1, main");
     interrupt();
     wait_for("Program received signal SIGINT");
     let first = step_of(&wait_for("step "));
