@@ -44,6 +44,19 @@ struct Server {
     seen: Vec<String>,
 }
 
+/// The lines `from` gives, on a channel fed by a thread of their own.
+fn line_channel(from: impl std::io::Read + Send + 'static) -> Receiver<String> {
+    let (tx, lines) = channel();
+    std::thread::spawn(move || {
+        for line in BufReader::new(from).lines().map_while(Result::ok) {
+            if tx.send(line).is_err() {
+                break;
+            }
+        }
+    });
+    lines
+}
+
 impl Server {
     fn start(args: &[&str]) -> Server {
         let mut child = common::cli()
@@ -52,20 +65,23 @@ impl Server {
             .stderr(Stdio::piped())
             .spawn()
             .unwrap();
-        let err = child.stderr.take().unwrap();
-        let (tx, lines) = channel();
-        std::thread::spawn(move || {
-            for line in BufReader::new(err).lines().map_while(Result::ok) {
-                if tx.send(line).is_err() {
-                    break;
-                }
-            }
-        });
+        let lines = line_channel(child.stderr.take().unwrap());
         Server {
             child,
             lines,
             seen: Vec::new(),
         }
+    }
+
+    /// `rewind-fuzz run --gdb` on a bundled harness, replaying `schedule`
+    /// (saved in `dir`), with `extra` arguments.
+    fn replaying(harness: &str, schedule: &Schedule, dir: &Path, extra: &[&str]) -> Server {
+        let sched = save_schedule(schedule, dir);
+        let target = common::harness(harness);
+        let (target, sched) = (target.to_string_lossy(), sched.to_string_lossy());
+        let mut args = vec!["run", "--target", &target, "--schedule", &sched, "--gdb"];
+        args.extend_from_slice(extra);
+        Server::start(&args)
     }
 
     fn next_line(&mut self) -> String {
@@ -230,16 +246,7 @@ fn a_breakpoint_then_the_crash_then_reverse_stepi_gives_the_instruction_before_i
         matches!(o, Outcome::Crashed { .. })
     });
     let dir = tempfile::tempdir().unwrap();
-    let sched = save_schedule(&schedule, dir.path());
-    let target = common::harness("pool-shutdown-uaf");
-    let mut server = Server::start(&[
-        "run",
-        "--target",
-        &target.to_string_lossy(),
-        "--schedule",
-        &sched.to_string_lossy(),
-        "--gdb",
-    ]);
+    let mut server = Server::replaying("pool-shutdown-uaf", &schedule, dir.path(), &[]);
     let attach = server.attach_command();
     let out = gdb(
         &attach,
@@ -312,18 +319,12 @@ fn attaching_detaching_and_attaching_again_leaves_the_trace_hash_alone() {
     let plain = vm.run().unwrap();
 
     let dir = tempfile::tempdir().unwrap();
-    let sched = save_schedule(&schedule, dir.path());
-    let target = common::harness("pool-shutdown-uaf");
-    let mut server = Server::start(&[
-        "run",
-        "--target",
-        &target.to_string_lossy(),
-        "--schedule",
-        &sched.to_string_lossy(),
-        "--gdb",
-        "--gdb-at",
-        "20",
-    ]);
+    let mut server = Server::replaying(
+        "pool-shutdown-uaf",
+        &schedule,
+        dir.path(),
+        &["--gdb-at", "20"],
+    );
     let attach = server.attach_command();
     let first = gdb(
         &attach,
@@ -355,18 +356,12 @@ fn attaching_detaching_and_attaching_again_leaves_the_trace_hash_alone() {
 fn ctrl_c_stops_a_continue_at_the_next_step_and_kill_ends_the_run_there() {
     common::require_kvm();
     let dir = tempfile::tempdir().unwrap();
-    let sched = save_schedule(&Schedule::new("default", Vec::new()), dir.path());
-    let target = common::harness("getpid-loop");
-    let mut server = Server::start(&[
-        "run",
-        "--target",
-        &target.to_string_lossy(),
-        "--schedule",
-        &sched.to_string_lossy(),
-        "--max-steps",
-        "100000000",
-        "--gdb",
-    ]);
+    let mut server = Server::replaying(
+        "getpid-loop",
+        &Schedule::new("default", Vec::new()),
+        dir.path(),
+        &["--max-steps", "100000000"],
+    );
     let attach = server.attach_command();
     // One pipe for both streams, so the lines come in the order printed
     // (gdb prints the monitor's replies on stderr).
@@ -387,14 +382,7 @@ fn ctrl_c_stops_a_continue_at_the_next_step_and_kill_ends_the_run_there() {
     cmd.stdout(into.try_clone().unwrap()).stderr(into);
     let mut gdb = cmd.spawn().expect("gdb runs (apt-get install gdb)");
     drop(cmd);
-    let (tx, lines) = channel();
-    std::thread::spawn(move || {
-        for line in BufReader::new(out).lines().map_while(Result::ok) {
-            if tx.send(line).is_err() {
-                break;
-            }
-        }
-    });
+    let lines = line_channel(out);
     let mut seen = Vec::new();
     let mut wait_for = |what: &str| loop {
         let l = lines
