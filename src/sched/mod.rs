@@ -232,6 +232,20 @@ pub(crate) mod tests {
         }
     }
 
+    /// Thread 1 yields again and again while thread 2, which `s` ranks
+    /// below it, waits: `s` keeps thread 1 for `SPIN_YIELDS - 1` yields and
+    /// hands over at the next.
+    pub fn assert_spinner_hands_over(s: &mut dyn Strategy) {
+        let all = [Tid(1), Tid(2)];
+        let o = BTreeMap::new();
+        for n in 1..SPIN_YIELDS {
+            let picked = s.pick(&view(1, true, true, &all, &o));
+            assert_eq!(picked, Tid(1), "yield {n} is not a spin yet");
+        }
+        let picked = s.pick(&view(1, true, true, &all, &o));
+        assert_eq!(picked, Tid(2), "yield {SPIN_YIELDS} is a spin");
+    }
+
     #[test]
     fn the_default_keeps_the_running_thread_until_it_blocks_or_yields() {
         let all = [Tid(1), Tid(2), Tid(3)];

@@ -134,8 +134,7 @@ impl Strategy for Pct {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::sched::SPIN_YIELDS;
-    use crate::sched::tests::view;
+    use crate::sched::tests::{assert_spinner_hands_over, view};
 
     #[test]
     fn the_highest_priority_thread_runs_until_a_change_point() {
@@ -188,15 +187,11 @@ mod tests {
     fn a_spinning_thread_goes_below_one_a_change_point_demoted() {
         // Thread 2 was demoted at a change point; thread 1 spins with yields
         // waiting for it: a yield keeps thread 2 off the CPU, a spin must not.
-        let all = [Tid(1), Tid(2)];
-        let o = BTreeMap::new();
         let mut p = Pct::new(2, 10, 5);
         p.priorities.insert(Tid(2), CHANGE_BASE + 1);
         p.change_points.clear();
+        let (all, o) = ([Tid(1), Tid(2)], BTreeMap::new());
         assert_eq!(p.pick(&view(1, true, false, &all, &o)), Tid(1));
-        for _ in 1..SPIN_YIELDS {
-            assert_eq!(p.pick(&view(1, true, true, &all, &o)), Tid(1));
-        }
-        assert_eq!(p.pick(&view(1, true, true, &all, &o)), Tid(2));
+        assert_spinner_hands_over(&mut p);
     }
 }

@@ -77,21 +77,15 @@ impl Strategy for Pos {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::sched::SPIN_YIELDS;
-    use crate::sched::tests::view;
+    use crate::sched::tests::assert_spinner_hands_over;
 
     #[test]
     fn a_spinning_thread_lets_the_one_it_waits_for_run() {
         // Thread 2 drew the lowest priority there is; thread 1 spins with
         // yields, redrawing each time, and keeps winning until it counts
         // as a spinner.
-        let all = [Tid(1), Tid(2)];
-        let o = BTreeMap::new();
         let mut p = Pos::new(9);
         p.priorities.insert(Tid(2), 1);
-        for _ in 1..SPIN_YIELDS {
-            assert_eq!(p.pick(&view(1, true, true, &all, &o)), Tid(1));
-        }
-        assert_eq!(p.pick(&view(1, true, true, &all, &o)), Tid(2));
+        assert_spinner_hands_over(&mut p);
     }
 }
