@@ -133,3 +133,22 @@ fn json_output_is_one_object_with_the_documented_keys() {
     assert_eq!(v["outcome"]["kind"], "exited");
     assert_eq!(v["stdout"], "hi\n");
 }
+
+#[test]
+fn a_bundled_harness_runs_with_its_own_step_budget_unless_told_otherwise() {
+    // busy-wait-hang's manifest sets max_steps = 2000; pct:2 from seed 0
+    // makes it hang.
+    let steps = |extra: &[&str]| {
+        let out = cli()
+            .args(["run", "--json", "--strategy", "pct:2"])
+            .args(["--target", "harness:busy-wait-hang"])
+            .args(extra)
+            .output()
+            .unwrap();
+        let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+        assert_eq!(v["outcome"]["kind"], "hung", "{v}");
+        v["steps"].as_u64().unwrap()
+    };
+    assert_eq!(steps(&[]), 2000);
+    assert_eq!(steps(&["--max-steps", "3000"]), 3000);
+}

@@ -103,21 +103,26 @@ impl TargetArgs {
     }
 }
 
+/// The harness name and variant a `harness:NAME` (or `harness:NAME-fixed`)
+/// target names, if it is one.
+fn bundled_harness(target: &str) -> Option<(&str, crate::harness::Variant)> {
+    let name = target.strip_prefix("harness:")?;
+    Some(match name.strip_suffix("-fixed") {
+        Some(n) => (n, crate::harness::Variant::Fixed),
+        None => (name, crate::harness::Variant::Buggy),
+    })
+}
+
 /// The step budget a bundled harness's manifest sets, if any.
 fn harness_step_budget(target: &str) -> Option<u64> {
-    let name = target.strip_prefix("harness:")?;
-    let name = name.strip_suffix("-fixed").unwrap_or(name);
+    let (name, _) = bundled_harness(target)?;
     crate::harness::find(name).ok()?.manifest.max_steps
 }
 
 /// Checks the target and returns its absolute path. `harness:NAME` (or
 /// `harness:NAME-fixed`) names a bundled harness, built on first use.
 pub fn absolute_target(target: &str) -> Result<String, UserError> {
-    if let Some(name) = target.strip_prefix("harness:") {
-        let (name, variant) = match name.strip_suffix("-fixed") {
-            Some(n) => (n, crate::harness::Variant::Fixed),
-            None => (name, crate::harness::Variant::Buggy),
-        };
+    if let Some((name, variant)) = bundled_harness(target) {
         let h = crate::harness::find(name).map_err(|e| UserError::bad_input(e.to_string()))?;
         let path = crate::harness::build(&h, variant)
             .map_err(|e| UserError::bad_input(format!("building harness {name}: {e}")))?;
