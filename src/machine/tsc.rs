@@ -214,7 +214,7 @@ mod tests {
             unsafe { std::ptr::write_volatile(std::ptr::dangling_mut::<u64>(), 1) };
             unreachable!();
         }
-        let status = std::process::Command::new(std::env::current_exe().unwrap())
+        let mut child = std::process::Command::new(std::env::current_exe().unwrap())
             .args([
                 "--exact",
                 "machine::tsc::tests::other_faults_still_end_the_process_with_sigsegv",
@@ -222,8 +222,21 @@ mod tests {
             .env("REWIND_TSC_FAULT_CHILD", "1")
             .stdout(std::process::Stdio::null())
             .stderr(std::process::Stdio::null())
-            .status()
+            .spawn()
             .unwrap();
+        // A handler that returned without passing the fault on would make
+        // the child fault forever: fail instead of waiting for it.
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+        let status = loop {
+            if let Some(status) = child.try_wait().unwrap() {
+                break status;
+            }
+            if std::time::Instant::now() > deadline {
+                child.kill().unwrap();
+                panic!("the fault did not end the child");
+            }
+            std::thread::sleep(std::time::Duration::from_millis(10));
+        };
         assert_eq!(status.signal(), Some(libc::SIGSEGV), "{status:?}");
     }
 }
