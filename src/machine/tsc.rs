@@ -5,10 +5,10 @@
 //! user code with the host thread's own CR4, so the thread that calls
 //! `KVM_RUN` must ask its kernel for TSD too (`PR_SET_TSC`). Each request is
 //! a CR4 write, itself emulated there; asking around every `KVM_RUN` cost a
-//! sixth of a run. So the engine asks once per run.
+//! fifth of an exit. So the engine asks once per run.
 //!
-//! The monitor's own code on that thread still reads the TSC meanwhile: the vDSO's
-//! `clock_gettime` (behind `Instant::now`) executes `rdtsc`, which now
+//! The monitor's own code on that thread still reads the TSC meanwhile: the
+//! vDSO's `clock_gettime` (behind `Instant::now`) executes `rdtsc`, which now
 //! faults with SIGSEGV. A process-wide handler recognises those faults,
 //! lifts TSD for the one instruction, executes it and puts TSD back; any
 //! other SIGSEGV goes to the handler that was there before (Rust's
