@@ -99,11 +99,6 @@ fn model() -> Vec<Leaf> {
         cache(3, 3, 3, 16, 32768), // L3 32 MiB
         (4, 4, 0, 0, 0, 0),
         (7, 0, 0, L7_EBX, 0, 0),
-        // XSAVE: x87, SSE and AVX state; 832 bytes; no compacted forms, so
-        // every XSAVE image has one layout.
-        (0xd, 0, 7, 832, 832, 0),
-        (0xd, 1, 0, 0, 0, 0),
-        (0xd, 2, 256, 576, 0, 0),
         (0x8000_0000, 0, 0x8000_0008, 0, 0, 0),
         (0x8000_0001, 0, 0, 0, E1_ECX, E1_EDX),
         (0x8000_0002, 0, br[0], br[1], br[2], br[3]),
@@ -113,6 +108,64 @@ fn model() -> Vec<Leaf> {
         (0x8000_0007, 0, 0, 0, 0, 1 << 8),
         (0x8000_0008, 0, 0x3030, 0, 0, 0),
     ]
+}
+
+/// The XSAVE state components the guest may have enabled: x87, SSE, AVX,
+/// and the AVX-512 opmask and ZMM registers (their standard-format area
+/// fits the 4096-byte image KVM_GET_XSAVE returns).
+const XSTATE_SUPPORTED: u64 = 0xe7;
+
+/// The XSAVE leaf (0xD) for the state components in `xcr0`, with each
+/// component's size, offset and alignment as the host's CPU has them, so
+/// that programs that size XSAVE buffers from CPUID (the dynamic linker's
+/// lazy-binding trampoline) size them for what XSAVE really writes.
+fn xsave_leaves(xcr0: u64) -> Vec<Leaf> {
+    let component = |i: u32| std::arch::x86_64::__cpuid_count(0xd, i);
+    // Standard format: the legacy region and header (576 bytes), then each
+    // component at its fixed offset. Compacted: in order, 64-byte aligned
+    // where the component asks for it.
+    let mut standard: u32 = 576;
+    let mut compacted: u32 = 576;
+    let mut leaves = Vec::new();
+    for i in 2..63u32 {
+        if xcr0 & (1 << i) == 0 {
+            continue;
+        }
+        let c = component(i);
+        standard = standard.max(c.ebx + c.eax);
+        if c.ecx & 2 != 0 {
+            compacted = compacted.next_multiple_of(64);
+        }
+        compacted += c.eax;
+        leaves.push((0xd, i, c.eax, c.ebx, c.ecx & 2, 0));
+    }
+    let mut out = vec![
+        (0xd, 0, xcr0 as u32, standard, standard, (xcr0 >> 32) as u32),
+        // No XSAVEOPT, XSAVEC or XSAVES advertised.
+        (0xd, 1, 0, compacted, 0, 0),
+    ];
+    out.extend(leaves);
+    out
+}
+
+/// The state components the guest runs with: those the host has enabled,
+/// among the ones the model supports.
+///
+/// On a nested, software-assisted KVM (PVM) guest user code runs with the
+/// host's own XCR0 whatever KVM_SET_XCRS says, so the only truthful XSAVE
+/// leaf is the host's; telling the same truth everywhere keeps one code
+/// path. The sizes only shape the dynamic linker's save area, never a
+/// system call's arguments, so traces do not depend on them.
+pub fn guest_xcr0() -> u64 {
+    let host: u64;
+    // SAFETY: XGETBV with ECX=0 reads XCR0; it is valid whenever the OS
+    // enabled XSAVE (CPUID.1:ECX.OSXSAVE), which the model requires.
+    unsafe {
+        let (lo, hi): (u32, u32);
+        std::arch::asm!("xgetbv", in("ecx") 0, out("eax") lo, out("edx") hi, options(nomem, nostack));
+        host = (hi as u64) << 32 | lo as u64;
+    }
+    host & XSTATE_SUPPORTED
 }
 
 /// Builds the model, refusing a host that lacks one of its features.
@@ -128,7 +181,9 @@ pub fn fixed_model() -> Result<CpuId, String> {
             ));
         }
     }
-    let entries: Vec<kvm_cpuid_entry2> = model()
+    let mut leaves = model();
+    leaves.extend(xsave_leaves(guest_xcr0()));
+    let entries: Vec<kvm_cpuid_entry2> = leaves
         .into_iter()
         .map(|(function, index, eax, ebx, ecx, edx)| kvm_cpuid_entry2 {
             function,
@@ -166,6 +221,22 @@ mod tests {
     #[test]
     fn the_loader_passes_the_models_features_as_hwcap() {
         assert_eq!(crate::kernel::loader::HWCAP, L1_EDX as u64);
+    }
+
+    #[test]
+    fn the_xsave_leaf_describes_every_enabled_component() {
+        let leaves = xsave_leaves(0xe7);
+        let sub = |i: u32| leaves.iter().find(|l| l.1 == i).copied();
+        let (_, _, mask, size, max, _) = sub(0).unwrap();
+        assert_eq!(mask, 0xe7);
+        assert_eq!(size, max);
+        assert!(size >= 832, "at least the legacy area, header and AVX");
+        for i in [2, 5, 6, 7] {
+            let (_, _, bytes, offset, _, _) = sub(i).unwrap();
+            assert!(offset + bytes <= size, "component {i} inside the area");
+        }
+        assert!(sub(3).is_none(), "no MPX");
+        assert_eq!(xsave_leaves(7)[0].3, 832, "x87, SSE and AVX: 832 bytes");
     }
 
     #[test]

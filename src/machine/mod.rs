@@ -305,7 +305,7 @@ impl Machine {
         let mut xcrs = self.vcpu.get_xcrs().map_err(kvm_err("KVM_GET_XCRS"))?;
         xcrs.nr_xcrs = 1;
         xcrs.xcrs[0].xcr = 0;
-        xcrs.xcrs[0].value = 7; // x87 | SSE | AVX
+        xcrs.xcrs[0].value = cpuid::guest_xcr0();
         self.vcpu.set_xcrs(&xcrs).map_err(kvm_err("KVM_SET_XCRS"))?;
         self.set_extended_state(&ExtendedState::initial())?;
 
