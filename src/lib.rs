@@ -4,27 +4,20 @@
 //! Linux system-call interface itself, so that the thread schedule is an input
 //! and the same input gives the same run, step for step.
 
-pub mod abi;
+pub mod arch;
 pub mod bench;
 pub mod cli;
-pub mod cpu;
+pub mod explore;
 pub mod fsutil;
 pub mod fuzz;
 pub mod gdb;
 pub mod harness;
+pub mod ids;
 pub mod kernel;
-pub mod layout;
-pub mod locks;
 pub mod machine;
 pub mod memory;
-pub mod minimize;
-pub mod outcome;
+pub mod observe;
 pub mod report;
 pub mod rwd;
 pub mod sched;
-pub mod shim;
-pub mod signature;
-pub mod symbols;
-pub mod trace;
-pub mod unwind;
 pub mod vm;

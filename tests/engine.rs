@@ -8,7 +8,7 @@ use std::collections::BTreeSet;
 use std::process::Command;
 
 use common::{cli, config, harness, run, run_config};
-use rewind_fuzz::outcome::{HungReason, Outcome};
+use rewind_fuzz::observe::outcome::{HungReason, Outcome};
 
 /// Runs a program natively and in the machine and compares output and status.
 fn same_as_native(name: &str) {

@@ -10,7 +10,7 @@ use std::sync::mpsc::{Receiver, channel};
 use std::time::Duration;
 
 use rewind_fuzz::kernel::vfs::FileSource;
-use rewind_fuzz::outcome::Outcome;
+use rewind_fuzz::observe::outcome::Outcome;
 use rewind_fuzz::sched::{RandomWalk, Schedule};
 use rewind_fuzz::vm::{RunConfig, Vm};
 

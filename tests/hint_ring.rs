@@ -4,7 +4,7 @@ mod common;
 
 use common::{config, harness};
 use rewind_fuzz::kernel::vfs::FileSource;
-use rewind_fuzz::sched::{Pct, Pos, RandomWalk, Replay, RunUntilBlocked, Strategy};
+use rewind_fuzz::sched::{Pct, Pos, RandomWalk, Replay, RunUntilBlocked, Strategy, StrategyKind};
 use rewind_fuzz::vm::{RunReport, SnapshotAt, Vm};
 
 fn run(name: &str, ring: bool, strategy: Box<dyn Strategy>) -> RunReport {
@@ -95,15 +95,13 @@ fn prefixed_schedules_with_any_tail_keep_to_their_horizon() {
                 });
             }
             let seed = next();
-            let tail = match round % 4 {
-                0 => Tail::Default,
-                1 => Tail::Random { seed },
-                2 => Tail::Pct {
-                    depth: 2 + (seed % 3) as u32,
-                    seed,
-                },
-                _ => Tail::Pos { seed },
+            let kind = match round % 4 {
+                0 => StrategyKind::Default,
+                1 => StrategyKind::Random,
+                2 => StrategyKind::pct(2 + (seed % 3) as u32),
+                _ => StrategyKind::Pos,
             };
+            let tail = Tail::new(kind, seed);
             let mut input = ScheduleInput {
                 target: 0,
                 decisions,

@@ -1,6 +1,6 @@
 //! The machine's doors, exercised with a few hand-assembled instructions.
 
-use rewind_fuzz::cpu::UserRegs;
+use rewind_fuzz::arch::cpu::UserRegs;
 use rewind_fuzz::machine::{Exit, Machine};
 use rewind_fuzz::memory::{Access, AddressSpace, Backing, PhysMemory, Placement, Prot};
 

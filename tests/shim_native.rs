@@ -14,11 +14,11 @@ use std::time::{Duration, Instant};
 
 use tempfile::TempDir;
 
-/// The shim exactly as the library embeds it (`rewind_fuzz::shim::SHIM_SO`).
+/// The shim exactly as the library embeds it (`rewind_fuzz::arch::shim::SHIM_SO`).
 const SHIM_SO: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/librewind-shim.so"));
 
 /// The hint's system-call number and the operations the tests look for
-/// (`rewind_fuzz::abi`).
+/// (`rewind_fuzz::arch::abi`).
 const HINT_SYSCALL: u64 = 0x7277;
 const OP_MUTEX_LOCK: u64 = 1;
 const OP_MUTEX_TRYLOCK: u64 = 2;

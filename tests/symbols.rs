@@ -8,7 +8,7 @@ use std::process::Command;
 use std::sync::Arc;
 
 use object::{Object, ObjectSegment, ObjectSymbol};
-use rewind_fuzz::symbols::{Location, Mapping, Symbolizer};
+use rewind_fuzz::report::symbols::{Location, Mapping, Symbolizer};
 
 /// Where Linux puts a PIE executable (its load bias, for a first segment at 0).
 const PIE_BASE: u64 = 0x5555_5555_4000;

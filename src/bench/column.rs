@@ -1,7 +1,7 @@
 //! A bench column: one way of choosing schedules.
 
 use crate::fuzz::StrategyMix;
-use crate::sched::StrategySpec;
+use crate::sched::{StrategyKind, StrategySpec};
 
 /// The columns `rewind-fuzz bench` compares unless told otherwise.
 pub const DEFAULT_COLUMNS: &str = "default,random,pct:1,pct:2,pct:3,pos,fuzz,fuzz:1.0:random";
@@ -10,7 +10,7 @@ pub const DEFAULT_COLUMNS: &str = "default,random,pct:1,pct:2,pct:3,pos,fuzz,fuz
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Column {
     /// An engine strategy: schedule after schedule, each from its own seed.
-    Strategy(StrategySpec),
+    Strategy(StrategyKind),
     /// The coverage-guided fuzzer, one job, with its `--strategy-mix`
     /// (`fuzz` alone: the default mix; `fuzz:1.0:random`: every run a fresh
     /// random walk, no corpus, the baseline guidance has to beat).
@@ -43,7 +43,7 @@ impl std::str::FromStr for Column {
             Ok(StrategySpec::Schedule(_)) => Err(format!(
                 "strategy {s:?} replays one fixed schedule and explores nothing; use default, random, pct:D, pos or fuzz"
             )),
-            Ok(spec) => Ok(Column::Strategy(spec)),
+            Ok(StrategySpec::Kind(kind)) => Ok(Column::Strategy(kind)),
             Err(_) => Err(format!(
                 "unknown strategy {s:?}: use default, random, pct:D (D >= 1), pos or fuzz"
             )),
@@ -66,7 +66,7 @@ impl Column {
     /// randomness, so all its schedules are the same and one tells all.
     pub fn schedules_per_trial(&self, budget: u64) -> u64 {
         match self {
-            Column::Strategy(StrategySpec::Default) => budget.min(1),
+            Column::Strategy(kind) if !kind.is_seeded() => budget.min(1),
             _ => budget,
         }
     }

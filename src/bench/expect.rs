@@ -6,7 +6,8 @@
 //! different failure. Any failure of a fixed twin is a false positive.
 
 use crate::harness::{Expect, ExpectKind, HangBudget};
-use crate::outcome::{HungReason, Outcome};
+use crate::observe::failure::{FailureKind, table_row};
+use crate::observe::outcome::{HungReason, Outcome};
 
 /// How one schedule of a harness ended, as the bench counts it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -59,15 +60,9 @@ pub fn is_expected(e: &Expect, outcome: &Outcome, inversions: bool) -> bool {
     }
 }
 
-/// The kind of a failing run, for reports: the outcome's kind, or
-/// `potential-deadlock` for a clean exit with a lock-order cycle.
+/// The kind of a run, for reports: its failure's class, or `exited(0)`.
 pub fn failure_kind(outcome: &Outcome, inversions: bool) -> &'static str {
-    match outcome {
-        Outcome::Exited { code: 0 } if inversions => "potential-deadlock",
-        Outcome::Exited { code: 0 } => "exited(0)",
-        Outcome::Exited { .. } => "exited(non-zero)",
-        o => o.kind(),
-    }
+    table_row(FailureKind::of(outcome, inversions, &[0]).as_ref())
 }
 
 #[cfg(test)]
@@ -84,7 +79,7 @@ mod tests {
 
     fn crashed(signo: u32) -> Outcome {
         Outcome::Crashed {
-            signal: crate::outcome::signal_name(signo),
+            signal: crate::observe::outcome::signal_name(signo),
             signo,
             fault_addr: None,
             thread: 2,

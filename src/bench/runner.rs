@@ -10,7 +10,6 @@
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -20,12 +19,12 @@ use super::column::Column;
 use super::expect::{self, Verdict};
 use super::native;
 use super::results::{BenchReport, FixedTrial, NativeLoop, Trial};
-use crate::cli::schedule_seed;
+use crate::explore::{self, Runner, map_parallel};
 use crate::harness::{self, Expect, Harness, HarnessError, Variant};
 use crate::kernel::KernelConfig;
 use crate::kernel::vfs::FileSource;
-use crate::sched::{ScheduleError, StrategySpec};
-use crate::vm::{RunConfig, RunReport, Vm, VmError};
+use crate::sched::{ScheduleError, StrategyKind};
+use crate::vm::{RunConfig, RunReport, VmError};
 
 /// What to bench.
 #[derive(Clone, Debug)]
@@ -104,71 +103,27 @@ struct Tally {
 
 /// Idle machines by target, so that trials restore instead of reloading.
 struct Pool {
-    idle: Mutex<Vec<(usize, Vm)>>,
+    idle: Mutex<Vec<(usize, Runner)>>,
     cap: usize,
 }
 
 impl Pool {
-    fn take(&self, target: usize) -> Option<Vm> {
+    fn take(&self, target: usize) -> Option<Runner> {
         let mut idle = self.idle.lock().unwrap_or_else(|e| e.into_inner());
         let i = idle.iter().rposition(|(t, _)| *t == target)?;
         Some(idle.remove(i).1)
     }
 
-    fn put(&self, target: usize, vm: Vm) {
-        if !vm.can_run() {
+    fn put(&self, target: usize, runner: Runner) {
+        if !runner.is_warm() {
             return;
         }
         let mut idle = self.idle.lock().unwrap_or_else(|e| e.into_inner());
-        idle.push((target, vm));
+        idle.push((target, runner));
         if idle.len() > self.cap {
             idle.remove(0);
         }
     }
-}
-
-/// Runs `f` on items `0..n` over `jobs` threads, the first error stopping
-/// the rest; `f` gets the item's index.
-fn parallel<T: Send>(
-    n: usize,
-    jobs: usize,
-    f: impl Fn(usize) -> Result<T, BenchError> + Sync,
-) -> Result<Vec<T>, BenchError> {
-    let next = AtomicUsize::new(0);
-    let results: Mutex<Vec<Option<T>>> = Mutex::new((0..n).map(|_| None).collect());
-    let error: Mutex<Option<BenchError>> = Mutex::new(None);
-    std::thread::scope(|scope| {
-        for _ in 0..jobs.clamp(1, n.max(1)) {
-            scope.spawn(|| {
-                loop {
-                    let i = next.fetch_add(1, Ordering::Relaxed);
-                    if i >= n {
-                        break;
-                    }
-                    match f(i) {
-                        Ok(v) => results.lock().unwrap_or_else(|e| e.into_inner())[i] = Some(v),
-                        Err(e) => {
-                            next.store(usize::MAX / 2, Ordering::Relaxed);
-                            error
-                                .lock()
-                                .unwrap_or_else(|e| e.into_inner())
-                                .get_or_insert(e);
-                            break;
-                        }
-                    }
-                }
-            });
-        }
-    });
-    if let Some(e) = error.into_inner().unwrap_or_else(|e| e.into_inner()) {
-        return Err(e);
-    }
-    Ok(results
-        .into_inner()
-        .unwrap_or_else(|e| e.into_inner())
-        .into_iter()
-        .map(|r| r.expect("every item ran"))
-        .collect())
 }
 
 /// The machine configuration for a harness build.
@@ -185,11 +140,10 @@ fn run_config(exe: &std::path::Path, h: &Harness) -> RunConfig {
 
 /// Builds a harness variant and runs it once with the default strategy;
 /// the machine goes to the pool.
-fn prepare(h: &Harness, variant: Variant) -> Result<(Target, Vm), BenchError> {
+fn prepare(h: &Harness, variant: Variant) -> Result<(Target, Runner), BenchError> {
     let exe = harness::build(h, variant)?;
     let cfg = run_config(&exe, h);
-    let mut vm = Vm::new(&cfg, FileSource::host())?;
-    let probe = vm.run()?;
+    let (probe, runner) = explore::probe(&cfg, FileSource::host())?;
     let target = Target {
         harness: h.name.clone(),
         variant,
@@ -199,7 +153,7 @@ fn prepare(h: &Harness, variant: Variant) -> Result<(Target, Vm), BenchError> {
         decision_points: probe.decision_points.max(1),
         steps: probe.steps.max(1),
     };
-    Ok((target, vm))
+    Ok((target, runner))
 }
 
 /// Runs up to `limit` schedules of `t` with `spec` from `seed`; a buggy
@@ -208,12 +162,14 @@ fn run_schedules(
     pool: &Pool,
     ti: usize,
     t: &Target,
-    spec: &StrategySpec,
+    kind: StrategyKind,
     seed: u64,
     limit: u64,
 ) -> Result<Tally, BenchError> {
     let start = Instant::now();
-    let mut vm = pool.take(ti);
+    let mut runner = pool
+        .take(ti)
+        .unwrap_or_else(|| Runner::new(t.cfg.clone(), FileSource::host()));
     let mut o = Tally {
         schedules: 0,
         first_bug: None,
@@ -223,14 +179,8 @@ fn run_schedules(
         wall_s: 0.0,
     };
     for i in 0..limit {
-        let strategy = spec.build(schedule_seed(seed, i), t.decision_points)?;
-        let machine = match vm.take() {
-            Some(v) if v.can_run() => v,
-            _ => Vm::new(&t.cfg, FileSource::host())?,
-        };
-        let machine = vm.insert(machine);
-        machine.set_strategy(strategy);
-        let r = machine.run()?;
+        let strategy = kind.build(explore::schedule_seed(seed, i), t.decision_points);
+        let r = runner.run(strategy)?;
         o.schedules += 1;
         let inversions = !r.potential_deadlocks.is_empty();
         let v = expect::verdict(t.expect.as_ref(), &r.outcome, inversions);
@@ -252,9 +202,7 @@ fn run_schedules(
             break;
         }
     }
-    if let Some(vm) = vm {
-        pool.put(ti, vm);
-    }
+    pool.put(ti, runner);
     o.wall_s = start.elapsed().as_secs_f64();
     Ok(o)
 }
@@ -276,7 +224,7 @@ fn run_trial(
     limit: u64,
 ) -> Result<Tally, BenchError> {
     match column {
-        Column::Strategy(spec) => run_schedules(pool, ti, t, spec, seed, limit),
+        Column::Strategy(kind) => run_schedules(pool, ti, t, *kind, seed, limit),
         Column::Fuzz { .. } => fuzz_until_bug(t, column, seed, limit),
     }
 }
@@ -326,13 +274,14 @@ pub fn run(cfg: &BenchConfig, bar: &ProgressBar) -> Result<BenchReport, BenchErr
         idle: Mutex::new(Vec::new()),
         cap: 4 * jobs + builds.len(),
     };
-    let targets: Vec<Target> = parallel(builds.len(), jobs, |i| {
-        let (h, v) = builds[i];
-        let (t, vm) = prepare(h, v)?;
-        pool.put(i, vm);
-        bar.inc(1);
-        Ok(t)
-    })?;
+    let targets: Vec<Target> =
+        map_parallel(builds.len(), jobs, |i| -> Result<Target, BenchError> {
+            let (h, v) = builds[i];
+            let (t, runner) = prepare(h, v)?;
+            pool.put(i, runner);
+            bar.inc(1);
+            Ok(t)
+        })?;
 
     // Every available column on every buggy target from every seed, and on
     // every twin once; the costliest first.
@@ -356,7 +305,7 @@ pub fn run(cfg: &BenchConfig, bar: &ProgressBar) -> Result<BenchReport, BenchErr
     }
     work.sort_by_key(|w| std::cmp::Reverse(targets[w.target].steps * w.limit));
     phase(bar, work.len(), "trials");
-    let outcomes = parallel(work.len(), jobs, |i| {
+    let outcomes = map_parallel(work.len(), jobs, |i| -> Result<Tally, BenchError> {
         let w = work[i];
         let column = &cfg.columns[w.column];
         let o = run_trial(&pool, w.target, &targets[w.target], column, w.seed, w.limit)?;
@@ -440,22 +389,26 @@ fn native_phase(
         .collect();
     plan.sort_by_key(|(_, d)| std::cmp::Reverse(*d));
     phase(bar, plan.len(), "native loops");
-    let mut loops = parallel(plan.len(), cfg.jobs, |i| {
-        let (t, d) = plan[i];
-        let l = native::stress(
-            &t.harness,
-            &t.exe,
-            &t.cfg.kernel.argv[1..],
-            d,
-            native::RUN_TIMEOUT,
-        )
-        .map_err(|source| BenchError::Native {
-            harness: t.harness.clone(),
-            source,
-        })?;
-        bar.inc(1);
-        Ok(l)
-    })?;
+    let mut loops = map_parallel(
+        plan.len(),
+        cfg.jobs,
+        |i| -> Result<NativeLoop, BenchError> {
+            let (t, d) = plan[i];
+            let l = native::stress(
+                &t.harness,
+                &t.exe,
+                &t.cfg.kernel.argv[1..],
+                d,
+                native::RUN_TIMEOUT,
+            )
+            .map_err(|source| BenchError::Native {
+                harness: t.harness.clone(),
+                source,
+            })?;
+            bar.inc(1);
+            Ok(l)
+        },
+    )?;
     let order: Vec<&String> = cfg.harnesses.iter().map(|h| &h.name).collect();
     loops.sort_by_key(|l| order.iter().position(|n| **n == l.harness));
     Ok(loops)

@@ -9,7 +9,7 @@ use clap::Args;
 use indicatif::{ProgressBar, ProgressStyle};
 
 use super::UserError;
-use super::run::{parse_duration, vm_error};
+use super::common::{parse_duration, vm_error};
 use crate::bench::{self, BenchConfig, BenchError, DEFAULT_COLUMNS};
 use crate::harness::{self, Harness};
 

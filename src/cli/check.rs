@@ -2,9 +2,8 @@
 //! failure reported with a command that replays it.
 
 use std::collections::BTreeMap;
+use std::ops::ControlFlow;
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::{Mutex, mpsc};
 use std::time::Instant;
 
 use clap::Args;
@@ -12,12 +11,13 @@ use indicatif::{ProgressBar, ProgressStyle};
 use serde_json::json;
 
 use super::UserError;
-use super::run::{TargetArgs, estimate_steps, outcome_json, vm_error};
+use super::common::{TargetArgs, estimate_steps, outcome_json, vm_error};
+use crate::explore;
 use crate::kernel::vfs::FileSource;
-use crate::outcome::Outcome;
+use crate::observe::failure::{FailureKind, table_row};
 use crate::report::Symbols;
 use crate::sched::{Schedule, StrategySpec};
-use crate::vm::{RunReport, Vm};
+use crate::vm::RunReport;
 
 #[derive(Args, Debug)]
 pub struct CheckArgs {
@@ -49,24 +49,30 @@ pub struct CheckArgs {
 struct Trial {
     index: u64,
     report: RunReport,
+    failure: Option<FailureKind>,
 }
 
 impl Trial {
-    /// The kind counted in the table: the outcome, or `potential-deadlock`
-    /// for a clean exit with a lock-order cycle.
-    fn kind(&self) -> &'static str {
-        match &self.report.outcome {
-            Outcome::Exited { code: 0 } if !self.report.potential_deadlocks.is_empty() => {
-                "potential-deadlock"
-            }
-            Outcome::Exited { code: 0 } => "exited(0)",
-            Outcome::Exited { .. } => "exited(non-zero)",
-            o => o.kind(),
+    fn new(index: u64, report: RunReport) -> Self {
+        let failure = FailureKind::of(
+            &report.outcome,
+            !report.potential_deadlocks.is_empty(),
+            &[0],
+        );
+        Trial {
+            index,
+            report,
+            failure,
         }
     }
 
+    /// The row it is counted under in the table.
+    fn kind(&self) -> &'static str {
+        table_row(self.failure.as_ref())
+    }
+
     fn failed(&self) -> bool {
-        self.kind() != "exited(0)"
+        self.failure.is_some()
     }
 }
 
@@ -89,15 +95,6 @@ impl RunCost {
             us_per_exit: us / exits.max(1.0),
         }
     }
-}
-
-/// The seed of schedule `i`: a different stream for every schedule, the same
-/// whatever the number of jobs.
-pub fn schedule_seed(seed: u64, i: u64) -> u64 {
-    let mut z = seed ^ i.wrapping_mul(0x9e37_79b9_7f4a_7c15);
-    z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-    z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-    z ^ (z >> 31)
 }
 
 pub fn check(a: CheckArgs) -> Result<u8, UserError> {
@@ -130,66 +127,36 @@ pub fn check(a: CheckArgs) -> Result<u8, UserError> {
         .expect("valid template"),
     );
     let start = Instant::now();
-    let next = AtomicUsize::new(0);
-    let (tx, rx) = mpsc::channel::<Result<Trial, UserError>>();
-    let failures_seen = Mutex::new(0u64);
+    let mut failures_seen = 0u64;
     let mut trials: Vec<Trial> = Vec::with_capacity(a.schedules as usize);
-    std::thread::scope(|scope| {
-        for _ in 0..jobs {
-            let tx = tx.clone();
-            let (cfg, source, next, spec) = (&cfg, &source, &next, &a.strategy);
-            scope.spawn(move || {
-                // One machine per job, restored from its snapshot for every
-                // schedule after the first.
-                let mut vm: Option<Vm> = None;
-                loop {
-                    let i = next.fetch_add(1, Ordering::Relaxed) as u64;
-                    if i >= a.schedules {
-                        break;
-                    }
-                    let seed = schedule_seed(a.target.seed, i);
-                    let mut once = || {
-                        let strategy = spec
-                            .build(seed, steps)
-                            .map_err(|e| UserError::bad_input(e.to_string()))?;
-                        if !vm.as_ref().is_some_and(|v| v.can_run()) {
-                            vm = Some(Vm::new(cfg, source.clone()).map_err(vm_error)?);
-                        }
-                        let vm = vm.as_mut().expect("just made");
-                        vm.set_strategy(strategy);
-                        let mut report = vm.run().map_err(vm_error)?;
-                        report.schedule.origin = format!("{spec} seed {seed}");
-                        Ok(Trial { index: i, report })
-                    };
-                    let r = once();
-                    let stop = r.is_err();
-                    if tx.send(r).is_err() || stop {
-                        break;
-                    }
-                }
-            });
-        }
-        drop(tx);
-        for r in rx {
-            match r {
-                Ok(t) => {
-                    if t.failed() {
-                        let mut f = failures_seen.lock().unwrap();
-                        *f += 1;
-                        bar.set_message(format!("{} failing", *f));
-                    }
-                    trials.push(t);
-                    bar.inc(1);
-                }
-                Err(e) => {
-                    next.store(usize::MAX / 2, Ordering::Relaxed);
-                    bar.abandon();
-                    return Err(e);
-                }
+    let spec = &a.strategy;
+    let ran = explore::run_schedules(
+        &cfg,
+        &source,
+        jobs,
+        a.schedules,
+        a.target.seed,
+        |seed| {
+            spec.build(seed, steps)
+                .map_err(|e| UserError::bad_input(e.to_string()))
+        },
+        |i, mut report| {
+            let seed = explore::schedule_seed(a.target.seed, i);
+            report.schedule.origin = format!("{spec} seed {seed}");
+            let t = Trial::new(i, report);
+            if t.failed() {
+                failures_seen += 1;
+                bar.set_message(format!("{failures_seen} failing"));
             }
-        }
-        Ok(())
-    })?;
+            trials.push(t);
+            bar.inc(1);
+            ControlFlow::Continue(())
+        },
+    );
+    if let Err(e) = ran {
+        bar.abandon();
+        return Err(e);
+    }
     bar.finish_and_clear();
     let elapsed = start.elapsed().as_secs_f64();
     trials.sort_by_key(|t| t.index);
@@ -359,17 +326,4 @@ fn replay_command(t: &TargetArgs, schedule: &std::path::Path) -> String {
         }
     }
     cmd
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn schedule_seeds_differ_and_do_not_depend_on_anything_else() {
-        let a: std::collections::BTreeSet<u64> = (0..1000).map(|i| schedule_seed(7, i)).collect();
-        assert_eq!(a.len(), 1000);
-        assert_eq!(schedule_seed(7, 3), schedule_seed(7, 3));
-        assert_ne!(schedule_seed(7, 3), schedule_seed(8, 3));
-    }
 }

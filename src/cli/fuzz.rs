@@ -8,7 +8,7 @@ use std::time::Duration;
 use clap::Args;
 
 use super::UserError;
-use super::run::{TargetArgs, parse_duration, vm_error};
+use super::common::{TargetArgs, parse_duration, vm_error};
 use crate::fuzz::{Budget, FuzzConfig, FuzzError, ScheduleInput, StrategyMix};
 
 #[derive(Args, Debug, Clone)]

@@ -8,7 +8,7 @@ use std::path::PathBuf;
 use clap::Args;
 
 use super::UserError;
-use super::run::{exit_code, vm_error};
+use super::common::{estimate_steps, exit_code, load_rwd, vm_error};
 use crate::gdb::{Ending, StartAt};
 use crate::kernel::vfs::{HostNode, SharedSource};
 use crate::sched::Schedule;
@@ -29,7 +29,7 @@ pub struct GdbArgs {
 }
 
 pub fn gdb(a: GdbArgs) -> Result<u8, UserError> {
-    let rwd = super::replay::load(&a.file)?;
+    let rwd = load_rwd(&a.file)?;
     let cfg = rwd.run_config();
     let source = rwd.source();
     let symbols = symbol_file(&cfg.kernel.exe, &source)?;
@@ -104,10 +104,12 @@ pub fn serve(
 /// `run ... --gdb`: the run's schedule (the file given, or the one the
 /// strategy takes in a first run), served to gdb.
 pub fn run_under_gdb(
-    a: &super::run::RunArgs,
     cfg: &RunConfig,
     source: SharedSource,
     spec: &crate::sched::StrategySpec,
+    seed: u64,
+    at: StartAt,
+    listen: &str,
 ) -> Result<u8, UserError> {
     let schedule = match spec {
         crate::sched::StrategySpec::Schedule(f) => {
@@ -116,9 +118,9 @@ pub fn run_under_gdb(
         _ => {
             let mut probe = cfg.clone();
             probe.stream_output = false;
-            let steps = super::run::estimate_steps(&probe, spec, &source)?;
+            let steps = estimate_steps(&probe, spec, &source)?;
             let strategy = spec
-                .build(a.target.seed, steps)
+                .build(seed, steps)
                 .map_err(|e| UserError::bad_input(e.to_string()))?;
             let mut vm = crate::vm::Vm::new(&probe, source.clone()).map_err(vm_error)?;
             vm.set_strategy(strategy);
@@ -126,5 +128,5 @@ pub fn run_under_gdb(
         }
     };
     let exe = cfg.kernel.exe.clone();
-    serve(cfg, source, schedule, a.gdb_at, &a.gdb_listen, &exe)
+    serve(cfg, source, schedule, at, listen, &exe)
 }

@@ -8,12 +8,13 @@ use clap::Args;
 use serde_json::json;
 
 use super::UserError;
-use super::run::{TargetArgs, parse_duration, vm_error};
+use super::common::{TargetArgs, parse_duration, vm_error};
+use crate::explore::minimize::{self, Budget, MinimizeError};
 use crate::kernel::vfs::FileSource;
-use crate::minimize::{self, Budget, MinimizeError};
-use crate::rwd::{self, RunFacts, Rwd};
+use crate::report::RunFacts;
+use crate::report::symbols::Symbolizer;
+use crate::rwd::{self, Rwd};
 use crate::sched::{Replay, Schedule};
-use crate::symbols::Symbolizer;
 use crate::vm::Vm;
 
 #[derive(Args, Debug)]

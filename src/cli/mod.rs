@@ -2,14 +2,13 @@
 
 mod bench;
 mod check;
+mod common;
 mod fuzz;
 mod gdb;
 mod minimize;
 mod replay;
 mod run;
 mod show;
-
-pub use check::schedule_seed;
 
 use std::process::ExitCode;
 
@@ -60,6 +59,12 @@ impl UserError {
             message: message.into(),
             code: 2,
         }
+    }
+}
+
+impl From<crate::vm::VmError> for UserError {
+    fn from(e: crate::vm::VmError) -> Self {
+        common::vm_error(e)
     }
 }
 

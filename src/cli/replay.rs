@@ -1,15 +1,15 @@
 //! `rewind-fuzz replay FILE.rwd`: runs a reproducer again from the files
 //! inside it and says whether it did the same.
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 use clap::Args;
 use serde_json::json;
 
 use super::UserError;
-use super::run::{outcome_json, vm_error};
+use super::common::{load_rwd, outcome_json, vm_error};
 use crate::report::Symbols;
-use crate::rwd::{self, Rwd};
+use crate::rwd;
 
 #[derive(Args, Debug)]
 pub struct ReplayArgs {
@@ -21,20 +21,8 @@ pub struct ReplayArgs {
     pub json: bool,
 }
 
-/// Reads a reproducer, as a user error (exit code 2) when it is bad.
-pub fn load(path: &Path) -> Result<Rwd, UserError> {
-    let rwd = Rwd::load(path).map_err(|e| UserError::bad_input(e.to_string()))?;
-    if let Some(why) = rwd.incompatibility() {
-        return Err(UserError::bad_input(format!(
-            "{} cannot be replayed here: {why}",
-            path.display()
-        )));
-    }
-    Ok(rwd)
-}
-
 pub fn replay(a: ReplayArgs) -> Result<u8, UserError> {
-    let rwd = load(&a.file)?;
+    let rwd = load_rwd(&a.file)?;
     let r = rwd::replay(&rwd).map_err(vm_error)?;
     let mut sym = Symbols::from_mappings(r.facts.mappings.clone());
     let parted = r.divergence.as_ref().map(|d| {
@@ -108,21 +96,4 @@ pub fn replay(a: ReplayArgs) -> Result<u8, UserError> {
         }
     }
     Ok(if r.matches { 0 } else { 1 })
-}
-
-/// Saves the reproducer of a run `vm` just made from scratch with its
-/// events recorded.
-pub fn save_run(
-    cfg: &crate::vm::RunConfig,
-    vm: &crate::vm::Vm,
-    report: &crate::vm::RunReport,
-    path: &Path,
-) -> Result<(), UserError> {
-    let r = rwd::from_run(cfg, vm, report).ok_or_else(|| UserError {
-        message: "the run was not recorded from its start, so no reproducer can be made of it"
-            .into(),
-        code: 1,
-    })?;
-    r.save(path)
-        .map_err(|e| UserError::bad_input(e.to_string()))
 }

@@ -1,167 +1,14 @@
 //! `rewind-fuzz run`: one run, its output, its outcome.
 
-use std::path::{Path, PathBuf};
-use std::time::Duration;
+use std::path::PathBuf;
 
 use clap::Args;
 
 use super::UserError;
-use crate::kernel::KernelConfig;
-use crate::kernel::loader::check_elf;
-use crate::kernel::vfs::{FileSource, SharedSource};
-use crate::outcome::Outcome;
+use super::common::{TargetArgs, estimate_steps, exit_code, report_json, save_run, vm_error};
+use crate::kernel::vfs::FileSource;
 use crate::sched::StrategySpec;
-use crate::vm::{RunConfig, SnapshotAt, Vm, VmError};
-
-/// Options shared by every command that runs a target.
-#[derive(Args, Debug, Clone)]
-pub struct TargetArgs {
-    /// The program to run: an x86-64 Linux ELF executable, or `harness:NAME` for a bundled harness.
-    #[arg(long, short = 't', value_name = "PATH")]
-    pub target: String,
-    /// CPUs the program is told it has (one vCPU runs them all).
-    #[arg(long, default_value_t = 4, value_parser = clap::value_parser!(u32).range(1..=1024))]
-    pub cpus: u32,
-    /// Seed for getrandom, AT_RANDOM and /dev/urandom (and random strategies).
-    #[arg(long, short = 's', default_value_t = 0)]
-    pub seed: u64,
-    /// Stop a run after this many steps (system calls) [default: 1000000,
-    /// or a bundled harness's own budget].
-    #[arg(long)]
-    pub max_steps: Option<u64>,
-    /// How long a thread may compute without a system call before the run counts as hung (e.g. 10s, 500ms).
-    #[arg(long, default_value = "10s", value_parser = parse_duration)]
-    pub timeout: Duration,
-    /// Set an environment variable for the program (repeatable).
-    #[arg(long = "env", short = 'e', value_name = "KEY=VALUE")]
-    pub env: Vec<String>,
-    /// Working directory of the program (default: the current one).
-    #[arg(long)]
-    pub cwd: Option<String>,
-    /// Guest memory in MiB.
-    #[arg(long, default_value_t = 1024, value_parser = clap::value_parser!(u64).range(16..=65536))]
-    pub memory: u64,
-    /// Where to take the snapshot every later run restores: first-thread
-    /// (just before the first thread is created), start, or marker (a hint
-    /// the program sends).
-    #[arg(long, value_enum, default_value = "first-thread")]
-    pub snapshot_at: SnapshotAt,
-    /// Start every run from scratch instead of from a snapshot.
-    #[arg(long)]
-    pub no_snapshot: bool,
-    /// Do not preload the pthread shim (pthread operations are then not
-    /// scheduling points; system calls still are).
-    #[arg(long)]
-    pub no_shim: bool,
-    /// Arguments for the program.
-    #[arg(last = true)]
-    pub args: Vec<String>,
-}
-
-/// Parses durations like `10s`, `1m30s`, `500ms`.
-pub fn parse_duration(s: &str) -> Result<Duration, String> {
-    humantime::parse_duration(s).map_err(|e| format!("{e} (write durations like 10s, 2m or 500ms)"))
-}
-
-impl TargetArgs {
-    /// The run configuration, after checking the target is something we can run.
-    pub fn config(&self) -> Result<RunConfig, UserError> {
-        let exe = absolute_target(&self.target)?;
-        let cwd = match &self.cwd {
-            Some(c) => c.clone(),
-            None => std::env::current_dir()
-                .map(|p| p.to_string_lossy().into_owned())
-                .unwrap_or_else(|_| "/".into()),
-        };
-        let mut k = KernelConfig::new(&exe, &self.args);
-        k.cwd = cwd;
-        k.cpus = self.cpus;
-        k.seed = self.seed;
-        if let Some(max) = self.max_steps.or_else(|| harness_step_budget(&self.target)) {
-            k.max_steps = max;
-        }
-        for e in &self.env {
-            let Some((key, _)) = e.split_once('=') else {
-                return Err(UserError::bad_input(format!(
-                    "--env {e:?} has no '='; write --env KEY=VALUE"
-                )));
-            };
-            k.env
-                .retain(|x| x.split_once('=').map(|(a, _)| a) != Some(key));
-            k.env.push(e.clone());
-        }
-        let mut cfg = RunConfig::new(k);
-        cfg.timeout = self.timeout;
-        cfg.memory_mib = self.memory;
-        cfg.shim = !self.no_shim;
-        cfg.snapshot_at = if self.no_snapshot {
-            SnapshotAt::Never
-        } else {
-            self.snapshot_at
-        };
-        Ok(cfg)
-    }
-}
-
-/// The harness name and variant a `harness:NAME` (or `harness:NAME-fixed`)
-/// target names, if it is one.
-fn bundled_harness(target: &str) -> Option<(&str, crate::harness::Variant)> {
-    let name = target.strip_prefix("harness:")?;
-    Some(match name.strip_suffix("-fixed") {
-        Some(n) => (n, crate::harness::Variant::Fixed),
-        None => (name, crate::harness::Variant::Buggy),
-    })
-}
-
-/// The step budget a bundled harness's manifest sets, if any.
-fn harness_step_budget(target: &str) -> Option<u64> {
-    let (name, _) = bundled_harness(target)?;
-    crate::harness::find(name).ok()?.manifest.max_steps
-}
-
-/// Checks the target and returns its absolute path. `harness:NAME` (or
-/// `harness:NAME-fixed`) names a bundled harness, built on first use.
-pub fn absolute_target(target: &str) -> Result<String, UserError> {
-    if let Some((name, variant)) = bundled_harness(target) {
-        let h = crate::harness::find(name).map_err(|e| UserError::bad_input(e.to_string()))?;
-        let path = crate::harness::build(&h, variant)
-            .map_err(|e| UserError::bad_input(format!("building harness {name}: {e}")))?;
-        return absolute_target(&path.to_string_lossy());
-    }
-    let p = Path::new(target);
-    let meta = std::fs::metadata(p).map_err(|e| {
-        UserError::bad_input(format!(
-            "cannot read --target {target}: {e}; give the path of an executable"
-        ))
-    })?;
-    if meta.is_dir() {
-        return Err(UserError::bad_input(format!(
-            "--target {target} is a directory; give the path of an executable file"
-        )));
-    }
-    let data = std::fs::read(p)
-        .map_err(|e| UserError::bad_input(format!("cannot read --target {target}: {e}")))?;
-    check_elf(target, &data).map_err(|e| UserError::bad_input(e.to_string()))?;
-    let abs = std::fs::canonicalize(p)
-        .map_err(|e| UserError::bad_input(format!("cannot resolve --target {target}: {e}")))?;
-    Ok(abs.to_string_lossy().into_owned())
-}
-
-/// Turns an engine error into a message for the user.
-pub fn vm_error(e: VmError) -> UserError {
-    match e {
-        VmError::Machine(m @ crate::machine::MachineError::NoKvm(..))
-        | VmError::Machine(m @ crate::machine::MachineError::MissingCapability(_))
-        | VmError::Machine(m @ crate::machine::MachineError::CpuModel(_)) => {
-            UserError::bad_input(m.to_string())
-        }
-        VmError::Load(l) => UserError::bad_input(l.to_string()),
-        other => UserError {
-            message: other.to_string(),
-            code: 1,
-        },
-    }
-}
+use crate::vm::Vm;
 
 #[derive(Args, Debug)]
 pub struct RunArgs {
@@ -208,7 +55,14 @@ pub fn run(a: RunArgs) -> Result<u8, UserError> {
     };
     let source = FileSource::host();
     if a.gdb {
-        return super::gdb::run_under_gdb(&a, &cfg, source, &spec);
+        return super::gdb::run_under_gdb(
+            &cfg,
+            source,
+            &spec,
+            a.target.seed,
+            a.gdb_at,
+            &a.gdb_listen,
+        );
     }
     let steps = estimate_steps(&cfg, &spec, &source)?;
     let strategy = spec
@@ -222,7 +76,7 @@ pub fn run(a: RunArgs) -> Result<u8, UserError> {
     let mut report = vm.run().map_err(vm_error)?;
     report.schedule.origin = format!("{spec} seed {}", a.target.seed);
     if let Some(f) = &a.save_rwd {
-        super::replay::save_run(&cfg, &vm, &report, f)?;
+        save_run(&cfg, &vm, &report, f)?;
         if !a.trace {
             report.events = None;
         }
@@ -264,53 +118,4 @@ pub fn run(a: RunArgs) -> Result<u8, UserError> {
         }
     }
     Ok(exit_code(&report.outcome))
-}
-
-/// How many decision points (steps where two or more threads can run) a
-/// default run of the target has, when the strategy needs to know (PCT);
-/// 0 otherwise.
-pub fn estimate_steps(
-    cfg: &RunConfig,
-    spec: &StrategySpec,
-    source: &SharedSource,
-) -> Result<u64, UserError> {
-    if !spec.needs_step_estimate() {
-        return Ok(0);
-    }
-    let mut probe = cfg.clone();
-    probe.stream_output = false;
-    let mut vm = Vm::new(&probe, source.clone()).map_err(vm_error)?;
-    Ok(vm.run().map_err(vm_error)?.decision_points.max(1))
-}
-
-/// The process exit code for an outcome: the guest's own code when it exited.
-pub fn exit_code(o: &Outcome) -> u8 {
-    match o {
-        Outcome::Exited { code } => *code as u8,
-        _ => 1,
-    }
-}
-
-/// The outcome as a flat JSON object with every documented key present.
-pub fn outcome_json(o: &Outcome) -> serde_json::Value {
-    let mut v = serde_json::to_value(o).expect("outcomes serialize");
-    let obj = v.as_object_mut().unwrap();
-    for key in ["code", "signal", "fault_addr", "thread", "reason"] {
-        obj.entry(key).or_insert(serde_json::Value::Null);
-    }
-    if let Some(a) = obj.get("fault_addr").and_then(|a| a.as_u64()) {
-        obj.insert("fault_addr".into(), format!("{a:#x}").into());
-    }
-    if let Some(a) = obj.get("rip").and_then(|a| a.as_u64()) {
-        obj.insert("rip".into(), format!("{a:#x}").into());
-    }
-    obj.insert("summary".into(), o.summary().into());
-    v
-}
-
-/// The whole report as JSON.
-pub fn report_json(r: &crate::vm::RunReport) -> serde_json::Value {
-    let mut v = serde_json::to_value(r).expect("reports serialize");
-    v["outcome"] = outcome_json(&r.outcome);
-    v
 }

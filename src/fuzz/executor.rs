@@ -14,12 +14,14 @@ use serde::{Deserialize, Serialize};
 
 use super::input::ScheduleInput;
 use super::mutators::{Lineages, RunProfile};
+use crate::explore::Runner;
 use crate::kernel::vfs::SharedSource;
-use crate::locks::Inversion;
-use crate::outcome::Outcome;
+use crate::observe::failure::FailureKind;
+use crate::observe::locks::Inversion;
+use crate::observe::outcome::Outcome;
+use crate::report::signature::Signature;
 use crate::sched::Decision;
-use crate::signature::Signature;
-use crate::vm::{Coverage, RunConfig, RunReport, Vm};
+use crate::vm::{Coverage, RunConfig, RunReport};
 
 /// Size of the coverage map (entries).
 pub const MAP_SIZE: usize = 1 << 16;
@@ -74,27 +76,12 @@ pub fn features(c: &Coverage) -> Vec<(FeatureKind, u64)> {
         .collect()
 }
 
-/// Whether a run failed, and how (the finding kinds of the fuzzer).
-pub fn failure_kind(r: &RunReport, ok_codes: &[i32]) -> Option<&'static str> {
-    match &r.outcome {
-        Outcome::Exited { code } if ok_codes.contains(code) => {
-            (!r.potential_deadlocks.is_empty()).then_some("potential-deadlock")
-        }
-        Outcome::Exited { .. } => Some("exit"),
-        Outcome::Crashed { .. } => Some("crashed"),
-        Outcome::Deadlocked { .. } => Some("deadlocked"),
-        Outcome::Hung { .. } => Some("hung"),
-        // A call the monitor lacks is no bug of the target's.
-        Outcome::Unsupported { .. } => None,
-    }
-}
-
 /// A failing run whose signature no earlier run had.
 #[derive(Clone, Debug)]
 pub struct NewFailure {
     pub input: ScheduleInput,
     pub report: RunReport,
-    pub kind: &'static str,
+    pub kind: FailureKind,
     pub signature: Signature,
     /// Executions (all workers) when it was found.
     pub execs: u64,
@@ -132,9 +119,7 @@ pub type Observers = (StdMapObserver<'static, u8, false>, (RunObserver, ()));
 
 /// Runs schedules in one machine, restored from its snapshot each time.
 pub struct VmExecutor {
-    cfg: RunConfig,
-    source: SharedSource,
-    vm: Option<Vm>,
+    runner: Runner,
     /// Decision points of a default run (for PCT tails).
     steps: u64,
     ok_codes: Vec<i32>,
@@ -144,7 +129,7 @@ pub struct VmExecutor {
     observers: Observers,
     /// Symbolizes failures' sites for their signatures (caches each
     /// object's debug information).
-    sym: crate::symbols::Symbolizer,
+    sym: crate::report::symbols::Symbolizer,
     watch: Option<super::Watch>,
 }
 
@@ -162,16 +147,14 @@ impl VmExecutor {
     ) -> Self {
         let map = StdMapObserver::owned("features", vec![0u8; MAP_SIZE]);
         VmExecutor {
-            cfg,
-            source,
-            vm: None,
+            runner: Runner::new(cfg, source),
             steps,
             ok_codes,
             shared,
             progress,
             worker,
             observers: (map, (RunObserver::default(), ())),
-            sym: crate::symbols::Symbolizer::new(),
+            sym: crate::report::symbols::Symbolizer::new(),
             watch,
         }
     }
@@ -183,20 +166,14 @@ impl VmExecutor {
 
     /// The signature of the failing run just made.
     fn signature(&mut self, report: &RunReport) -> Signature {
-        let vm = self.vm.as_ref().expect("a run was just made");
-        crate::rwd::RunFacts::of(vm, report).signature(report, &mut self.sym)
+        let vm = self.runner.vm().expect("a run was just made");
+        crate::report::RunFacts::of(vm, report).signature(report, &mut self.sym)
     }
 
     /// Runs one input and returns its report.
     pub fn run_input(&mut self, input: &ScheduleInput) -> Result<RunReport, libafl::Error> {
-        if !self.vm.as_ref().is_some_and(|v| v.can_run()) {
-            let vm = Vm::new(&self.cfg, self.source.clone())
-                .map_err(|e| libafl::Error::illegal_state(e.to_string()))?;
-            self.vm = Some(vm);
-        }
-        let vm = self.vm.as_mut().expect("just made");
-        vm.set_strategy(input.strategy(self.steps));
-        vm.run()
+        self.runner
+            .run(input.strategy(self.steps))
             .map_err(|e| libafl::Error::illegal_state(e.to_string()))
     }
 }
@@ -250,7 +227,14 @@ where
         for (_, id) in &feats {
             map.set((*id as usize) & (MAP_SIZE - 1), 1);
         }
-        let failure = failure_kind(&report, &self.ok_codes).map(|k| (k, self.signature(&report)));
+        // A call the monitor lacks is no bug of the target's.
+        let failure = FailureKind::of(
+            &report.outcome,
+            !report.potential_deadlocks.is_empty(),
+            &self.ok_codes,
+        )
+        .filter(FailureKind::is_program_failure)
+        .map(|k| (k, self.signature(&report)));
         let mut exit = ExitKind::Ok;
         {
             let mut shared = self.shared.lock().unwrap();
@@ -314,7 +298,7 @@ where
 /// far, and the cycles they close.
 #[derive(Default)]
 pub struct AccumulatedOrder {
-    tracker: crate::locks::OrderGraph,
+    tracker: crate::observe::locks::OrderGraph,
 }
 
 impl AccumulatedOrder {

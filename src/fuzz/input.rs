@@ -6,24 +6,13 @@ use std::path::Path;
 use libafl::inputs::Input;
 use serde::{Deserialize, Serialize};
 
-use crate::sched::{Decision, Pct, Pos, Prefixed, RandomWalk, RunUntilBlocked, Strategy};
+use crate::sched::{Decision, Prefixed, Seeded, Strategy};
 
 /// Most decisions an input may carry (a foreign file with more is refused).
 pub const MAX_DECISIONS: usize = 4096;
 
-/// What decides after the prefix.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
-#[serde(tag = "kind", rename_all = "kebab-case")]
-pub enum Tail {
-    /// Run each thread until it blocks or yields.
-    Default,
-    /// A random walk.
-    Random { seed: u64 },
-    /// PCT with this depth.
-    Pct { depth: u32, seed: u64 },
-    /// Partial order sampling.
-    Pos { seed: u64 },
-}
+/// What decides after the prefix: a strategy with its seed.
+pub type Tail = Seeded;
 
 /// A run's schedule as the fuzzer mutates it: decisions replayed as given,
 /// then a tail strategy. The same input always gives the same run.
@@ -57,13 +46,7 @@ impl ScheduleInput {
     /// The strategy that plays this input. `steps` estimates a run's
     /// decision points (for PCT tails).
     pub fn strategy(&self, steps: u64) -> Box<dyn Strategy> {
-        let tail: Box<dyn Strategy> = match self.tail {
-            Tail::Default => Box::new(RunUntilBlocked),
-            Tail::Random { seed } => Box::new(RandomWalk::new(seed)),
-            Tail::Pct { depth, seed } => Box::new(Pct::new(depth.clamp(1, 64), steps.max(1), seed)),
-            Tail::Pos { seed } => Box::new(Pos::new(seed)),
-        };
-        Box::new(Prefixed::new(&self.decisions, tail))
+        Box::new(Prefixed::new(&self.decisions, self.tail.build(steps)))
     }
 
     /// Parses and checks an input file (JSON), which may come from another
@@ -83,7 +66,7 @@ impl ScheduleInput {
                 i.target
             ));
         }
-        if let Tail::Pct { depth, .. } = i.tail {
+        if let Some(depth) = i.tail.kind.parameter() {
             if depth == 0 || depth > 64 {
                 return Err(format!("PCT depth {depth} (1 to 64)"));
             }
@@ -119,13 +102,14 @@ pub fn fingerprint(i: &ScheduleInput) -> u64 {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::sched::StrategyKind;
 
     #[test]
     fn inputs_round_trip_and_refuse_other_targets() {
         let i = ScheduleInput {
             target: 7,
             decisions: vec![Decision { step: 5, thread: 2 }],
-            tail: Tail::Pct { depth: 2, seed: 9 },
+            tail: Tail::new(StrategyKind::pct(2), 9),
         };
         let json = serde_json::to_vec(&i).unwrap();
         assert_eq!(ScheduleInput::parse(&json, 7).unwrap(), i);
@@ -140,11 +124,11 @@ mod tests {
 
     #[test]
     fn names_depend_only_on_the_input() {
-        let a = ScheduleInput::fresh(1, Tail::Random { seed: 3 });
+        let a = ScheduleInput::fresh(1, Tail::new(StrategyKind::Random, 3));
         assert_eq!(a.generate_name(None), a.clone().generate_name(None));
         assert_ne!(
             a.generate_name(None),
-            ScheduleInput::fresh(1, Tail::Random { seed: 4 }).generate_name(None)
+            ScheduleInput::fresh(1, Tail::new(StrategyKind::Random, 4)).generate_name(None)
         );
     }
 }

@@ -25,10 +25,11 @@ use std::time::{Duration, Instant};
 
 pub use executor::{FeatureKind, NewFailure};
 pub use input::{ScheduleInput, Tail};
-pub use mutators::TailKind;
 
 use crate::kernel::vfs::FileSource;
-use crate::outcome::Outcome;
+use crate::observe::failure::FailureKind;
+use crate::observe::outcome::Outcome;
+use crate::sched::StrategyKind;
 use crate::vm::{RunConfig, RunReport};
 
 /// How often workers take entries from the hub, and the main thread
@@ -40,15 +41,19 @@ pub const SYNC_INTERVAL: Duration = Duration::from_secs(2);
 pub struct StrategyMix {
     /// Share of runs that start fresh (0 to 1).
     pub fresh: f64,
-    /// The strategies a fresh start draws from.
-    pub kinds: Vec<TailKind>,
+    /// The strategies a fresh start draws from (PCT at depth 2 or 3).
+    pub kinds: Vec<StrategyKind>,
 }
 
 impl Default for StrategyMix {
     fn default() -> Self {
         StrategyMix {
             fresh: 0.2,
-            kinds: vec![TailKind::Pct, TailKind::Pos, TailKind::Random],
+            kinds: vec![
+                StrategyKind::pct(2),
+                StrategyKind::Pos,
+                StrategyKind::Random,
+            ],
         }
     }
 }
@@ -76,11 +81,10 @@ impl std::str::FromStr for StrategyMix {
             None => StrategyMix::default().kinds,
             Some(list) => list
                 .split(',')
-                .map(|k| match k {
-                    "pct" => Ok(TailKind::Pct),
-                    "pos" => Ok(TailKind::Pos),
-                    "random" => Ok(TailKind::Random),
-                    _ => Err(bad()),
+                .map(|k| {
+                    StrategyKind::from_family(k)
+                        .filter(|k| k.is_seeded())
+                        .ok_or_else(bad)
                 })
                 .collect::<Result<_, _>>()?,
         };
@@ -221,7 +225,7 @@ impl Hub {
 /// A finding as written to the output directory.
 #[derive(Clone, Debug)]
 pub struct Finding {
-    pub kind: &'static str,
+    pub kind: FailureKind,
     pub signature: String,
     pub path: PathBuf,
     pub summary: String,
@@ -294,10 +298,7 @@ pub fn fuzz(cfg: FuzzConfig, stop: Arc<AtomicBool>) -> Result<FuzzSummary, FuzzE
     let source = FileSource::host();
     // One default run first: it checks the target runs at all, and PCT needs
     // to know how many decision points a run has.
-    let probe = {
-        let mut vm = crate::vm::Vm::new(&cfg.run, source.clone())?;
-        vm.run()?
-    };
+    let (probe, _) = crate::explore::probe(&cfg.run, source.clone())?;
     if let Outcome::Unsupported { .. } = probe.outcome {
         return Err(FuzzError::Setup(format!(
             "the target's default run needs something the monitor lacks: {}",
@@ -412,11 +413,11 @@ fn findings_writer(
     let mut schedule = f.report.schedule.clone();
     schedule.origin = format!("rewind-fuzz finding {base}");
     if cfg.minimize_execs > 0 {
-        let budget = crate::minimize::Budget {
+        let budget = crate::explore::minimize::Budget {
             execs: Some(cfg.minimize_execs),
             time: Some(Duration::from_secs(120)),
         };
-        match crate::minimize::minimize(
+        match crate::explore::minimize::minimize(
             &cfg.run,
             source.clone(),
             &schedule,

@@ -13,7 +13,7 @@ use libafl_bolts::rands::Rand;
 use serde::{Deserialize, Serialize};
 
 use super::input::{MAX_DECISIONS, ScheduleInput, Tail, fingerprint};
-use crate::sched::Decision;
+use crate::sched::{Decision, StrategyKind};
 
 /// What the fuzzer has learned about the target's runs, which mutators use
 /// to pick plausible steps and threads.
@@ -247,14 +247,13 @@ impl<S: HasRand> Mutator<ScheduleInput, S> for RetuneTail {
     ) -> Result<MutationResult, libafl::Error> {
         let r = state.rand_mut();
         let seed = r.next();
-        input.tail = match (input.tail, r.below_or_zero(4)) {
-            (Tail::Pct { depth, .. }, 0) => Tail::Pct {
-                depth: (depth as i64 + if r.coinflip(0.5) { 1 } else { -1 }).clamp(1, 8) as u32,
-                seed,
-            },
-            (Tail::Pct { depth, .. }, 1 | 2) => Tail::Pct { depth, seed },
-            (Tail::Random { .. }, 1 | 2) => Tail::Random { seed },
-            (Tail::Pos { .. }, 1 | 2) => Tail::Pos { seed },
+        let kind = input.tail.kind;
+        input.tail = match (kind.parameter(), r.below_or_zero(4)) {
+            (Some(p), 0) => {
+                let p = (p as i64 + if r.coinflip(0.5) { 1 } else { -1 }).clamp(1, 8);
+                Tail::new(kind.with_parameter(p as u32), seed)
+            }
+            (_, 1 | 2) if kind.is_seeded() => Tail::new(kind, seed),
             _ => random_tail(r, seed),
         };
         Ok(MutationResult::Mutated)
@@ -269,20 +268,34 @@ impl<S: HasRand> Mutator<ScheduleInput, S> for RetuneTail {
     }
 }
 
+/// The tails a random retune draws from, equally likely.
+const RANDOM_TAILS: [StrategyKind; 5] = [
+    StrategyKind::pct(2),
+    StrategyKind::pct(3),
+    StrategyKind::Pos,
+    StrategyKind::Random,
+    StrategyKind::Default,
+];
+
 /// A tail strategy chosen at random (PCT of depth 2 or 3, POS, random walk,
 /// or none).
 pub fn random_tail<R: Rand>(r: &mut R, seed: u64) -> Tail {
-    match r.below_or_zero(5) {
-        0 => Tail::Pct { depth: 2, seed },
-        1 => Tail::Pct { depth: 3, seed },
-        2 => Tail::Pos { seed },
-        3 => Tail::Random { seed },
-        _ => Tail::Default,
-    }
+    Tail::new(RANDOM_TAILS[r.below_or_zero(RANDOM_TAILS.len())], seed)
 }
 
 /// Joins the decisions of this schedule before a step with another corpus
 /// entry's after it.
+/// The tails a branch continues with, equally likely: the default policy
+/// (twice as often), PCT of depth 1 and 2, a random walk or POS.
+const BRANCH_TAILS: [StrategyKind; 6] = [
+    StrategyKind::Default,
+    StrategyKind::Default,
+    StrategyKind::pct(1),
+    StrategyKind::pct(2),
+    StrategyKind::Random,
+    StrategyKind::Pos,
+];
+
 /// Branches off a run that found a new interleaving: replays it up to the
 /// switch that made one and continues with a fresh strategy: the default
 /// policy (the thread switched to runs as far as it can), PCT, a random
@@ -316,13 +329,7 @@ impl<S: HasRand + HasMetadata> Mutator<ScheduleInput, S> for BranchAtNewInterlea
             .chain(std::iter::once(at))
             .collect();
         let seed = r.next();
-        input.tail = match r.below_or_zero(6) {
-            0 | 1 => Tail::Default,
-            2 => Tail::Pct { depth: 1, seed },
-            3 => Tail::Pct { depth: 2, seed },
-            4 => Tail::Random { seed },
-            _ => Tail::Pos { seed },
-        };
+        input.tail = Tail::new(BRANCH_TAILS[r.below_or_zero(BRANCH_TAILS.len())], seed);
         input.normalize();
         Ok(MutationResult::Mutated)
     }
@@ -386,27 +393,10 @@ where
 /// strategy alone, as `--strategy-mix` says.
 pub struct MixMutator<H> {
     pub fresh: f64,
-    /// Tails a fresh start may use.
-    pub kinds: Vec<TailKind>,
+    /// Strategies a fresh start may use (PCT with a depth of 2 or 3).
+    pub kinds: Vec<StrategyKind>,
     pub target: u64,
     pub havoc: H,
-}
-
-/// A tail of `kind` (PCT with `depth`).
-pub fn fresh_tail(kind: TailKind, seed: u64, depth: u32) -> Tail {
-    match kind {
-        TailKind::Pct => Tail::Pct { depth, seed },
-        TailKind::Pos => Tail::Pos { seed },
-        TailKind::Random => Tail::Random { seed },
-    }
-}
-
-/// The kinds of tail a fresh start may use.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum TailKind {
-    Pct,
-    Pos,
-    Random,
 }
 
 impl<H> Named for MixMutator<H> {
@@ -431,7 +421,7 @@ where
             let seed = r.next();
             let kind = self.kinds[below(r, self.kinds.len())];
             let depth = 2 + r.below_or_zero(2) as u32;
-            *input = ScheduleInput::fresh(self.target, fresh_tail(kind, seed, depth));
+            *input = ScheduleInput::fresh(self.target, Tail::new(kind.with_parameter(depth), seed));
             return Ok(MutationResult::Mutated);
         }
         // Half the time, explore beyond what this entry found first.
@@ -446,12 +436,7 @@ where
         let r = state.rand_mut();
         if r.coinflip(0.5) {
             let seed = r.next();
-            input.tail = match input.tail {
-                Tail::Pct { depth, .. } => Tail::Pct { depth, seed },
-                Tail::Pos { .. } => Tail::Pos { seed },
-                Tail::Random { .. } => Tail::Random { seed },
-                Tail::Default => Tail::Default,
-            };
+            input.tail = input.tail.reseeded(seed);
         }
         Ok(result)
     }

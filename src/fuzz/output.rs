@@ -286,7 +286,7 @@ impl Output {
         }
         let summary = f.report.outcome.summary();
         let finding = Finding {
-            kind: f.kind,
+            kind: f.kind.clone(),
             signature: f.signature.id(),
             path: path.clone(),
             summary: summary.clone(),
@@ -298,7 +298,7 @@ impl Output {
             "\nrewind-fuzz: new finding after {} executions ({:.0?}): {}\n  {summary}\n",
             f.execs,
             start.elapsed(),
-            f.kind
+            f.kind.class()
         );
         msg.push_str(&format!("  Saved to: {p}\n"));
         msg.push_str(&super::finding_commands(cfg, &path));
@@ -323,7 +323,7 @@ impl Output {
         let now = SystemTime::now()
             .duration_since(UNIX_EPOCH)
             .map_or(0, |d| d.as_secs());
-        let count = |k: &str| self.findings.iter().filter(|f| f.kind == k).count();
+        let count = |k: &str| self.findings.iter().filter(|f| f.kind.class() == k).count();
         let last_find = self
             .findings
             .last()
@@ -375,7 +375,7 @@ impl Output {
             ("findings_crashed", count("crashed").to_string()),
             ("findings_deadlocked", count("deadlocked").to_string()),
             ("findings_hung", count("hung").to_string()),
-            ("findings_exit", count("exit").to_string()),
+            ("findings_exit", count("exited(non-zero)").to_string()),
             (
                 "findings_potential_deadlock",
                 count("potential-deadlock").to_string(),
@@ -407,19 +407,17 @@ impl Output {
                 .map(|e| format!("{:.1}", e.load(Ordering::Relaxed) as f64 / s.secs.max(1e-3)))
                 .collect();
             let kinds = [
-                "crashed",
-                "deadlocked",
-                "hung",
-                "exit",
-                "potential-deadlock",
+                ("crashed", "crashed"),
+                ("deadlocked", "deadlocked"),
+                ("hung", "hung"),
+                ("exit", "exited(non-zero)"),
+                ("potential-deadlock", "potential-deadlock"),
             ];
             let found: Vec<String> = kinds
                 .iter()
-                .map(|k| {
-                    format!(
-                        "{k} {}",
-                        self.findings.iter().filter(|f| f.kind == *k).count()
-                    )
+                .map(|(label, class)| {
+                    let n = self.findings.iter().filter(|f| f.kind.class() == *class);
+                    format!("{label} {}", n.count())
                 })
                 .collect();
             let mut e = std::io::stderr().lock();

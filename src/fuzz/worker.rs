@@ -32,6 +32,7 @@ use super::mutators::{
 };
 use super::{FuzzConfig, FuzzError, Hub, Progress};
 use crate::kernel::vfs::SharedSource;
+use crate::sched::StrategyKind;
 
 /// How many stacked mutations havoc applies at most: 2^3.
 const HAVOC_STACK_POW: usize = 3;
@@ -88,7 +89,7 @@ pub fn run(
         for (k, kind) in cfg.mix.kinds.iter().enumerate() {
             seeds.push(ScheduleInput::fresh(
                 target,
-                super::mutators::fresh_tail(*kind, seed(k as u64), 2),
+                Tail::new(kind.with_parameter(2), seed(k as u64)),
             ));
         }
     } else {
@@ -98,23 +99,23 @@ pub fn run(
         for k in 0..2u64 {
             seeds.push(ScheduleInput::fresh(
                 target,
-                Tail::Random { seed: seed(20 + k) },
+                Tail::new(StrategyKind::Random, seed(20 + k)),
             ));
         }
         for k in 0..2u64 {
             seeds.push(ScheduleInput::fresh(
                 target,
-                Tail::Pct {
-                    depth: 2 + k as u32,
-                    seed: seed(k),
-                },
+                Tail::new(StrategyKind::pct(2 + k as u32), seed(k)),
             ));
             seeds.push(ScheduleInput::fresh(
                 target,
-                Tail::Pos { seed: seed(10 + k) },
+                Tail::new(StrategyKind::Pos, seed(10 + k)),
             ));
         }
-        seeds.push(ScheduleInput::fresh(target, Tail::Default));
+        seeds.push(ScheduleInput::fresh(
+            target,
+            Tail::new(StrategyKind::Default, 0),
+        ));
     }
     if id == 0 {
         seeds.extend(cfg.initial.iter().cloned());
@@ -185,8 +186,8 @@ pub fn run(
 /// What to start from when every seed failed: a strategy of the mix.
 fn seeds_fallback(cfg: &FuzzConfig, _target: u64) -> Tail {
     match cfg.mix.kinds.first() {
-        Some(k) if cfg.mix.fresh >= 1.0 => super::mutators::fresh_tail(*k, cfg.seed, 2),
-        _ => Tail::Default,
+        Some(k) if cfg.mix.fresh >= 1.0 => Tail::new(k.with_parameter(2), cfg.seed),
+        _ => Tail::new(StrategyKind::Default, 0),
     }
 }
 

@@ -7,8 +7,8 @@ use gdbstub::arch::{Arch, Registers};
 use gdbstub_arch::x86::reg::X86_64CoreRegs;
 use gdbstub_arch::x86::reg::id::X86_64CoreRegId;
 
-use crate::cpu::{ExtendedState, UserRegs};
-use crate::layout::{SEL_USER_CS, SEL_USER_DS};
+use crate::arch::cpu::{ExtendedState, UserRegs};
+use crate::arch::layout::{SEL_USER_CS, SEL_USER_DS};
 
 /// x86-64 Linux user mode, as gdb's `amd64-linux` target description says.
 pub enum X86_64Linux {}

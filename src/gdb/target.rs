@@ -41,9 +41,10 @@ use gdbstub::target::{Target, TargetError, TargetResult};
 
 use super::arch::{LinuxRegs, X86_64Linux};
 use super::timeline::{Halt, Position, Timeline};
+use crate::ids::Tid;
 use crate::kernel::vfs::{HostNode, SharedSource};
-use crate::kernel::{ThreadState, Tid, Wait};
-use crate::outcome::Outcome;
+use crate::kernel::{ThreadState, Wait};
+use crate::observe::outcome::Outcome;
 use crate::vm::VmError;
 
 /// What gdb asked the run to do next.
@@ -299,7 +300,8 @@ impl MultiThreadBase for Session {
         let mut n = 0;
         while n < data.len() {
             let at = start + n as u64;
-            let len = ((crate::layout::PAGE_SIZE - at % crate::layout::PAGE_SIZE) as usize)
+            let len = ((crate::arch::layout::PAGE_SIZE - at % crate::arch::layout::PAGE_SIZE)
+                as usize)
                 .min(data.len() - n);
             if !vm.debug_read(at, &mut data[n..n + len]) {
                 break;

@@ -16,7 +16,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use crate::kernel::Tid;
+use crate::ids::Tid;
 use crate::vm::debug::{Event, Pace};
 use crate::vm::{Vm, VmError};
 

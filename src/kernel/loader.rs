@@ -9,8 +9,8 @@ use object::read::elf::{FileHeader, ProgramHeader};
 
 use super::Kernel;
 use super::vfs::Resolved;
-use crate::cpu::UserRegs;
-use crate::layout::{PAGE_SIZE, PIE_BASE, page_ceil, page_floor};
+use crate::arch::cpu::UserRegs;
+use crate::arch::layout::{PAGE_SIZE, PIE_BASE, page_ceil, page_floor};
 use crate::memory::{Backing, MemError, Placement, Prot};
 
 type Header = elf::FileHeader64<object::LittleEndian>;
@@ -336,7 +336,7 @@ fn build_stack(
         (AT_EXECFN, execfn),
         (AT_PLATFORM, platform),
         (AT_MINSIGSTKSZ, 2048),
-        (crate::abi::AT_REWIND_RING, crate::abi::RING_VA),
+        (crate::arch::abi::AT_REWIND_RING, crate::arch::abi::RING_VA),
         (AT_NULL, 0),
     ];
     let mut words: Vec<u64> = Vec::new();

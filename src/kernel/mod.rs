@@ -9,7 +9,6 @@
 pub mod files;
 pub mod futex;
 pub mod loader;
-pub mod names;
 pub mod signal;
 pub mod table;
 pub mod thread;
@@ -28,12 +27,12 @@ use std::sync::Arc;
 use rand_chacha::ChaCha20Rng;
 use rand_core::{RngCore, SeedableRng};
 
-use crate::abi::{self, HINT_SYSCALL, HintOp};
-use crate::cpu::{ExtendedState, UserRegs};
-use crate::locks::LockTracker;
+use crate::arch::abi::{self, HINT_SYSCALL, HintOp};
+use crate::arch::cpu::{ExtendedState, UserRegs};
 use crate::memory::{Access, AddressSpace, MemError, PhysMemory};
-use crate::outcome::{BlockedThread, HungReason, Outcome, signal_name};
-use crate::trace::{Event, Operation, Trace};
+use crate::observe::locks::LockTracker;
+use crate::observe::outcome::{BlockedThread, HungReason, Outcome, signal_name};
+use crate::observe::trace::{Event, Operation, Trace};
 
 use files::FdTable;
 use futex::FutexTable;
@@ -331,7 +330,9 @@ impl Kernel {
             SysResult::NoReturn => 0,
             SysResult::Unsupported(detail) => {
                 self.end(Outcome::Unsupported {
-                    syscall: names::syscall_name(nr).unwrap_or("unknown").to_string(),
+                    syscall: crate::arch::syscalls::syscall_name(nr)
+                        .unwrap_or("unknown")
+                        .to_string(),
                     nr,
                     thread: tid.0,
                     rip: regs.rip.wrapping_sub(2),
@@ -658,7 +659,7 @@ impl Kernel {
             None => {
                 if self.threads.values().any(|t| t.is_alive()) {
                     let threads = self.blocked_threads();
-                    let cycle = crate::outcome::wait_cycle(&threads);
+                    let cycle = crate::observe::outcome::wait_cycle(&threads);
                     self.end(Outcome::Deadlocked { threads, cycle });
                 } else {
                     self.end(Outcome::Exited { code: 0 });

@@ -4,8 +4,8 @@
 
 use super::thread::PendingSignal;
 use super::{FpuAccess, Kernel, ThreadState, Tid, Wait};
-use crate::cpu::{ExtendedState, RFLAGS_USER_MASK, UserRegs};
-use crate::layout::{SEL_USER_CS, SEL_USER_DS};
+use crate::arch::cpu::{ExtendedState, RFLAGS_USER_MASK, UserRegs};
+use crate::arch::layout::{SEL_USER_CS, SEL_USER_DS};
 use crate::memory::MemError;
 
 pub const SIG_DFL: u64 = 0;

@@ -84,7 +84,7 @@ fn sys_sysinfo(k: &mut Kernel, _: &mut dyn FpuAccess, a: [u64; 6]) -> SysResult 
         |b: &mut [u8; 112], off: usize, v: u64| b[off..off + 8].copy_from_slice(&v.to_le_bytes());
     put(&mut b, 0, k.now / 1_000_000_000);
     let total = k.mem.size();
-    let used = k.mm.allocator().in_use() * crate::layout::PAGE_SIZE;
+    let used = k.mm.allocator().in_use() * crate::arch::layout::PAGE_SIZE;
     put(&mut b, 32, total);
     put(&mut b, 40, total.saturating_sub(used));
     b[80..82].copy_from_slice(&(k.live_threads() as u16).to_le_bytes());

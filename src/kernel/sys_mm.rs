@@ -3,7 +3,7 @@
 use super::files::FileKind;
 use super::table::{SyscallDef, def};
 use super::{FpuAccess, Kernel, SysResult, err};
-use crate::layout::PAGE_SIZE;
+use crate::arch::layout::PAGE_SIZE;
 use crate::memory::{Backing, MemError, Placement, Prot};
 
 pub const CALLS: &[SyscallDef] = &[

@@ -3,7 +3,7 @@
 use super::table::{SyscallDef, def};
 use super::thread::{Thread, ThreadState, Wait};
 use super::{FpuAccess, Kernel, MAIN_TID, SysResult, Tid, err};
-use crate::outcome::Outcome;
+use crate::observe::outcome::Outcome;
 
 pub const CALLS: &[SyscallDef] = &[
     def(
@@ -358,7 +358,7 @@ const ARCH_GET_GS: u64 = 0x1004;
 fn sys_arch_prctl(k: &mut Kernel, _: &mut dyn FpuAccess, a: [u64; 6]) -> SysResult {
     match a[0] {
         ARCH_SET_FS => {
-            if a[1] >= crate::layout::USER_END {
+            if a[1] >= crate::arch::layout::USER_END {
                 return err(libc::EPERM);
             }
             k.cur().fs_base = a[1];

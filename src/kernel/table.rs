@@ -4,7 +4,8 @@
 
 use std::sync::OnceLock;
 
-use super::{FpuAccess, Kernel, SysResult, names};
+use super::{FpuAccess, Kernel, SysResult};
+use crate::arch::syscalls as names;
 
 /// A system-call handler: the kernel, the CPU's extended state, the six
 /// argument registers.

@@ -2,20 +2,8 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::cpu::{ExtendedState, UserRegs};
-
-/// A guest thread id (also the process id for the main thread).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
-pub struct Tid(pub u32);
-
-impl std::fmt::Display for Tid {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "{}", self.0)
-    }
-}
-
-/// Virtual nanoseconds since boot.
-pub type Nanos = u64;
+use crate::arch::cpu::{ExtendedState, UserRegs};
+pub use crate::ids::{Nanos, Tid};
 
 /// Why a thread cannot run.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]

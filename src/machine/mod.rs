@@ -24,10 +24,10 @@ pub use cpuid::MODEL_NAME as CPU_MODEL_NAME;
 pub use tsc::TscTrap;
 use watchdog::Watchdog;
 
-use crate::cpu::{
+use crate::arch::cpu::{
     ExtendedState, RFLAGS_FIXED, RFLAGS_IF, RFLAGS_TF, RFLAGS_USER_MASK, UserRegs, XSAVE_SIZE,
 };
-use crate::layout::*;
+use crate::arch::layout::*;
 use crate::memory::PhysMemory;
 
 unsafe extern "C" {

@@ -5,7 +5,7 @@
 //! survive while its mapping is inaccessible (`mprotect(PROT_NONE)`).
 
 use super::phys::{PageAllocator, PhysError, PhysMemory};
-use crate::layout::{PAGE_SIZE, PHYS_PML4};
+use crate::arch::layout::{PAGE_SIZE, PHYS_PML4};
 
 /// Present.
 pub const PTE_P: u64 = 1;

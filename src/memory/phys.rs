@@ -10,7 +10,7 @@ use vm_memory::{
     Bytes, GuestAddress, GuestMemoryBackend, GuestMemoryRegion, GuestRegionMmap, MmapRegion,
 };
 
-use crate::layout::{PAGE_SIZE, PHYS_POOL_START};
+use crate::arch::layout::{PAGE_SIZE, PHYS_POOL_START};
 
 type Mem = vm_memory::GuestMemoryMmap<AtomicBitmap>;
 

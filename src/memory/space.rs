@@ -14,7 +14,7 @@ use std::sync::Arc;
 
 use super::paging::{PTE_ADDR, PTE_KEEP, PTE_P, PageTables, Prot, maybe_cached, owned_page};
 use super::phys::{PageAllocator, PhysError, PhysMemory};
-use crate::layout::{
+use crate::arch::layout::{
     MMAP_BASE, MMAP_MIN_ADDR, PAGE_SIZE, STACK_SIZE, STACK_TOP, USER_END, page_ceil, page_floor,
 };
 

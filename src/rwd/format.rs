@@ -19,13 +19,13 @@ use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
 
-use crate::abi::HintOp;
+use crate::arch::abi::HintOp;
 use crate::kernel::vfs::{HostNode, NodeKind};
-use crate::locks::{Inversion, OrderEdge};
-use crate::outcome::{BlockedThread, HungReason, Outcome};
+use crate::observe::locks::{Inversion, OrderEdge};
+use crate::observe::outcome::{BlockedThread, HungReason, Outcome};
+use crate::observe::trace::{Event, Operation};
+use crate::report::signature::Signature;
 use crate::sched::{Decision, Schedule};
-use crate::signature::Signature;
-use crate::trace::{Event, Operation};
 
 /// The first four bytes of every reproducer.
 pub const MAGIC: [u8; 4] = *b"RWD\0";

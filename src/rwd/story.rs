@@ -13,9 +13,9 @@ use std::sync::Arc;
 use object::{Object, ObjectSegment, ObjectSymbol, SymbolKind};
 
 use super::Rwd;
-use crate::outcome::{BlockedThread, Outcome};
-use crate::symbols::{Location, Mapping, Symbolizer};
-use crate::trace::{Event, Operation};
+use crate::observe::outcome::{BlockedThread, Outcome};
+use crate::observe::trace::{Event, Operation};
+use crate::report::symbols::{Location, Mapping, Symbolizer};
 
 /// Steps shown in the lanes unless asked otherwise.
 pub const DEFAULT_LANE_STEPS: u64 = 40;

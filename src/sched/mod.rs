@@ -17,10 +17,10 @@ use std::collections::BTreeMap;
 pub use pct::Pct;
 pub use pos::Pos;
 pub use prefixed::{Prefixed, default_tail};
-pub use random::{RandomWalk, splitmix64};
+pub use random::{GOLDEN_GAMMA, RandomWalk, mix64, splitmix64};
 pub use schedule::{Decision, Replay, Schedule, ScheduleError};
 
-use crate::kernel::Tid;
+use crate::ids::Tid;
 
 /// What a strategy sees at a scheduling point.
 #[derive(Debug)]
@@ -124,15 +124,229 @@ impl Strategy for RunUntilBlocked {
     }
 }
 
-/// A strategy as the command line names it: `default`, `random`, `pct:D`
-/// (optionally `pct:D:K` with K the expected number of steps), `pos`, or
-/// `schedule:FILE`.
+/// A strategy and its parameters, without the seed that makes one run of
+/// it: what the command line names (`pct:3`), what a bench column runs and
+/// what a fuzzer input continues with after its decisions. A new strategy
+/// is a new variant here and nowhere else.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum StrategyKind {
+    /// Run each thread until it blocks or yields.
+    Default,
+    /// A random walk.
+    Random,
+    /// PCT of this depth, its change points spread over `steps` decision
+    /// points (a default run's count when `None`).
+    Pct { depth: u32, steps: Option<u64> },
+    /// Partial order sampling.
+    Pos,
+}
+
+impl StrategyKind {
+    /// PCT of `depth`, over a default run's decision points.
+    pub const fn pct(depth: u32) -> Self {
+        StrategyKind::Pct { depth, steps: None }
+    }
+
+    /// The strategy's name without parameters, as `--strategy-mix` lists
+    /// families: `default`, `random`, `pct`, `pos`.
+    pub fn family(self) -> &'static str {
+        match self {
+            StrategyKind::Default => "default",
+            StrategyKind::Random => "random",
+            StrategyKind::Pct { .. } => "pct",
+            StrategyKind::Pos => "pos",
+        }
+    }
+
+    /// A family by name (`pct` with its smallest interesting depth, 2).
+    pub fn from_family(name: &str) -> Option<Self> {
+        [
+            StrategyKind::Default,
+            StrategyKind::Random,
+            StrategyKind::pct(2),
+            StrategyKind::Pos,
+        ]
+        .into_iter()
+        .find(|k| k.family() == name)
+    }
+
+    /// Whether runs differ by seed (all but the default policy).
+    pub fn is_seeded(self) -> bool {
+        self != StrategyKind::Default
+    }
+
+    /// The strategy's tunable parameter, if it has one (PCT's depth).
+    pub fn parameter(self) -> Option<u32> {
+        match self {
+            StrategyKind::Pct { depth, .. } => Some(depth),
+            _ => None,
+        }
+    }
+
+    /// The same strategy with its tunable parameter set to `p` (unchanged
+    /// when it has none).
+    pub fn with_parameter(self, p: u32) -> Self {
+        match self {
+            StrategyKind::Pct { steps, .. } => StrategyKind::Pct { depth: p, steps },
+            k => k,
+        }
+    }
+
+    /// Whether the strategy needs to know how many decision points a run
+    /// has (PCT spreads its change points over them).
+    pub fn needs_step_estimate(self) -> bool {
+        matches!(self, StrategyKind::Pct { steps: None, .. })
+    }
+
+    /// Makes the strategy for one run. `seed` picks the run's random
+    /// choices; `estimate` is a default run's decision points (for PCT).
+    pub fn build(self, seed: u64, estimate: u64) -> Box<dyn Strategy> {
+        match self {
+            StrategyKind::Default => Box::new(RunUntilBlocked),
+            StrategyKind::Random => Box::new(RandomWalk::new(seed)),
+            StrategyKind::Pct { depth, steps } => {
+                Box::new(Pct::new(depth, steps.unwrap_or(estimate).max(1), seed))
+            }
+            StrategyKind::Pos => Box::new(Pos::new(seed)),
+        }
+    }
+}
+
+impl std::str::FromStr for StrategyKind {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Self, String> {
+        let bad = || {
+            format!(
+                "unknown strategy {s:?}: use default, random, pct:D (D >= 1, optionally pct:D:STEPS) or pos"
+            )
+        };
+        if let Some(rest) = s.strip_prefix("pct:") {
+            let mut parts = rest.split(':');
+            let depth: u32 = parts
+                .next()
+                .and_then(|d| d.parse().ok())
+                .filter(|d| *d >= 1)
+                .ok_or_else(bad)?;
+            let steps = match parts.next() {
+                Some(k) => Some(k.parse::<u64>().ok().filter(|k| *k >= 1).ok_or_else(bad)?),
+                None => None,
+            };
+            if parts.next().is_some() {
+                return Err(bad());
+            }
+            return Ok(StrategyKind::Pct { depth, steps });
+        }
+        match Self::from_family(s) {
+            Some(k) if k.parameter().is_none() => Ok(k),
+            _ => Err(bad()),
+        }
+    }
+}
+
+impl std::fmt::Display for StrategyKind {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            StrategyKind::Pct { depth, steps: None } => write!(f, "pct:{depth}"),
+            StrategyKind::Pct {
+                depth,
+                steps: Some(k),
+            } => write!(f, "pct:{depth}:{k}"),
+            k => f.write_str(k.family()),
+        }
+    }
+}
+
+/// A strategy with the seed of one run: the fuzzer's tail after its
+/// decisions. Written as `{"kind": "pct", "depth": 2, "seed": 9}` (the
+/// default policy has no seed and is written `{"kind": "default"}`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct Seeded {
+    pub kind: StrategyKind,
+    /// 0 for strategies without randomness.
+    pub seed: u64,
+}
+
+impl Seeded {
+    /// `kind` with `seed` (dropped for a strategy without randomness, so
+    /// two equal runs are one input).
+    pub fn new(kind: StrategyKind, seed: u64) -> Self {
+        Seeded {
+            kind,
+            seed: if kind.is_seeded() { seed } else { 0 },
+        }
+    }
+
+    /// The same strategy with another seed.
+    pub fn reseeded(self, seed: u64) -> Self {
+        Seeded::new(self.kind, seed)
+    }
+
+    /// The strategy for one run.
+    pub fn build(self, estimate: u64) -> Box<dyn Strategy> {
+        self.kind.build(self.seed, estimate)
+    }
+}
+
+/// How [`Seeded`] is written.
+#[derive(serde::Serialize, serde::Deserialize)]
+struct SeededWire {
+    kind: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    depth: Option<u32>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    steps: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    seed: Option<u64>,
+}
+
+impl serde::Serialize for Seeded {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let steps = match self.kind {
+            StrategyKind::Pct { steps, .. } => steps,
+            _ => None,
+        };
+        SeededWire {
+            kind: self.kind.family().into(),
+            depth: self.kind.parameter(),
+            steps,
+            seed: self.kind.is_seeded().then_some(self.seed),
+        }
+        .serialize(s)
+    }
+}
+
+impl<'de> serde::Deserialize<'de> for Seeded {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        use serde::de::Error;
+        let w = SeededWire::deserialize(d)?;
+        let family = StrategyKind::from_family(&w.kind)
+            .ok_or_else(|| D::Error::custom(format!("unknown strategy kind {:?}", w.kind)))?;
+        let kind = match (family.parameter(), w.depth) {
+            (Some(_), Some(p)) => match family.with_parameter(p) {
+                StrategyKind::Pct { depth, .. } => StrategyKind::Pct {
+                    depth,
+                    steps: w.steps,
+                },
+                k => k,
+            },
+            (Some(_), None) => return Err(D::Error::missing_field("depth")),
+            (None, _) => family,
+        };
+        let seed = match (kind.is_seeded(), w.seed) {
+            (true, Some(s)) => s,
+            (true, None) => return Err(D::Error::missing_field("seed")),
+            (false, _) => 0,
+        };
+        Ok(Seeded { kind, seed })
+    }
+}
+
+/// What `--strategy` names: a strategy, or `schedule:FILE` (replaying a
+/// saved schedule).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum StrategySpec {
-    Default,
-    Random,
-    Pct { depth: u32, steps: Option<u64> },
-    Pos,
+    Kind(StrategyKind),
     Schedule(std::path::PathBuf),
 }
 
@@ -140,35 +354,13 @@ impl std::str::FromStr for StrategySpec {
     type Err = String;
 
     fn from_str(s: &str) -> Result<Self, String> {
-        let bad = || {
+        if let Some(file) = s.strip_prefix("schedule:") {
+            return Ok(StrategySpec::Schedule(file.into()));
+        }
+        s.parse().map(StrategySpec::Kind).map_err(|_| {
             format!(
                 "unknown strategy {s:?}: use default, random, pct:D (D >= 1, optionally pct:D:STEPS), pos or schedule:FILE"
             )
-        };
-        Ok(match s {
-            "default" => StrategySpec::Default,
-            "random" => StrategySpec::Random,
-            "pos" => StrategySpec::Pos,
-            _ if s.starts_with("schedule:") => {
-                StrategySpec::Schedule(s["schedule:".len()..].into())
-            }
-            _ if s.starts_with("pct:") => {
-                let mut parts = s["pct:".len()..].split(':');
-                let depth: u32 = parts
-                    .next()
-                    .and_then(|d| d.parse().ok())
-                    .filter(|d| *d >= 1)
-                    .ok_or_else(bad)?;
-                let steps = match parts.next() {
-                    Some(k) => Some(k.parse::<u64>().ok().filter(|k| *k >= 1).ok_or_else(bad)?),
-                    None => None,
-                };
-                if parts.next().is_some() {
-                    return Err(bad());
-                }
-                StrategySpec::Pct { depth, steps }
-            }
-            _ => return Err(bad()),
         })
     }
 }
@@ -176,14 +368,7 @@ impl std::str::FromStr for StrategySpec {
 impl std::fmt::Display for StrategySpec {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
-            StrategySpec::Default => write!(f, "default"),
-            StrategySpec::Random => write!(f, "random"),
-            StrategySpec::Pct { depth, steps: None } => write!(f, "pct:{depth}"),
-            StrategySpec::Pct {
-                depth,
-                steps: Some(k),
-            } => write!(f, "pct:{depth}:{k}"),
-            StrategySpec::Pos => write!(f, "pos"),
+            StrategySpec::Kind(k) => k.fmt(f),
             StrategySpec::Schedule(p) => write!(f, "schedule:{}", p.display()),
         }
     }
@@ -193,19 +378,14 @@ impl StrategySpec {
     /// Whether the strategy needs to know how many steps a run takes (PCT
     /// spreads its change points over them).
     pub fn needs_step_estimate(&self) -> bool {
-        matches!(self, StrategySpec::Pct { steps: None, .. })
+        matches!(self, StrategySpec::Kind(k) if k.needs_step_estimate())
     }
 
     /// Makes the strategy for one run. `seed` picks the run's random
     /// choices; `steps` estimates a run's length for PCT.
     pub fn build(&self, seed: u64, steps: u64) -> Result<Box<dyn Strategy>, ScheduleError> {
         Ok(match self {
-            StrategySpec::Default => Box::new(RunUntilBlocked),
-            StrategySpec::Random => Box::new(RandomWalk::new(seed)),
-            StrategySpec::Pct { depth, steps: k } => {
-                Box::new(Pct::new(*depth, k.unwrap_or(steps), seed))
-            }
-            StrategySpec::Pos => Box::new(Pos::new(seed)),
+            StrategySpec::Kind(k) => k.build(seed, steps),
             StrategySpec::Schedule(p) => Box::new(Replay::new(Schedule::load(p)?)),
         })
     }
@@ -262,23 +442,54 @@ pub(crate) mod tests {
     fn strategies_parse_as_the_command_line_writes_them() {
         assert_eq!(
             "pct:3".parse(),
-            Ok(StrategySpec::Pct {
-                depth: 3,
-                steps: None
-            })
+            Ok(StrategySpec::Kind(StrategyKind::pct(3)))
         );
         assert_eq!(
             "pct:2:500".parse(),
-            Ok(StrategySpec::Pct {
+            Ok(StrategySpec::Kind(StrategyKind::Pct {
                 depth: 2,
                 steps: Some(500)
-            })
+            }))
         );
-        assert_eq!("pos".parse(), Ok(StrategySpec::Pos));
+        assert_eq!("pos".parse(), Ok(StrategySpec::Kind(StrategyKind::Pos)));
+        assert!("pct".parse::<StrategySpec>().is_err());
         assert!("pct:0".parse::<StrategySpec>().is_err());
         assert!("fast".parse::<StrategySpec>().is_err());
         for s in ["default", "random", "pct:2", "pos", "schedule:/tmp/x"] {
             assert_eq!(s.parse::<StrategySpec>().unwrap().to_string(), s);
+        }
+    }
+
+    #[test]
+    fn seeded_strategies_are_written_as_before_and_read_back() {
+        let cases = [
+            (
+                Seeded::new(StrategyKind::pct(2), 9),
+                r#"{"kind":"pct","depth":2,"seed":9}"#,
+            ),
+            (
+                Seeded::new(StrategyKind::Default, 5),
+                r#"{"kind":"default"}"#,
+            ),
+            (
+                Seeded::new(StrategyKind::Random, 3),
+                r#"{"kind":"random","seed":3}"#,
+            ),
+            (
+                Seeded::new(StrategyKind::Pos, 4),
+                r#"{"kind":"pos","seed":4}"#,
+            ),
+        ];
+        for (s, json) in cases {
+            assert_eq!(serde_json::to_string(&s).unwrap(), json);
+            assert_eq!(serde_json::from_str::<Seeded>(json).unwrap(), s);
+        }
+        for bad in [
+            r#"{"kind":"pct","seed":1}"#,
+            r#"{"kind":"random"}"#,
+            r#"{"kind":"fast","seed":1}"#,
+        ] {
+            assert!(serde_json::from_str::<Seeded>(bad).is_err(), "{bad}");
         }
     }
 }

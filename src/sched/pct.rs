@@ -24,7 +24,7 @@ use rand_chacha::ChaCha8Rng;
 use rand_core::{RngCore, SeedableRng};
 
 use super::{SchedView, SpinWatch, Strategy, splitmix64};
-use crate::kernel::Tid;
+use crate::ids::Tid;
 
 /// Initial priorities lie above this; yielding threads just below it.
 const INITIAL_BASE: u64 = 1 << 62;

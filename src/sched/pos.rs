@@ -19,7 +19,7 @@ use rand_chacha::ChaCha8Rng;
 use rand_core::{RngCore, SeedableRng};
 
 use super::{SchedView, SpinWatch, Strategy};
-use crate::kernel::Tid;
+use crate::ids::Tid;
 
 pub struct Pos {
     rng: ChaCha8Rng,

@@ -6,7 +6,7 @@
 //! point where the prefix ends.
 
 use super::{Decision, Replay, RunUntilBlocked, SchedView, Schedule, Strategy};
-use crate::kernel::Tid;
+use crate::ids::Tid;
 
 pub struct Prefixed {
     replay: Replay,

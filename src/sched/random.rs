@@ -6,7 +6,7 @@
 //! the steps before that without leaving the guest.
 
 use super::{SchedView, Strategy};
-use crate::kernel::Tid;
+use crate::ids::Tid;
 
 /// How far ahead the walk looks for its next switch.
 const LOOKAHEAD: u64 = 4096;
@@ -29,9 +29,16 @@ impl RandomWalk {
     }
 }
 
-/// A well-mixed 64-bit function (SplitMix64's finalizer).
+/// SplitMix64's increment (the golden ratio in 64 bits).
+pub const GOLDEN_GAMMA: u64 = 0x9e37_79b9_7f4a_7c15;
+
+/// SplitMix64: a well-mixed 64-bit function of `x`.
 pub fn splitmix64(x: u64) -> u64 {
-    let mut z = x.wrapping_add(0x9e37_79b9_7f4a_7c15);
+    mix64(x.wrapping_add(GOLDEN_GAMMA))
+}
+
+/// SplitMix64's finalizer: every input bit affects every output bit.
+pub fn mix64(mut z: u64) -> u64 {
     z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
     z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
     z ^ (z >> 31)

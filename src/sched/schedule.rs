@@ -11,7 +11,7 @@ use std::path::Path;
 use serde::{Deserialize, Serialize};
 
 use super::{RunUntilBlocked, SchedView, Strategy};
-use crate::kernel::Tid;
+use crate::ids::Tid;
 
 /// Format version of schedule files.
 pub const SCHEDULE_VERSION: u32 = 1;

@@ -22,8 +22,9 @@
 use std::collections::BTreeSet;
 
 use super::{MachineFpu, RunReport, Vm, VmError};
-use crate::cpu::{ExtendedState, RFLAGS_TF, UserRegs};
-use crate::kernel::{Kernel, Tid};
+use crate::arch::cpu::{ExtendedState, RFLAGS_TF, UserRegs};
+use crate::ids::Tid;
+use crate::kernel::Kernel;
 use crate::machine::Exit;
 use crate::vm::SnapshotAt;
 
@@ -117,7 +118,7 @@ impl Vm {
             Pace::Free => {
                 for &va in breakpoints {
                     if let Some(pa) = self.kernel.mm.page_of(&self.mem, va) {
-                        let pa = pa + va % crate::layout::PAGE_SIZE;
+                        let pa = pa + va % crate::arch::layout::PAGE_SIZE;
                         let mut old = [0u8];
                         self.mem.read(pa, &mut old);
                         self.mem.write(pa, &[INT3]);

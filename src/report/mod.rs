@@ -1,13 +1,20 @@
 //! Reports for people: events, outcomes and lock-order cycles, with code
 //! addresses turned into functions and source lines.
 
+mod facts;
+pub mod signature;
+pub mod symbols;
+pub mod unwind;
+
+pub use facts::RunFacts;
+
 use serde_json::{Value, json};
 
-use crate::locks::Inversion;
 use crate::memory::{AddressSpace, Backing};
-use crate::outcome::{BlockedThread, Outcome};
-use crate::symbols::{Location, Mapping, Symbolizer};
-use crate::trace::Event;
+use crate::observe::locks::Inversion;
+use crate::observe::outcome::{BlockedThread, Outcome};
+use crate::observe::trace::Event;
+use crate::report::symbols::{Location, Mapping, Symbolizer};
 use crate::vm::Vm;
 
 /// The guest's file mappings, as the symbolizer takes them.

@@ -28,14 +28,15 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use crate::kernel::Tid;
+use crate::explore::Runner;
+use crate::ids::Tid;
 use crate::kernel::vfs::SharedSource;
-use crate::outcome::Outcome;
-use crate::rwd::RunFacts;
+use crate::observe::outcome::Outcome;
+use crate::report::RunFacts;
+use crate::report::signature::Signature;
+use crate::report::symbols::Symbolizer;
 use crate::sched::{Decision, Replay, RunUntilBlocked, SchedView, Schedule, Strategy};
-use crate::signature::Signature;
-use crate::symbols::Symbolizer;
-use crate::vm::{RunConfig, Vm, VmError};
+use crate::vm::{RunConfig, VmError};
 
 /// How much minimization may spend.
 #[derive(Clone, Copy, Debug, Default)]
@@ -154,10 +155,8 @@ enum Candidate<'c> {
 }
 
 struct Search<'a> {
-    cfg: &'a RunConfig,
-    source: SharedSource,
+    runner: Runner,
     want: &'a Signature,
-    vm: Option<Vm>,
     sym: Symbolizer,
     execs: u64,
     start: Instant,
@@ -196,10 +195,6 @@ impl Search<'_> {
     }
 
     fn run(&mut self, c: Candidate) -> Result<(Option<Hit>, Signature), VmError> {
-        if !self.vm.as_ref().is_some_and(Vm::can_run) {
-            self.vm = Some(Vm::new(self.cfg, self.source.clone())?);
-        }
-        let vm = self.vm.as_mut().expect("just made");
         let log = Arc::new(Mutex::new(Vec::new()));
         let (by_step, by_anchor, size) = match c {
             Candidate::Steps(d) => (
@@ -215,14 +210,14 @@ impl Search<'_> {
                 a.len(),
             ),
         };
-        vm.set_strategy(Box::new(Anchoring {
+        let report = self.runner.run(Box::new(Anchoring {
             by_step,
             by_anchor,
             counts: HashMap::new(),
             log: log.clone(),
-        }));
-        let report = vm.run()?;
+        }))?;
         self.execs += 1;
+        let vm = self.runner.vm().expect("a run was just made");
         let sig = RunFacts::of(vm, &report).signature(&report, &mut self.sym);
         (self.progress)(Progress {
             execs: self.execs,
@@ -280,10 +275,8 @@ pub fn minimize(
     let mut quiet = cfg.clone();
     quiet.stream_output = false;
     let mut s = Search {
-        cfg: &quiet,
-        source,
+        runner: Runner::new(quiet, source),
         want,
-        vm: None,
         sym: Symbolizer::new(),
         execs: 0,
         start: Instant::now(),

@@ -15,8 +15,8 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use serde::{Deserialize, Serialize};
 
-use crate::abi::HintOp;
-use crate::kernel::Tid;
+use crate::arch::abi::HintOp;
+use crate::ids::Tid;
 
 /// A lock a thread holds.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]

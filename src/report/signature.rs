@@ -20,10 +20,11 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::locks::Inversion;
-use crate::outcome::{HungReason, Outcome};
-use crate::symbols::Location;
-use crate::trace::Event;
+use crate::observe::failure::FailureKind;
+use crate::observe::locks::Inversion;
+use crate::observe::outcome::{HungReason, Outcome};
+use crate::observe::trace::Event;
+use crate::report::symbols::Location;
 
 /// The identity of a failure: its kind and the code sites involved.
 #[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
@@ -60,7 +61,7 @@ impl Signature {
 
     /// Whether the run this describes failed.
     pub fn is_failure(&self) -> bool {
-        self.kind != "exited(0)"
+        self.kind != NO_FAILURE
     }
 
     /// A file name stem for a finding: `deadlocked-3f2a9c01d4e5b6a7`,
@@ -110,81 +111,85 @@ pub struct Facts<'a> {
 /// Locates an address: `(address, is_return_address)` to a location.
 pub type Locate<'l> = dyn FnMut(u64, bool) -> Location + 'l;
 
-/// The signature of a run.
+/// The signature of a run: the kind of failure as [`FailureKind::detail`]
+/// spells it (`exited(0)` for a run that did not fail), and its sites.
 pub fn compute(f: &Facts, locate: &mut Locate) -> Signature {
-    match f.outcome {
-        Outcome::Exited { code: 0 } if !f.potential_deadlocks.is_empty() => {
-            let mut sites = Vec::new();
-            for inv in f.potential_deadlocks {
-                for e in &inv.edges {
-                    sites.push(format!(
-                        "{} -> {}",
-                        site_name(&locate(e.from_site, true)),
-                        site_name(&locate(e.to_site, true))
-                    ));
-                }
-            }
-            Signature::new("potential-deadlock", sites)
+    let Some(failure) = FailureKind::of(f.outcome, !f.potential_deadlocks.is_empty(), &[0]) else {
+        return Signature::new(NO_FAILURE, Vec::new());
+    };
+    let sites = match (&failure, f.outcome) {
+        (FailureKind::PotentialDeadlock, _) => f
+            .potential_deadlocks
+            .iter()
+            .flat_map(|inv| &inv.edges)
+            .map(|e| {
+                format!(
+                    "{} -> {}",
+                    site_name(&locate(e.from_site, true)),
+                    site_name(&locate(e.to_site, true))
+                )
+            })
+            .collect(),
+        (_, Outcome::Crashed { rip, .. }) => crash_sites(f, *rip, locate),
+        (_, Outcome::Deadlocked { threads, cycle }) => threads
+            .iter()
+            .filter(|b| cycle.is_empty() || cycle.contains(&b.thread))
+            .map(|b| {
+                let last_site = || {
+                    f.recent_events
+                        .iter()
+                        .rev()
+                        .find(|e| e.thread == b.thread)
+                        .map(|e| e.site)
+                };
+                let loc = match b.site.or_else(last_site) {
+                    Some(site) => locate(site, true),
+                    None => locate(b.rip, false),
+                };
+                site_name(&loc)
+            })
+            .collect(),
+        // Where the step limit strikes depends on the schedule; the kind
+        // alone is the finding.
+        (
+            _,
+            Outcome::Hung {
+                reason: HungReason::MaxSteps,
+                ..
+            },
+        ) => Vec::new(),
+        // A loop without system calls: the function, not the line (the
+        // watchdog stops it anywhere in the loop).
+        (_, Outcome::Hung { rip, .. }) => vec![function_name(&locate(*rip, false))],
+        (_, Outcome::Unsupported { rip, .. }) => vec![site_name(&locate(*rip, false))],
+        (_, Outcome::Exited { .. }) => Vec::new(),
+    };
+    Signature::new(failure.detail(), sites)
+}
+
+/// The kind of a run that did not fail.
+pub const NO_FAILURE: &str = "exited(0)";
+
+/// A crash's sites: where it faulted and, for a crash inside a library
+/// (abort, a bad free), where the program called it from.
+fn crash_sites(f: &Facts, rip: u64, locate: &mut Locate) -> Vec<String> {
+    let frames: Vec<(u64, bool)> = if f.backtrace.is_empty() {
+        vec![(rip, false)]
+    } else {
+        f.backtrace
+            .iter()
+            .enumerate()
+            .map(|(i, a)| (*a, i > 0))
+            .collect()
+    };
+    let located: Vec<Location> = frames.iter().map(|(a, c)| locate(*a, *c)).collect();
+    let mut sites = vec![site_name(&located[0])];
+    if located[0].object != f.exe_object {
+        if let Some(own) = located.iter().find(|l| l.object == f.exe_object) {
+            sites.push(site_name(own));
         }
-        Outcome::Exited { code } => Signature::new(format!("exited({code})"), Vec::new()),
-        Outcome::Crashed { signal, rip, .. } => {
-            let frames: Vec<(u64, bool)> = if f.backtrace.is_empty() {
-                vec![(*rip, false)]
-            } else {
-                f.backtrace
-                    .iter()
-                    .enumerate()
-                    .map(|(i, a)| (*a, i > 0))
-                    .collect()
-            };
-            let located: Vec<Location> = frames.iter().map(|(a, c)| locate(*a, *c)).collect();
-            let mut sites = vec![site_name(&located[0])];
-            // A crash inside a library (abort, a bad free) is told apart by
-            // where the program called it from.
-            if located[0].object != f.exe_object {
-                if let Some(own) = located.iter().find(|l| l.object == f.exe_object) {
-                    sites.push(site_name(own));
-                }
-            }
-            Signature::new(format!("crashed({signal})"), sites)
-        }
-        Outcome::Deadlocked { threads, cycle } => {
-            let involved = threads
-                .iter()
-                .filter(|b| cycle.is_empty() || cycle.contains(&b.thread));
-            let sites = involved
-                .map(|b| {
-                    let last_site = || {
-                        f.recent_events
-                            .iter()
-                            .rev()
-                            .find(|e| e.thread == b.thread)
-                            .map(|e| e.site)
-                    };
-                    let loc = match b.site.or_else(last_site) {
-                        Some(site) => locate(site, true),
-                        None => locate(b.rip, false),
-                    };
-                    site_name(&loc)
-                })
-                .collect();
-            Signature::new("deadlocked", sites)
-        }
-        Outcome::Hung { reason, rip, .. } => match reason {
-            // Where the step limit strikes depends on the schedule; the
-            // kind alone is the finding.
-            HungReason::MaxSteps => Signature::new("hung(max-steps)", Vec::new()),
-            // A loop without system calls: the function, not the line (the
-            // watchdog stops it anywhere in the loop).
-            HungReason::Timeout => {
-                Signature::new("hung(timeout)", vec![function_name(&locate(*rip, false))])
-            }
-        },
-        Outcome::Unsupported { syscall, rip, .. } => Signature::new(
-            format!("unsupported({syscall})"),
-            vec![site_name(&locate(*rip, false))],
-        ),
     }
+    sites
 }
 
 /// A site's name in a signature: `object!function (file.c:42)` with debug
@@ -219,7 +224,7 @@ fn base_name(path: &str) -> &str {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::outcome::BlockedThread;
+    use crate::observe::outcome::BlockedThread;
 
     fn loc(address: u64, object: &str, function: &str, line: u32) -> Location {
         Location {

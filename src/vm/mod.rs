@@ -17,18 +17,19 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use crate::abi::{HintOp, SHIM_PATH};
-use crate::cpu::{ExtendedState, UserRegs};
+use crate::arch::abi::{HintOp, SHIM_PATH};
+use crate::arch::cpu::{ExtendedState, UserRegs};
+use crate::arch::layout::PAGE_SIZE;
+use crate::ids::Tid;
 use crate::kernel::loader::LoadError;
 use crate::kernel::vfs::SharedSource;
-use crate::kernel::{FpuAccess, Kernel, KernelConfig, Tid};
-use crate::layout::PAGE_SIZE;
-use crate::locks::Inversion;
+use crate::kernel::{FpuAccess, Kernel, KernelConfig};
 use crate::machine::{Exit, Machine, MachineError, TscTrap};
 use crate::memory::{PhysError, PhysMemory};
-use crate::outcome::{HungReason, Outcome};
+use crate::observe::locks::Inversion;
+use crate::observe::outcome::{HungReason, Outcome};
+use crate::observe::trace::Event;
 use crate::sched::{Decision, RunUntilBlocked, SchedView, Schedule, Strategy};
-use crate::trace::Event;
 
 /// How to run a program.
 #[derive(Clone, Debug)]
@@ -133,7 +134,7 @@ pub struct RunReport {
     pub coverage: Coverage,
     /// The run's lock-order edges (for potential deadlocks across runs).
     #[serde(skip)]
-    pub lock_edges: Vec<crate::locks::OrderEdge>,
+    pub lock_edges: Vec<crate::observe::locks::OrderEdge>,
 }
 
 fn lossy<S: serde::Serializer>(v: &[u8], s: S) -> Result<S::Ok, S::Error> {
@@ -223,7 +224,7 @@ impl Vm {
         let machine = Machine::new(&mem)?;
         let mut kcfg = cfg.kernel.clone();
         if cfg.shim {
-            let shim = Arc::new(crate::shim::SHIM_SO.to_vec());
+            let shim = Arc::new(crate::arch::shim::SHIM_SO.to_vec());
             source.lock().unwrap().provide(SHIM_PATH, shim, 0o755);
             kcfg.preload = vec![SHIM_PATH.to_string()];
         }
@@ -376,7 +377,7 @@ impl Vm {
                 // Interrupted before it re-entered user mode, the vCPU
                 // stands at the entry stub: report the thread's own RIP.
                 let rip = match self.machine.guest_rip() {
-                    r if r >= crate::layout::KERNEL_VIRT_BASE => self.kernel.cur().regs.rip,
+                    r if r >= crate::arch::layout::KERNEL_VIRT_BASE => self.kernel.cur().regs.rip,
                     r => r,
                 };
                 self.kernel.end(Outcome::Hung {
@@ -463,7 +464,7 @@ impl Vm {
             return false;
         }
         let (nr, args) = regs.syscall_args();
-        let hint = |op: HintOp| nr == crate::abi::HINT_SYSCALL && args[0] == op as u64;
+        let hint = |op: HintOp| nr == crate::arch::abi::HINT_SYSCALL && args[0] == op as u64;
         match self.snapshot_at {
             SnapshotAt::FirstThread => {
                 self.kernel.threads.len() == 1

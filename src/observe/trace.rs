@@ -6,8 +6,8 @@ use std::collections::VecDeque;
 use serde::{Deserialize, Serialize};
 use xxhash_rust::xxh3::Xxh3;
 
-use crate::abi::HintOp;
-use crate::kernel::Tid;
+use crate::arch::abi::HintOp;
+use crate::ids::Tid;
 
 /// What happened at a step.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -44,7 +44,7 @@ impl Event {
     pub fn name(&self) -> &'static str {
         match self.op {
             Operation::Syscall { nr } => {
-                crate::kernel::names::syscall_name(nr).unwrap_or("unknown")
+                crate::arch::syscalls::syscall_name(nr).unwrap_or("unknown")
             }
             Operation::Hint { op } => op.name(),
         }
@@ -80,7 +80,7 @@ impl Trace {
     pub fn step(&mut self, ev: Event) {
         let nr = match ev.op {
             Operation::Syscall { nr } => nr,
-            Operation::Hint { op } => crate::abi::HINT_SYSCALL << 8 | op as u64,
+            Operation::Hint { op } => crate::arch::abi::HINT_SYSCALL << 8 | op as u64,
         };
         let rec = [
             ev.step,

@@ -252,6 +252,6 @@ mod tests {
 
     #[test]
     fn the_hint_number_is_not_a_linux_system_call() {
-        assert!(crate::kernel::names::syscall_name(HINT_SYSCALL).is_none());
+        assert!(crate::arch::syscalls::syscall_name(HINT_SYSCALL).is_none());
     }
 }

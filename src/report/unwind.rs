@@ -17,7 +17,7 @@ use std::panic::{AssertUnwindSafe, catch_unwind};
 use gimli::{BaseAddresses, CfaRule, EhFrame, LittleEndian, RegisterRule, UnwindSection};
 use object::{Object, ObjectSection, ObjectSegment};
 
-use crate::symbols::Mapping;
+use crate::report::symbols::Mapping;
 
 /// The registers an unwind starts from.
 #[derive(Clone, Copy, Debug)]

@@ -55,7 +55,7 @@ pub fn wait_cycle(threads: &[BlockedThread]) -> Vec<u32> {
 }
 
 /// Why a run was stopped without ending by itself.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum HungReason {
     /// `--max-steps` scheduling points were taken.

@@ -1,7 +1,7 @@
 //! The guest's pthread preload shim, built from `guest/shim.c` by `build.rs`.
 
 /// The pthread preload shim, `librewind-shim.so`: an x86-64 ELF shared object
-/// that the monitor serves at [`crate::abi::SHIM_PATH`] and preloads
+/// that the monitor serves at [`crate::arch::abi::SHIM_PATH`] and preloads
 /// (`LD_PRELOAD`) into every dynamically linked target.
 ///
 /// It wraps the synchronisation operations that never enter the kernel on
@@ -9,9 +9,9 @@
 /// barriers, spinlocks, thread creation, join and exit, and the C11 `mtx_*`,
 /// `cnd_*` and `thrd_*` functions), so that each becomes a scheduling point:
 /// before the real operation it makes the private system call
-/// [`crate::abi::HINT_SYSCALL`] carrying a [`crate::abi::HintOp`], the
+/// [`crate::arch::abi::HINT_SYSCALL`] carrying a [`crate::arch::abi::HintOp`], the
 /// object's address and the call site, and try and timed operations report
-/// their result afterwards with [`crate::abi::HintOp::TryResult`]. It depends
+/// their result afterwards with [`crate::arch::abi::HintOp::TryResult`]. It depends
 /// only on glibc 2.34 or later. Run natively, the hints fail with `ENOSYS`
 /// and change nothing, not even `errno`.
 pub const SHIM_SO: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/librewind-shim.so"));
@@ -19,7 +19,7 @@ pub const SHIM_SO: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/librewind-s
 #[cfg(test)]
 mod tests {
     use super::SHIM_SO;
-    use crate::abi::{HINT_SYSCALL, HintOp};
+    use crate::arch::abi::{HINT_SYSCALL, HintOp};
     use object::read::elf::ElfFile64;
     use object::{Endianness, Object, ObjectSymbol, elf};
     use std::collections::BTreeMap;
@@ -154,7 +154,7 @@ mod tests {
 
     #[test]
     fn the_ring_layout_in_the_c_source_matches_the_abi() {
-        use crate::abi::*;
+        use crate::arch::abi::*;
         let defines = c_defines();
         for (name, value) in [
             ("AT_REWIND_RING", AT_REWIND_RING),
