@@ -73,7 +73,7 @@ pub fn serve(
     let session = crate::gdb::prepare(&cfg, source, schedule, at).map_err(vm_error)?;
     let ending = crate::gdb::serve(session, listener, |addr, s| {
         let k = s.timeline_ref().vm().debug_kernel();
-        let at = match &k.outcome {
+        let at = match k.outcome() {
             Some(o) => format!("the end ({})", o.summary()),
             None => format!("{}", s.timeline_ref().position()),
         };

@@ -132,7 +132,7 @@ pub fn serve(
         session.reset_connection();
         match GdbStub::new(stream).run_blocking::<Loop>(&mut session) {
             Ok(DisconnectReason::Kill) => {
-                let step = session.timeline().vm().debug_kernel().step;
+                let step = session.timeline().vm().debug_kernel().step();
                 return Ok(Ending::Killed { step });
             }
             Ok(_) => break,

@@ -145,7 +145,7 @@ impl Session {
                 pos: ReplayLogPosition::Begin,
             },
             Halt::End => {
-                let outcome = self.tl.vm().debug_kernel().outcome.clone();
+                let outcome = self.tl.vm().debug_kernel().outcome().cloned();
                 match outcome {
                     Some(Outcome::Crashed { signo, thread, .. }) if !self.crash_reported => {
                         self.crash_reported = true;
@@ -168,12 +168,12 @@ impl Session {
     fn threads(&self) -> Vec<Tid> {
         let k = self.tl.vm().debug_kernel();
         let mut v: Vec<Tid> = k
-            .threads
+            .threads()
             .values()
             .filter(|t| t.is_alive())
             .map(|t| t.tid)
             .collect();
-        let cur = k.current;
+        let cur = k.current();
         v.sort_by_key(|t| (*t != cur, *t));
         if v.is_empty() {
             v.push(cur);
@@ -184,8 +184,8 @@ impl Session {
     fn describe_position(&self) -> String {
         let k = self.tl.vm().debug_kernel();
         let pos: &Position = self.tl.position();
-        let mut s = format!("{pos}, thread {}", k.current);
-        if let Some(o) = &k.outcome {
+        let mut s = format!("{pos}, thread {}", k.current());
+        if let Some(o) = k.outcome() {
             s.push_str(&format!(" (the run ended: {})", o.summary()));
         }
         s
@@ -273,7 +273,7 @@ impl MultiThreadBase for Session {
         let vm = self.tl.vm();
         let t = vm
             .debug_kernel()
-            .threads
+            .threads()
             .get(&tid)
             .ok_or(TargetError::NonFatal)?;
         let fpu = vm.debug_extended_state(tid).map_err(TargetError::Fatal)?;
@@ -448,11 +448,13 @@ impl ThreadExtraInfo for Session {
     fn thread_extra_info(&self, tid: GdbTid, buf: &mut [u8]) -> Result<usize, Self::Error> {
         let k = self.tl.vm().debug_kernel();
         let tid = guest_tid(tid);
-        let Some(t) = k.threads.get(&tid) else {
+        let Some(t) = k.threads().get(&tid) else {
             return Ok(0);
         };
         let state = match &t.state {
-            ThreadState::Runnable if tid == k.current && k.outcome.is_none() => "running".into(),
+            ThreadState::Runnable if tid == k.current() && k.outcome().is_none() => {
+                "running".into()
+            }
             ThreadState::Runnable => "runnable".into(),
             ThreadState::Blocked(Wait::Futex { addr, .. }) => format!("blocked on futex {addr:#x}"),
             ThreadState::Blocked(Wait::Sleep { .. }) => "sleeping".into(),

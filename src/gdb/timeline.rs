@@ -156,7 +156,7 @@ impl Timeline {
     /// ring) and stops it before the program's first instruction.
     pub fn new(mut vm: Vm) -> Result<Timeline, VmError> {
         vm.debug_restart()?;
-        let step = vm.debug_kernel().step;
+        let step = vm.debug_kernel().step();
         let auxv = initial_auxv(&vm);
         Ok(Timeline {
             vm,
@@ -189,21 +189,21 @@ impl Timeline {
 
     /// The thread that runs (or ran last).
     pub fn current(&self) -> Tid {
-        self.vm.debug_kernel().current
+        self.vm.debug_kernel().current()
     }
 
     fn rip(&self) -> u64 {
         let k = self.vm.debug_kernel();
-        k.threads.get(&k.current).map_or(0, |t| t.regs.rip)
+        k.threads().get(&k.current()).map_or(0, |t| t.regs.rip)
     }
 
     fn at_end(&self) -> bool {
-        self.vm.debug_kernel().outcome.is_some()
+        self.vm.debug_kernel().outcome().is_some()
     }
 
     fn restart(&mut self) -> Result<(), VmError> {
         self.vm.debug_restart()?;
-        self.pos = Position::at_step(self.vm.debug_kernel().step);
+        self.pos = Position::at_step(self.vm.debug_kernel().step());
         Ok(())
     }
 
@@ -319,7 +319,7 @@ impl Timeline {
                     return Ok(Halt::Stepped);
                 }
                 Event::Step => {
-                    self.pos = Position::at_step(self.vm.debug_kernel().step);
+                    self.pos = Position::at_step(self.vm.debug_kernel().step());
                     return Ok(Halt::Stepped);
                 }
                 Event::End => {
@@ -373,7 +373,7 @@ impl Timeline {
                 Event::Instruction => Some(self.rip()).filter(|r| watch.contains(r)),
                 Event::Breakpoint(a) => Some(a),
                 Event::Step => {
-                    let step = self.vm.debug_kernel().step;
+                    let step = self.vm.debug_kernel().step();
                     base = Position::at_step(step);
                     arrivals.clear();
                     self.pos = base.clone();
@@ -411,7 +411,7 @@ impl Timeline {
     /// step ended it (an exit, a deadlock), the end follows that step;
     /// otherwise (a crash) it lies inside the stretch, after `from`.
     fn end_from(&self, from: &Position) -> Position {
-        let step = self.vm.debug_kernel().step;
+        let step = self.vm.debug_kernel().step();
         if step != from.step {
             Position::at_step(step).then(Leg::ToEnd)
         } else {
@@ -426,7 +426,7 @@ impl Timeline {
         if self.at_end() {
             return Ok(Halt::End);
         }
-        if self.current() != tid && self.vm.debug_kernel().threads.contains_key(&tid) {
+        if self.current() != tid && self.vm.debug_kernel().threads().contains_key(&tid) {
             loop {
                 let h = self.cont_until_stretch(breakpoints)?;
                 if h != Halt::Reached || self.current() == tid {
@@ -598,7 +598,7 @@ impl Timeline {
 /// argv, NULL, envp, NULL, then key-value pairs up to `AT_NULL`).
 fn initial_auxv(vm: &Vm) -> Vec<u8> {
     let k = vm.debug_kernel();
-    let Some(main) = k.threads.get(&crate::kernel::MAIN_TID) else {
+    let Some(main) = k.threads().get(&crate::kernel::MAIN_TID) else {
         return Vec::new();
     };
     let word = |at: u64| {

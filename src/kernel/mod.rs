@@ -30,9 +30,9 @@ use rand_core::{RngCore, SeedableRng};
 use crate::arch::abi::{self, HINT_SYSCALL, HintOp};
 use crate::arch::cpu::{ExtendedState, UserRegs};
 use crate::memory::{Access, AddressSpace, MemError, PhysMemory};
-use crate::observe::locks::LockTracker;
+use crate::observe::Observer;
 use crate::observe::outcome::{BlockedThread, HungReason, Outcome, signal_name};
-use crate::observe::trace::{Event, Operation, Trace};
+use crate::observe::trace::{Event, Operation};
 
 use files::FdTable;
 use futex::FutexTable;
@@ -46,6 +46,8 @@ pub const STEP_QUANTUM_NS: Nanos = 1_000;
 pub const TSC_PER_NS: u64 = 1;
 /// Thread id of the main thread (and the process id).
 pub const MAIN_TID: Tid = Tid(1);
+/// Bytes of each output stream a run keeps.
+pub const OUTPUT_CAP: usize = 16 << 20;
 
 /// Everything about a run that is not the schedule: the inputs that make it
 /// what it is, all recorded in a reproducer.
@@ -128,67 +130,28 @@ pub trait FpuAccess {
     fn load(&mut self, s: &ExtendedState);
 }
 
-/// Captured output of the guest.
-#[derive(Clone, Debug, Default)]
-pub struct Output {
-    pub stdout: Vec<u8>,
-    pub stderr: Vec<u8>,
-    /// Copy guest output to the monitor's own stdout/stderr as it comes.
-    pub stream: bool,
-    /// Keep at most this many bytes of each stream.
-    pub cap: usize,
-}
-
-impl Output {
-    fn push(&mut self, fd: u32, data: &[u8]) {
-        use std::io::Write;
-        if self.stream {
-            if fd == 1 {
-                let _ = std::io::stdout().write_all(data);
-                let _ = std::io::stdout().flush();
-            } else {
-                let _ = std::io::stderr().write_all(data);
-            }
-        }
-        let buf = if fd == 1 {
-            &mut self.stdout
-        } else {
-            &mut self.stderr
-        };
-        let room = self.cap.saturating_sub(buf.len());
-        buf.extend_from_slice(&data[..data.len().min(room)]);
-    }
-}
-
-/// The guest's kernel state. Cloning it (with guest memory) is a snapshot.
+/// The guest's kernel state: one process, its threads, memory, files,
+/// signals and time, and the observer its steps are reported to. Cloning it
+/// (with guest memory) is a snapshot.
 #[derive(Clone)]
 pub struct Kernel {
-    pub mem: Arc<PhysMemory>,
-    pub config: Arc<KernelConfig>,
-    pub mm: AddressSpace,
-    pub threads: BTreeMap<Tid, Thread>,
-    pub current: Tid,
-    pub futex: FutexTable,
-    pub vfs: Vfs,
-    pub files: FdTable,
-    pub signals: SignalTable,
+    mem: Arc<PhysMemory>,
+    config: Arc<KernelConfig>,
+    mm: AddressSpace,
+    threads: BTreeMap<Tid, Thread>,
+    current: Tid,
+    futex: FutexTable,
+    vfs: Vfs,
+    files: FdTable,
+    signals: SignalTable,
     /// Virtual nanoseconds since boot.
-    pub now: Nanos,
-    pub rng: ChaCha20Rng,
-    /// Steps taken (the number of the last step).
-    pub step: u64,
-    pub trace: Trace,
-    /// Who holds which lock, from the shim's hints.
-    pub locks: LockTracker,
-    /// The object (lock, futex word) of each thread's last step.
-    pub objects: BTreeMap<Tid, u64>,
-    /// Where each thread's last step was (the site it resumes from).
-    pub sites: BTreeMap<Tid, u64>,
-    pub out: Output,
-    pub outcome: Option<Outcome>,
+    now: Nanos,
+    rng: ChaCha20Rng,
     /// Resource limits set by the program (`prlimit64`), by resource number.
-    pub limits: BTreeMap<u32, (u64, u64)>,
+    limits: BTreeMap<u32, (u64, u64)>,
     next_tid: u32,
+    /// What the engine sees of the run.
+    obs: Observer,
 }
 
 impl Kernel {
@@ -213,18 +176,9 @@ impl Kernel {
             signals: SignalTable::default(),
             now: 0,
             rng,
-            step: 0,
-            trace: Trace::default(),
-            locks: LockTracker::default(),
-            objects: BTreeMap::new(),
-            sites: BTreeMap::new(),
-            out: Output {
-                cap: 16 << 20,
-                ..Default::default()
-            },
-            outcome: None,
             limits: BTreeMap::new(),
             next_tid: MAIN_TID.0 + 1,
+            obs: Observer::new(OUTPUT_CAP),
         };
         k.map_ring()
             .map_err(|e| loader::LoadError::Memory("the hint ring".into(), e))?;
@@ -241,6 +195,73 @@ impl Kernel {
         k.threads
             .insert(MAIN_TID, Thread::new(MAIN_TID, regs, name));
         Ok(k)
+    }
+
+    // ----- what the engine and the front ends read
+
+    /// Guest-physical memory.
+    pub fn mem(&self) -> &Arc<PhysMemory> {
+        &self.mem
+    }
+
+    /// The inputs the run was made with.
+    pub fn config(&self) -> &KernelConfig {
+        &self.config
+    }
+
+    /// The address space.
+    pub fn mm(&self) -> &AddressSpace {
+        &self.mm
+    }
+
+    /// Every thread, by id.
+    pub fn threads(&self) -> &BTreeMap<Tid, Thread> {
+        &self.threads
+    }
+
+    /// A thread, to park or load its extended state.
+    pub fn thread_mut(&mut self, tid: Tid) -> Option<&mut Thread> {
+        self.threads.get_mut(&tid)
+    }
+
+    /// The thread that runs (or ran last).
+    pub fn current(&self) -> Tid {
+        self.current
+    }
+
+    /// Virtual nanoseconds since boot.
+    pub fn now(&self) -> Nanos {
+        self.now
+    }
+
+    /// The file system view (and the recording of what the run read).
+    pub fn vfs(&self) -> &Vfs {
+        &self.vfs
+    }
+
+    /// What the engine sees of the run so far.
+    pub fn observer(&self) -> &Observer {
+        &self.obs
+    }
+
+    pub fn observer_mut(&mut self) -> &mut Observer {
+        &mut self.obs
+    }
+
+    /// How the run ended, once it has.
+    pub fn outcome(&self) -> Option<&Outcome> {
+        self.obs.outcome()
+    }
+
+    /// Steps taken so far.
+    pub fn step(&self) -> u64 {
+        self.obs.step()
+    }
+
+    /// Whether the guest's cached translations must be dropped before it
+    /// runs again (an entry it used was changed or removed).
+    pub fn take_needs_invalidate(&mut self) -> bool {
+        self.mm.take_needs_invalidate()
     }
 
     /// The running thread.
@@ -304,7 +325,7 @@ impl Kernel {
         }
         self.begin_step();
         let tid = self.current;
-        self.locks.on_step(tid, nr == libc::SYS_futex as u64);
+        self.obs.syscall_step(tid, nr == libc::SYS_futex as u64);
         let result = match table::lookup(nr) {
             Some(def) => (def.handler)(self, cpu, args),
             None => SysResult::Unsupported(String::new()),
@@ -342,7 +363,7 @@ impl Kernel {
             }
         };
         let event = Event {
-            step: self.step,
+            step: self.obs.step(),
             thread: tid.0,
             op: Operation::Syscall { nr },
             object: (nr == libc::SYS_futex as u64).then_some(args[0]),
@@ -358,7 +379,6 @@ impl Kernel {
     pub fn hint_step(&mut self, op: u64, object: u64, site: u64, value: u64) {
         self.begin_step();
         let tid = self.current;
-        self.locks.on_step(tid, false);
         let Some(hint) = HintOp::from_u64(op) else {
             let rip = self.cur().regs.rip;
             self.end(Outcome::Unsupported {
@@ -370,9 +390,9 @@ impl Kernel {
             });
             return;
         };
-        self.locks.on_hint(tid, hint, object, site, value);
+        self.obs.hint_step(tid, hint, object, site, value);
         let event = Event {
-            step: self.step,
+            step: self.obs.step(),
             thread: tid.0,
             op: Operation::Hint { op: hint },
             object: Some(object),
@@ -384,21 +404,16 @@ impl Kernel {
     }
 
     fn begin_step(&mut self) {
-        self.step += 1;
+        self.obs.begin_step();
         self.now += STEP_QUANTUM_NS;
         self.cur().yielded = false;
     }
 
     fn finish_step(&mut self, event: Event) {
         let tid = Tid(event.thread);
-        match event.object {
-            Some(o) => self.objects.insert(tid, o),
-            None => self.objects.remove(&tid),
-        };
-        self.sites.insert(tid, event.site);
-        self.trace.step(event);
+        self.obs.record(event);
         self.expire_timers();
-        if self.outcome.is_none() && self.step >= self.config.max_steps {
+        if !self.obs.ended() && self.obs.step() >= self.config.max_steps {
             let rip = self.threads.get(&tid).map_or(0, |t| t.regs.rip);
             self.end(Outcome::Hung {
                 reason: HungReason::MaxSteps,
@@ -409,14 +424,6 @@ impl Kernel {
     }
 
     // ----- the hint ring (see `abi`)
-
-    fn ring_word(&mut self, word: u64) -> u64 {
-        self.read_u64(abi::RING_VA + word * 8).unwrap_or(0)
-    }
-
-    fn set_ring_word(&mut self, word: u64, v: u64) {
-        let _ = self.write_u64(abi::RING_VA + word * 8, v);
-    }
 
     /// Maps the ring and fills in its header; nothing may be buffered until
     /// [`Kernel::publish_ring`] says so.
@@ -434,39 +441,9 @@ impl Kernel {
         // through an entry.
         self.mm
             .poke(&self.mem, abi::RING_VA, &vec![0u8; abi::RING_SIZE as usize])?;
-        self.set_ring_word(0, abi::RING_MAGIC);
-        self.set_ring_word(abi::RING_CAPACITY, abi::RING_ENTRIES);
+        self.write_u64(abi::RING_VA, abi::RING_MAGIC)?;
+        self.write_u64(abi::RING_VA + abi::RING_CAPACITY * 8, abi::RING_ENTRIES)?;
         Ok(())
-    }
-
-    /// Takes the hints the shim buffered since the last exit, oldest first.
-    pub fn take_ring(&mut self) -> Vec<[u64; 4]> {
-        let (head, tail) = (
-            self.ring_word(abi::RING_HEAD),
-            self.ring_word(abi::RING_TAIL),
-        );
-        let n = tail.wrapping_sub(head).min(abi::RING_ENTRIES);
-        let mut out = Vec::with_capacity(n as usize);
-        for i in 0..n {
-            let slot = (head + i) % abi::RING_ENTRIES;
-            let at = abi::RING_VA + (abi::RING_HEADER_WORDS + slot * abi::RING_ENTRY_WORDS) * 8;
-            let mut e = [0u64; 4];
-            for (j, w) in e.iter_mut().enumerate() {
-                *w = self.read_u64(at + j as u64 * 8).unwrap_or(0);
-            }
-            out.push(e);
-        }
-        if n > 0 {
-            self.set_ring_word(abi::RING_HEAD, tail);
-        }
-        out
-    }
-
-    /// Lets the shim buffer hints that would be steps below `limit_step`.
-    pub fn publish_ring(&mut self, limit_step: u64) {
-        let step = self.step;
-        self.set_ring_word(abi::RING_BASE_STEP, step);
-        self.set_ring_word(abi::RING_LIMIT_STEP, limit_step);
     }
 
     /// The first step at whose end a sleeping thread's timer fires, if any.
@@ -478,14 +455,12 @@ impl Kernel {
                 _ => None,
             })
             .min()
-            .map(|d| self.step + d.saturating_sub(self.now).div_ceil(STEP_QUANTUM_NS).max(1))
+            .map(|d| self.obs.step() + d.saturating_sub(self.now).div_ceil(STEP_QUANTUM_NS).max(1))
     }
 
     /// Ends the run (the first ending wins).
     pub fn end(&mut self, outcome: Outcome) {
-        if self.outcome.is_none() {
-            self.outcome = Some(outcome);
-        }
+        self.obs.end(outcome);
     }
 
     /// Handles a CPU exception in the current thread. Not a step: nothing
@@ -572,7 +547,7 @@ impl Kernel {
     /// Delivers the current thread's deliverable signals: runs handlers the
     /// program installed, or ends the run for a fatal default action.
     pub fn deliver_signals(&mut self, cpu: &mut dyn FpuAccess) {
-        while self.outcome.is_none() {
+        while !self.obs.ended() {
             let Some(s) = self.take_deliverable() else {
                 return;
             };
@@ -616,7 +591,7 @@ impl Kernel {
                 let t = self.threads.get_mut(&tid).unwrap();
                 t.state = ThreadState::Runnable;
                 t.regs.rax = result as u64;
-                self.trace.wake(tid, result);
+                self.obs.woke(tid, result);
             }
         }
     }
@@ -685,11 +660,16 @@ impl Kernel {
                 };
                 // A lock's futex word lies inside the lock object.
                 let lock = self
-                    .locks
+                    .obs
+                    .locks()
                     .acquiring(t.tid)
                     .filter(|(l, _)| futex.is_some_and(|a| a >= *l && a < l + 64));
                 let holder = lock.and_then(|(l, _)| {
-                    self.locks.holders(l).into_iter().find(|(h, _)| *h != t.tid)
+                    self.obs
+                        .locks()
+                        .holders(l)
+                        .into_iter()
+                        .find(|(h, _)| *h != t.tid)
                 });
                 let waits_on = match (w, lock, holder) {
                     (_, Some((l, _)), Some((h, _))) => format!("lock {l:#x} held by thread {h}"),

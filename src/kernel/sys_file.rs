@@ -804,7 +804,7 @@ fn write_bytes(k: &mut Kernel, fd: i32, data: &[u8], at: Option<u64>) -> Result<
     }
     match &f.kind {
         FileKind::Output(n) => {
-            k.out.push(*n, data);
+            k.obs.output(*n, data);
             Ok(data.len())
         }
         FileKind::Null | FileKind::Zero | FileKind::Random => Ok(data.len()),

@@ -1,9 +1,184 @@
 //! What the engine observes of a run: its steps and their trace, who holds
-//! which lock and in which order locks are taken, and how the run ended.
-//! Nothing here knows KVM or the Linux personality; the kernel reports to
-//! it and the front ends read it.
+//! which lock and in which order locks are taken, where each thread stands,
+//! what the program printed, and how the run ended. Nothing here knows KVM
+//! or the Linux personality: the kernel reports to an [`Observer`] through
+//! a handful of calls, and the engine and the front ends read it.
 
 pub mod failure;
 pub mod locks;
 pub mod outcome;
 pub mod trace;
+
+use std::collections::BTreeMap;
+
+use crate::arch::abi::HintOp;
+use crate::ids::Tid;
+use locks::LockTracker;
+use outcome::Outcome;
+use trace::{Event, Trace};
+
+/// The record of one run, fed by the kernel step by step.
+#[derive(Clone, Default)]
+pub struct Observer {
+    /// Steps taken (the number of the last step).
+    step: u64,
+    trace: Trace,
+    /// Who holds which lock, from the shim's hints.
+    locks: LockTracker,
+    /// The object (lock, futex word) of each thread's last step.
+    objects: BTreeMap<Tid, u64>,
+    /// Where each thread's last step was (the site it resumes from).
+    sites: BTreeMap<Tid, u64>,
+    output: Output,
+    outcome: Option<Outcome>,
+}
+
+impl Observer {
+    /// A run not begun; output beyond `cap` bytes per stream is dropped.
+    pub fn new(cap: usize) -> Self {
+        Observer {
+            output: Output {
+                cap,
+                ..Default::default()
+            },
+            ..Default::default()
+        }
+    }
+
+    // ----- what the kernel reports
+
+    /// A step begins; returns its number.
+    pub fn begin_step(&mut self) -> u64 {
+        self.step += 1;
+        self.step
+    }
+
+    /// The thread `tid` takes a step that is a system call (`futex` or not:
+    /// a lock's own slow path does not end its acquisition).
+    pub fn syscall_step(&mut self, tid: Tid, is_futex: bool) {
+        self.locks.on_step(tid, is_futex);
+    }
+
+    /// The thread `tid` takes a step that is a pthread operation.
+    pub fn hint_step(&mut self, tid: Tid, op: HintOp, object: u64, site: u64, value: u64) {
+        self.locks.on_step(tid, false);
+        self.locks.on_hint(tid, op, object, site, value);
+    }
+
+    /// The step is done: what it was.
+    pub fn record(&mut self, event: Event) {
+        let tid = Tid(event.thread);
+        match event.object {
+            Some(o) => self.objects.insert(tid, o),
+            None => self.objects.remove(&tid),
+        };
+        self.sites.insert(tid, event.site);
+        self.trace.step(event);
+    }
+
+    /// A blocked thread woke with `result`.
+    pub fn woke(&mut self, tid: Tid, result: i64) {
+        self.trace.wake(tid, result);
+    }
+
+    /// The program wrote `data` to its standard output (fd 1) or error.
+    pub fn output(&mut self, fd: u32, data: &[u8]) {
+        self.output.push(fd, data);
+    }
+
+    /// Ends the run (the first ending wins).
+    pub fn end(&mut self, outcome: Outcome) {
+        if self.outcome.is_none() {
+            self.outcome = Some(outcome);
+        }
+    }
+
+    // ----- what the engine and the front ends read
+
+    /// Steps taken so far.
+    pub fn step(&self) -> u64 {
+        self.step
+    }
+
+    /// How the run ended, once it has.
+    pub fn outcome(&self) -> Option<&Outcome> {
+        self.outcome.as_ref()
+    }
+
+    pub fn ended(&self) -> bool {
+        self.outcome.is_some()
+    }
+
+    pub fn trace(&self) -> &Trace {
+        &self.trace
+    }
+
+    /// Keeps every event from now on, not only the last ones.
+    pub fn record_all(&mut self) {
+        self.trace.record_all();
+    }
+
+    pub fn locks(&self) -> &LockTracker {
+        &self.locks
+    }
+
+    /// The object of each thread's last step, if it had one.
+    pub fn objects(&self) -> &BTreeMap<Tid, u64> {
+        &self.objects
+    }
+
+    /// Where `tid`'s last step was (0 before its first).
+    pub fn site(&self, tid: Tid) -> u64 {
+        self.sites.get(&tid).copied().unwrap_or(0)
+    }
+
+    pub fn stdout(&self) -> &[u8] {
+        &self.output.stdout
+    }
+
+    pub fn stderr(&self) -> &[u8] {
+        &self.output.stderr
+    }
+
+    /// Whether output is copied to the monitor's own stdout and stderr as
+    /// it comes.
+    pub fn streams_output(&self) -> bool {
+        self.output.stream
+    }
+
+    pub fn stream_output(&mut self, on: bool) {
+        self.output.stream = on;
+    }
+}
+
+/// Captured output of the guest.
+#[derive(Clone, Debug, Default)]
+struct Output {
+    stdout: Vec<u8>,
+    stderr: Vec<u8>,
+    /// Copy guest output to the monitor's own stdout/stderr as it comes.
+    stream: bool,
+    /// Keep at most this many bytes of each stream.
+    cap: usize,
+}
+
+impl Output {
+    fn push(&mut self, fd: u32, data: &[u8]) {
+        use std::io::Write;
+        if self.stream {
+            if fd == 1 {
+                let _ = std::io::stdout().write_all(data);
+                let _ = std::io::stdout().flush();
+            } else {
+                let _ = std::io::stderr().write_all(data);
+            }
+        }
+        let buf = if fd == 1 {
+            &mut self.stdout
+        } else {
+            &mut self.stderr
+        };
+        let room = self.cap.saturating_sub(buf.len());
+        buf.extend_from_slice(&data[..data.len().min(room)]);
+    }
+}

@@ -22,9 +22,9 @@ impl RunFacts {
     /// The facts of the run `vm` just made.
     pub fn of(vm: &Vm, report: &RunReport) -> RunFacts {
         let k = vm.kernel();
-        let mappings = crate::report::mappings(&k.mm);
+        let mappings = crate::report::mappings(k.mm());
         let backtrace = match &report.outcome {
-            Outcome::Crashed { thread, .. } => match k.threads.get(&Tid(*thread)) {
+            Outcome::Crashed { thread, .. } => match k.threads().get(&Tid(*thread)) {
                 Some(t) => unwind::backtrace(
                     &mappings,
                     unwind::Regs {
@@ -32,7 +32,7 @@ impl RunFacts {
                         rsp: t.regs.rsp,
                         rbp: t.regs.rbp,
                     },
-                    &mut |a| k.mm.peek_u64(&k.mem, a),
+                    &mut |a| k.mm().peek_u64(k.mem(), a),
                 ),
                 None => Vec::new(),
             },
@@ -41,7 +41,7 @@ impl RunFacts {
         RunFacts {
             mappings,
             backtrace,
-            exe_object: base_name(&k.config.exe).to_string(),
+            exe_object: base_name(&k.config().exe).to_string(),
         }
     }
 

@@ -42,7 +42,7 @@ pub struct Symbols {
 impl Symbols {
     /// For the run `vm` made (its mappings as they are now).
     pub fn new(vm: &Vm) -> Self {
-        Self::from_mappings(mappings(&vm.kernel().mm))
+        Self::from_mappings(mappings(vm.kernel().mm()))
     }
 
     pub fn from_mappings(maps: Vec<Mapping>) -> Self {

@@ -78,7 +78,8 @@ pub fn from_run(cfg: &RunConfig, vm: &Vm, report: &RunReport) -> Option<Rwd> {
             h
         })
     };
-    let recording: BTreeMap<String, HostNode> = k.vfs.source().lock().unwrap().recording().clone();
+    let recording: BTreeMap<String, HostNode> =
+        k.vfs().source().lock().unwrap().recording().clone();
     let mut files = Vec::new();
     for (key, node) in &recording {
         let (path, follow) = match key.strip_suffix("\0nofollow") {
@@ -173,7 +174,7 @@ pub fn from_run(cfg: &RunConfig, vm: &Vm, report: &RunReport) -> Option<Rwd> {
         },
         story: Story {
             threads: k
-                .threads
+                .threads()
                 .values()
                 .map(|t| (t.tid.0, t.name.clone()))
                 .collect(),

@@ -92,7 +92,7 @@ impl Vm {
     }
 
     fn prepare_if_running(&mut self) -> Result<(), VmError> {
-        if self.kernel.outcome.is_none() {
+        if self.kernel.outcome().is_none() {
             self.prepare_entry()?;
         }
         Ok(())
@@ -108,7 +108,7 @@ impl Vm {
         pace: Pace,
         breakpoints: &BTreeSet<u64>,
     ) -> Result<Event, VmError> {
-        if self.kernel.outcome.is_some() {
+        if self.kernel.outcome().is_some() {
             return Ok(Event::End);
         }
         self.load_current();
@@ -117,7 +117,7 @@ impl Vm {
             Pace::Instruction => self.machine.trap_after_one_instruction(&self.mem),
             Pace::Free => {
                 for &va in breakpoints {
-                    if let Some(pa) = self.kernel.mm.page_of(&self.mem, va) {
+                    if let Some(pa) = self.kernel.mm().page_of(&self.mem, va) {
                         let pa = pa + va % crate::arch::layout::PAGE_SIZE;
                         let mut old = [0u8];
                         self.mem.read(pa, &mut old);
@@ -187,10 +187,10 @@ impl Vm {
     ) -> Result<Event, VmError> {
         self.machine.progress();
         self.drain_ring();
-        if self.kernel.outcome.is_some() {
+        if self.kernel.outcome().is_some() {
             return Ok(Event::End);
         }
-        let step = self.kernel.step;
+        let step = self.kernel.step();
         match exit {
             Exit::Syscall => self.on_syscall_exit(regs)?,
             Exit::Exception {
@@ -207,13 +207,13 @@ impl Vm {
             Exit::TimedOut => unreachable!("handled by the caller"),
         }
         self.prepare_if_running()?;
-        if self.kernel.outcome.is_some() {
+        if self.kernel.outcome().is_some() {
             return Ok(Event::End);
         }
-        if self.kernel.step != step {
+        if self.kernel.step() != step {
             return Ok(Event::Step);
         }
-        let moved = self.kernel.threads[&self.kernel.current].regs.rip != regs.rip;
+        let moved = self.kernel.threads()[&self.kernel.current()].regs.rip != regs.rip;
         Ok(if stepping && moved {
             Event::Instruction
         } else {
@@ -234,7 +234,7 @@ impl Vm {
 
     /// The report of a run the debugger took to its end.
     pub fn debug_report(&self) -> Option<RunReport> {
-        self.kernel.outcome.as_ref()?;
+        self.kernel.outcome()?;
         Some(self.report(std::time::Instant::now(), 0, 0, false))
     }
 
@@ -251,7 +251,7 @@ impl Vm {
         }
         Ok(self
             .kernel
-            .threads
+            .threads()
             .get(&tid)
             .and_then(|t| t.fpu.clone())
             .unwrap_or_else(ExtendedState::initial))
@@ -259,6 +259,6 @@ impl Vm {
 
     /// Reads guest memory as the program would, changing nothing.
     pub fn debug_read(&self, va: u64, buf: &mut [u8]) -> bool {
-        self.kernel.mm.peek(&self.mem, va, buf).is_ok()
+        self.kernel.mm().peek(&self.mem, va, buf).is_ok()
     }
 }

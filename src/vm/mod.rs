@@ -12,6 +12,7 @@
 //! point only one thread exists, so every strategy runs the same prefix.
 
 pub mod debug;
+mod ring;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
@@ -229,7 +230,7 @@ impl Vm {
             kcfg.preload = vec![SHIM_PATH.to_string()];
         }
         let mut kernel = Kernel::new(mem.clone(), kcfg, source)?;
-        kernel.out.stream = cfg.stream_output;
+        kernel.observer_mut().stream_output(cfg.stream_output);
         Ok(Vm {
             machine,
             kernel,
@@ -260,7 +261,7 @@ impl Vm {
     /// Keeps every event of the next run (for traces), not only the last
     /// ones. A run from the snapshot records from the snapshot on.
     pub fn record_events(&mut self) {
-        self.kernel.trace.record_all();
+        self.kernel.observer_mut().record_all();
     }
 
     /// Whether another run is possible: the first one always is; later ones
@@ -299,21 +300,25 @@ impl Vm {
     /// The report of the run that just ended.
     fn report(&self, start: Instant, exits0: u64, inval0: u64, from_snapshot: bool) -> RunReport {
         let k = &self.kernel;
+        let obs = k.observer();
         RunReport {
-            outcome: k.outcome.clone().expect("the loop ends with an outcome"),
-            steps: k.step,
-            trace_hash: k.trace.hash_hex(),
-            threads: k.threads.len(),
-            stdout: k.out.stdout.clone(),
-            stderr: k.out.stderr.clone(),
+            outcome: obs
+                .outcome()
+                .cloned()
+                .expect("the loop ends with an outcome"),
+            steps: obs.step(),
+            trace_hash: obs.trace().hash_hex(),
+            threads: k.threads().len(),
+            stdout: obs.stdout().to_vec(),
+            stderr: obs.stderr().to_vec(),
             exits: self.machine.exits - exits0,
-            demand_faults: k.mm.demand_faults,
+            demand_faults: k.mm().demand_faults,
             invalidations: self.machine.invalidations - inval0,
             wall_us: start.elapsed().as_micros() as u64,
             schedule: Schedule::new(self.strategy.name(), self.engine.decisions.clone()),
-            potential_deadlocks: k.locks.inversions(),
-            events: k.trace.events().map(|e| e.to_vec()),
-            recent_events: k.trace.recent().copied().collect(),
+            potential_deadlocks: obs.locks().inversions(),
+            events: obs.trace().events().map(|e| e.to_vec()),
+            recent_events: obs.trace().recent().copied().collect(),
             decision_points: self.engine.decision_points,
             from_snapshot,
             restored_pages: if from_snapshot {
@@ -323,11 +328,11 @@ impl Vm {
             },
             restore_us: if from_snapshot { self.restore_us } else { 0 },
             coverage: Coverage {
-                lock_order: k.locks.order_site_pairs(),
+                lock_order: obs.locks().order_site_pairs(),
                 interleavings: self.engine.interleavings.clone(),
-                handoffs: k.locks.handoffs().clone(),
+                handoffs: obs.locks().handoffs().clone(),
             },
-            lock_edges: k.locks.order().edges().cloned().collect(),
+            lock_edges: obs.locks().order().edges().cloned().collect(),
         }
     }
 
@@ -335,9 +340,9 @@ impl Vm {
         if let Some(regs) = pending {
             self.syscall(regs);
         }
-        while self.kernel.outcome.is_none() {
+        while !self.ended() {
             self.enter()?;
-            if self.kernel.outcome.is_some() {
+            if self.ended() {
                 break;
             }
             let exit = self.machine.run()?;
@@ -346,10 +351,15 @@ impl Vm {
         Ok(())
     }
 
+    /// Whether the run has ended.
+    fn ended(&self) -> bool {
+        self.kernel.observer().ended()
+    }
+
     /// Hands one exit to the kernel (after the hints buffered before it).
     fn handle_exit(&mut self, exit: Exit) -> Result<(), VmError> {
         self.drain_ring();
-        if self.kernel.outcome.is_some() {
+        if self.ended() {
             return Ok(());
         }
         match exit {
@@ -373,7 +383,7 @@ impl Vm {
                 );
             }
             Exit::TimedOut => {
-                let thread = self.kernel.current.0;
+                let thread = self.kernel.current().0;
                 // Interrupted before it re-entered user mode, the vCPU
                 // stands at the entry stub: report the thread's own RIP.
                 let rip = match self.machine.guest_rip() {
@@ -403,15 +413,16 @@ impl Vm {
     /// exit, each followed by its scheduling decision (which, by the
     /// strategy's horizon, keeps the current thread).
     fn drain_ring(&mut self) {
-        for [op, object, site, value] in self.kernel.take_ring() {
-            let tid = self.kernel.current;
+        for [op, object, site, value] in ring::take(&mut self.kernel) {
+            let tid = self.kernel.current();
             self.kernel.hint_step(op, object, site, value);
-            if self.kernel.outcome.is_some() {
+            if self.ended() {
                 return;
             }
             self.schedule();
             assert_eq!(
-                self.kernel.current, tid,
+                self.kernel.current(),
+                tid,
                 "the strategy switched threads before the horizon it published"
             );
         }
@@ -425,17 +436,17 @@ impl Vm {
         }
         let k = &self.kernel;
         let runnable = k.runnable();
-        let cur = k.current;
+        let cur = k.current();
         let mut limit = if runnable.len() < 2 {
             u64::MAX
         } else {
             let view = SchedView {
-                step: k.step,
+                step: k.step(),
                 current: cur,
                 current_runnable: true,
                 yielded: false,
                 runnable: &runnable,
-                objects: &k.objects,
+                objects: k.observer().objects(),
             };
             self.strategy.horizon(&view)
         };
@@ -444,15 +455,15 @@ impl Vm {
         }
         // The step that reaches the limit leaves the guest, so its report
         // names where the thread stands.
-        limit = limit.min(k.config.max_steps);
-        self.kernel.publish_ring(limit);
+        limit = limit.min(k.config().max_steps);
+        ring::publish(&mut self.kernel, limit);
     }
 
     /// One step: the kernel handles the call, the strategy picks who runs.
     fn syscall(&mut self, regs: UserRegs) {
         self.kernel
             .on_syscall(regs, &mut MachineFpu(&mut self.machine));
-        if self.kernel.outcome.is_none() {
+        if !self.ended() {
             self.schedule();
         }
     }
@@ -467,7 +478,7 @@ impl Vm {
         let hint = |op: HintOp| nr == crate::arch::abi::HINT_SYSCALL && args[0] == op as u64;
         match self.snapshot_at {
             SnapshotAt::FirstThread => {
-                self.kernel.threads.len() == 1
+                self.kernel.threads().len() == 1
                     && (nr == libc::SYS_clone as u64
                         || nr == libc::SYS_clone3 as u64
                         || hint(HintOp::ThreadCreate))
@@ -482,11 +493,11 @@ impl Vm {
         // Park the live extended state in its thread so the kernel holds all.
         if let Some(owner) = self.fpu_owner.take() {
             let s = self.machine.extended_state()?;
-            if let Some(t) = self.kernel.threads.get_mut(&owner) {
+            if let Some(t) = self.kernel.thread_mut(owner) {
                 t.fpu = Some(s);
             }
         }
-        let high_water = self.kernel.mm.allocator().high_water();
+        let high_water = self.kernel.mm().allocator().high_water();
         let mut memory = vec![0u8; high_water as usize];
         for (i, chunk) in memory.chunks_mut(PAGE_SIZE as usize).enumerate() {
             chunk.copy_from_slice(self.mem.page(i as u64 * PAGE_SIZE));
@@ -534,12 +545,13 @@ impl Vm {
         self.machine.invalidate_translations()?;
         self.machine.take_dirty_log()?;
         self.machine.forget_loaded_state();
-        let stream = self.kernel.out.stream;
-        let record = self.kernel.trace.events().is_some();
+        let stream = self.kernel.observer().streams_output();
+        let record = self.kernel.observer().trace().events().is_some();
         self.kernel = snap.kernel.clone();
-        self.kernel.out.stream = stream;
+        let obs = self.kernel.observer_mut();
+        obs.stream_output(stream);
         if record {
-            self.kernel.trace.record_all();
+            obs.record_all();
         }
         self.engine = snap.engine.clone();
         self.fpu_owner = None;
@@ -561,17 +573,17 @@ impl Vm {
             }
             runnable = k.runnable();
         }
-        let cur = k.current;
+        let cur = k.current();
         let next = if runnable.len() == 1 {
             runnable[0]
         } else {
             let view = SchedView {
-                step: k.step,
+                step: k.step(),
                 current: cur,
-                current_runnable: k.threads[&cur].is_runnable(),
-                yielded: k.threads[&cur].yielded,
+                current_runnable: k.threads()[&cur].is_runnable(),
+                yielded: k.threads()[&cur].yielded,
                 runnable: &runnable,
-                objects: &k.objects,
+                objects: k.observer().objects(),
             };
             self.engine.decision_points += 1;
             let next = self.strategy.pick(&view);
@@ -581,17 +593,17 @@ impl Vm {
             );
             if next != RunUntilBlocked::choose(&view) {
                 self.engine.decisions.push(Decision {
-                    step: k.step,
+                    step: k.step(),
                     thread: next.0,
                 });
             }
             next
         };
         if next != cur {
-            let from = k.sites.get(&cur).copied().unwrap_or(0);
-            let to = k.sites.get(&next).copied().unwrap_or(0);
+            let from = k.observer().site(cur);
+            let to = k.observer().site(next);
             let switch = Decision {
-                step: k.step,
+                step: k.step(),
                 thread: next.0,
             };
             self.engine
@@ -606,7 +618,7 @@ impl Vm {
     /// signals first.
     fn enter(&mut self) -> Result<(), VmError> {
         self.prepare_entry()?;
-        if self.kernel.outcome.is_none() {
+        if !self.ended() {
             self.load_current();
         }
         Ok(())
@@ -616,12 +628,11 @@ impl Vm {
     /// in the CPU, its pending signals delivered, translations made valid.
     /// Doing it twice does nothing more (the debugger stops in between).
     fn prepare_entry(&mut self) -> Result<(), VmError> {
-        let tid = self.kernel.current;
+        let tid = self.kernel.current();
         if self.fpu_owner != Some(tid) {
             if let Some(prev) = self.fpu_owner {
-                if self.kernel.threads.get(&prev).is_some_and(|t| t.is_alive()) {
-                    let s = self.machine.extended_state()?;
-                    self.kernel.threads.get_mut(&prev).unwrap().fpu = Some(s);
+                if let Some(t) = self.kernel.thread_mut(prev).filter(|t| t.is_alive()) {
+                    t.fpu = Some(self.machine.extended_state()?);
                 }
             }
             let s = self
@@ -635,10 +646,10 @@ impl Vm {
         }
         self.kernel
             .deliver_signals(&mut MachineFpu(&mut self.machine));
-        if self.kernel.outcome.is_some() {
+        if self.ended() {
             return Ok(());
         }
-        if self.kernel.mm.take_needs_invalidate() {
+        if self.kernel.take_needs_invalidate() {
             self.machine.invalidate_translations()?;
         }
         self.publish_horizon();
@@ -647,7 +658,7 @@ impl Vm {
 
     /// Loads the current thread's registers into the vCPU.
     fn load_current(&mut self) {
-        let t = &self.kernel.threads[&self.kernel.current];
+        let t = &self.kernel.threads()[&self.kernel.current()];
         self.machine.set_fs_base(t.fs_base);
         self.machine.resume(&self.mem, &t.regs);
     }
