@@ -14,12 +14,16 @@ pub mod table;
 pub mod thread;
 pub mod vfs;
 
+mod synth;
 mod sys_file;
 mod sys_info;
 mod sys_mm;
+mod sys_poll;
 mod sys_signal;
+mod sys_stat;
 mod sys_thread;
 mod sys_time;
+mod sys_tree;
 
 use std::collections::BTreeMap;
 use std::sync::Arc;

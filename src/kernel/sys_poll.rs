@@ -1,0 +1,93 @@
+//! Waiting for descriptors: poll and ppoll.
+
+use super::files::FileKind;
+use super::table::{SyscallDef, def};
+use super::thread::Wait;
+use super::{FpuAccess, Kernel, SysResult, err};
+
+pub const CALLS: &[SyscallDef] = &[
+    def(
+        libc::SYS_poll,
+        sys_poll,
+        "only timers end a wait: there are no pipes or sockets",
+    ),
+    def(
+        libc::SYS_ppoll,
+        sys_ppoll,
+        "as poll; the signal mask argument is ignored",
+    ),
+];
+
+// ----- poll
+
+const POLLIN: i16 = 0x1;
+const POLLOUT: i16 = 0x4;
+const POLLNVAL: i16 = 0x20;
+
+fn poll(k: &mut Kernel, fds: u64, n: u64, deadline: Option<Option<u64>>) -> SysResult {
+    if n > k.files.limit as u64 {
+        return err(libc::EINVAL);
+    }
+    let mut ready = 0;
+    for i in 0..n {
+        let at = fds + i * 8;
+        let mut b = [0u8; 8];
+        if k.read(at, &mut b).is_err() {
+            return err(libc::EFAULT);
+        }
+        let fd = i32::from_le_bytes(b[0..4].try_into().unwrap());
+        let events = i16::from_le_bytes(b[4..6].try_into().unwrap());
+        let revents = if fd < 0 {
+            0
+        } else {
+            match k.files.get(fd) {
+                None => POLLNVAL,
+                Some(f) => {
+                    let mut r = 0;
+                    if f.readable() && !matches!(f.kind, FileKind::Stdin) {
+                        r |= POLLIN;
+                    }
+                    if f.writable() {
+                        r |= POLLOUT;
+                    }
+                    r & events
+                }
+            }
+        };
+        if revents != 0 {
+            ready += 1;
+        }
+        if k.write(at + 6, &revents.to_le_bytes()).is_err() {
+            return err(libc::EFAULT);
+        }
+    }
+    match deadline {
+        _ if ready > 0 => SysResult::Ret(ready),
+        Some(Some(d)) if d <= k.now => SysResult::Ret(0),
+        Some(d) => SysResult::Block(Wait::Poll { deadline: d }),
+        None => SysResult::Ret(0),
+    }
+}
+
+fn sys_poll(k: &mut Kernel, _: &mut dyn FpuAccess, a: [u64; 6]) -> SysResult {
+    let ms = a[2] as i32;
+    let deadline = match ms {
+        0 => None,
+        ms if ms < 0 => Some(None),
+        ms => Some(Some(k.now + ms as u64 * 1_000_000)),
+    };
+    poll(k, a[0], a[1], deadline)
+}
+
+fn sys_ppoll(k: &mut Kernel, _: &mut dyn FpuAccess, a: [u64; 6]) -> SysResult {
+    let deadline = if a[2] == 0 {
+        Some(None)
+    } else {
+        match super::sys_thread::deadline(k, a[2], false, false) {
+            Ok(Some(d)) if d == k.now => None,
+            Ok(d) => Some(d),
+            Err(e) => return err(e),
+        }
+    };
+    poll(k, a[0], a[1], deadline)
+}

@@ -1,0 +1,497 @@
+//! What the guest learns about files without opening them: metadata
+//! (synthesized, the same on every machine), access checks, directory
+//! listings, symbolic links, the working directory, extended attributes.
+
+use super::files::FileKind;
+use super::synth::{device, is_virtual_tree, proc_self, synthetic};
+use super::sys_file::{
+    AT_EMPTY_PATH, AT_FDCWD, AT_SYMLINK_NOFOLLOW, path_at, sys_no_xattr, sys_zero,
+};
+use super::table::{SyscallDef, def};
+use super::vfs::{NodeKind, Resolved, inode_of};
+use super::{FpuAccess, Kernel, SysResult, err};
+
+pub const CALLS: &[SyscallDef] = &[
+    def(
+        libc::SYS_fstat,
+        sys_fstat,
+        "metadata is synthesized: owner root, times at the epoch",
+    ),
+    def(libc::SYS_stat, sys_stat, ""),
+    def(libc::SYS_lstat, sys_lstat, ""),
+    def(libc::SYS_newfstatat, sys_newfstatat, ""),
+    def(libc::SYS_statx, sys_statx, ""),
+    def(libc::SYS_statfs, sys_statfs, ""),
+    def(libc::SYS_fstatfs, sys_fstatfs, ""),
+    def(libc::SYS_access, sys_access, ""),
+    def(libc::SYS_faccessat, sys_faccessat, ""),
+    def(libc::SYS_faccessat2, sys_faccessat2, ""),
+    def(libc::SYS_getdents64, sys_getdents64, ""),
+    def(libc::SYS_readlink, sys_readlink, ""),
+    def(libc::SYS_readlinkat, sys_readlinkat, ""),
+    def(libc::SYS_getcwd, sys_getcwd, ""),
+    def(libc::SYS_chdir, sys_chdir, ""),
+    def(libc::SYS_fchdir, sys_fchdir, ""),
+    def(
+        libc::SYS_getxattr,
+        sys_no_xattr,
+        "no file has extended attributes",
+    ),
+    def(
+        libc::SYS_lgetxattr,
+        sys_no_xattr,
+        "no file has extended attributes",
+    ),
+    def(
+        libc::SYS_fgetxattr,
+        sys_no_xattr,
+        "no file has extended attributes",
+    ),
+    def(
+        libc::SYS_listxattr,
+        sys_zero,
+        "no file has extended attributes",
+    ),
+    def(
+        libc::SYS_llistxattr,
+        sys_zero,
+        "no file has extended attributes",
+    ),
+    def(
+        libc::SYS_flistxattr,
+        sys_zero,
+        "no file has extended attributes",
+    ),
+];
+
+/// File metadata as the guest sees it.
+pub(super) struct Meta {
+    pub(super) mode: u32,
+    size: u64,
+    ino: u64,
+    rdev: u64,
+    nlink: u64,
+}
+
+const S_IFREG: u32 = 0o100000;
+pub(super) const S_IFDIR: u32 = 0o040000;
+const S_IFLNK: u32 = 0o120000;
+const S_IFCHR: u32 = 0o020000;
+
+pub(super) fn meta_of_path(k: &mut Kernel, path: &str, follow: bool) -> Result<Meta, i32> {
+    let ino = inode_of(path);
+    if let Some(kind) = device(path) {
+        let rdev = match kind {
+            FileKind::Null => 0x103,
+            FileKind::Zero => 0x105,
+            _ => 0x109,
+        };
+        return Ok(Meta {
+            mode: S_IFCHR | 0o666,
+            size: 0,
+            ino,
+            rdev,
+            nlink: 1,
+        });
+    }
+    if is_virtual_tree(path) {
+        if synthetic(k, path).is_some() {
+            return Ok(Meta {
+                mode: S_IFREG | 0o444,
+                size: 0,
+                ino,
+                rdev: 0,
+                nlink: 1,
+            });
+        }
+        let dirs = [
+            "/proc",
+            "/proc/self",
+            "/sys",
+            "/sys/devices",
+            "/sys/devices/system",
+            "/sys/devices/system/cpu",
+        ];
+        if dirs.contains(&path) || proc_self(path) == Some("") {
+            return Ok(Meta {
+                mode: S_IFDIR | 0o555,
+                size: 0,
+                ino,
+                rdev: 0,
+                nlink: 2,
+            });
+        }
+        if proc_self(path).is_some_and(|r| r == "/exe" || r.starts_with("/fd/")) && !follow {
+            return Ok(Meta {
+                mode: S_IFLNK | 0o777,
+                size: 0,
+                ino,
+                rdev: 0,
+                nlink: 1,
+            });
+        }
+        if proc_self(path) == Some("/exe") {
+            let exe = k.config.exe.clone();
+            return meta_of_path(k, &exe, true);
+        }
+        return Err(libc::ENOENT);
+    }
+    match k.vfs.resolve(path, follow) {
+        Resolved::HostFile { data, mode } => Ok(Meta {
+            mode: S_IFREG | mode,
+            size: data.len() as u64,
+            ino,
+            rdev: 0,
+            nlink: 1,
+        }),
+        Resolved::OverlayFile { mode, size } => Ok(Meta {
+            mode: S_IFREG | mode,
+            size,
+            ino,
+            rdev: 0,
+            nlink: 1,
+        }),
+        Resolved::HostDir { mode } | Resolved::OverlayDir { mode } => Ok(Meta {
+            mode: S_IFDIR | mode,
+            size: 4096,
+            ino,
+            rdev: 0,
+            nlink: 2,
+        }),
+        Resolved::Symlink { target } => Ok(Meta {
+            mode: S_IFLNK | 0o777,
+            size: target.len() as u64,
+            ino,
+            rdev: 0,
+            nlink: 1,
+        }),
+        Resolved::Missing => Err(libc::ENOENT),
+    }
+}
+
+fn meta_of_fd(k: &mut Kernel, fd: i32) -> Result<Meta, i32> {
+    let f = k.files.get(fd).ok_or(libc::EBADF)?.clone();
+    let ino = inode_of(&f.path);
+    match &f.kind {
+        FileKind::Host(d) => Ok(Meta {
+            mode: S_IFREG | 0o644,
+            size: d.len() as u64,
+            ino,
+            rdev: 0,
+            nlink: 1,
+        })
+        .map(|m| match k.vfs.resolve(&f.path, true) {
+            Resolved::HostFile { mode, .. } => Meta {
+                mode: S_IFREG | mode,
+                ..m
+            },
+            _ => m,
+        }),
+        FileKind::Overlay => meta_of_path(k, &f.path, true),
+        FileKind::Synthetic(_) => Ok(Meta {
+            mode: S_IFREG | 0o444,
+            size: 0,
+            ino,
+            rdev: 0,
+            nlink: 1,
+        }),
+        FileKind::Dir(_) | FileKind::PathOnly => meta_of_path(k, &f.path, true),
+        FileKind::Stdin | FileKind::Output(_) => {
+            // A pipe, as when a test runs under a harness that captures output.
+            Ok(Meta {
+                mode: 0o010000 | 0o600,
+                size: 0,
+                ino: 1000 + fd as u64,
+                rdev: 0,
+                nlink: 1,
+            })
+        }
+        FileKind::Null | FileKind::Zero | FileKind::Random => meta_of_path(k, &f.path, true),
+    }
+}
+
+fn write_stat(k: &mut Kernel, buf: u64, m: &Meta) -> SysResult {
+    let mut b = [0u8; 144];
+    let put =
+        |b: &mut [u8; 144], off: usize, v: u64| b[off..off + 8].copy_from_slice(&v.to_le_bytes());
+    put(&mut b, 0, 0x801); // st_dev
+    put(&mut b, 8, m.ino);
+    put(&mut b, 16, m.nlink);
+    b[24..28].copy_from_slice(&m.mode.to_le_bytes());
+    put(&mut b, 40, m.rdev);
+    put(&mut b, 48, m.size);
+    put(&mut b, 56, 4096);
+    put(&mut b, 64, m.size.div_ceil(512));
+    let epoch = k.config.epoch;
+    for off in [72, 88, 104] {
+        put(&mut b, off, epoch);
+    }
+    match k.write(buf, &b) {
+        Ok(()) => SysResult::Ret(0),
+        Err(_) => err(libc::EFAULT),
+    }
+}
+
+fn write_statx(k: &mut Kernel, buf: u64, m: &Meta) -> SysResult {
+    let mut b = [0u8; 256];
+    b[0..4].copy_from_slice(&0x7ffu32.to_le_bytes()); // STATX_BASIC_STATS
+    b[4..8].copy_from_slice(&4096u32.to_le_bytes());
+    b[16..20].copy_from_slice(&(m.nlink as u32).to_le_bytes());
+    b[28..30].copy_from_slice(&(m.mode as u16).to_le_bytes());
+    b[32..40].copy_from_slice(&m.ino.to_le_bytes());
+    b[40..48].copy_from_slice(&m.size.to_le_bytes());
+    b[48..56].copy_from_slice(&m.size.div_ceil(512).to_le_bytes());
+    let epoch = k.config.epoch;
+    for off in [64, 80, 96, 112] {
+        b[off..off + 8].copy_from_slice(&epoch.to_le_bytes());
+    }
+    b[128..132].copy_from_slice(&((m.rdev >> 8) as u32).to_le_bytes());
+    b[132..136].copy_from_slice(&((m.rdev & 0xff) as u32).to_le_bytes());
+    b[136..140].copy_from_slice(&8u32.to_le_bytes());
+    b[140..144].copy_from_slice(&1u32.to_le_bytes());
+    match k.write(buf, &b) {
+        Ok(()) => SysResult::Ret(0),
+        Err(_) => err(libc::EFAULT),
+    }
+}
+
+fn sys_fstat(k: &mut Kernel, _: &mut dyn FpuAccess, a: [u64; 6]) -> SysResult {
+    match meta_of_fd(k, a[0] as i32) {
+        Ok(m) => write_stat(k, a[1], &m),
+        Err(e) => err(e),
+    }
+}
+
+fn stat_path(k: &mut Kernel, dirfd: i32, ptr: u64, buf: u64, flags: u64) -> SysResult {
+    let m = if flags & AT_EMPTY_PATH != 0 && k.read_cstr(ptr).is_ok_and(|p| p.is_empty()) {
+        if dirfd == AT_FDCWD {
+            let cwd = k.vfs.cwd.clone();
+            meta_of_path(k, &cwd, true)
+        } else {
+            meta_of_fd(k, dirfd)
+        }
+    } else {
+        match path_at(k, dirfd, ptr) {
+            Ok(p) => meta_of_path(k, &p, flags & AT_SYMLINK_NOFOLLOW == 0),
+            Err(e) => Err(e),
+        }
+    };
+    match m {
+        Ok(m) => write_stat(k, buf, &m),
+        Err(e) => err(e),
+    }
+}
+
+fn sys_stat(k: &mut Kernel, _: &mut dyn FpuAccess, a: [u64; 6]) -> SysResult {
+    stat_path(k, AT_FDCWD, a[0], a[1], 0)
+}
+
+fn sys_lstat(k: &mut Kernel, _: &mut dyn FpuAccess, a: [u64; 6]) -> SysResult {
+    stat_path(k, AT_FDCWD, a[0], a[1], AT_SYMLINK_NOFOLLOW)
+}
+
+fn sys_newfstatat(k: &mut Kernel, _: &mut dyn FpuAccess, a: [u64; 6]) -> SysResult {
+    stat_path(k, a[0] as i32, a[1], a[2], a[3])
+}
+
+fn sys_statx(k: &mut Kernel, _: &mut dyn FpuAccess, a: [u64; 6]) -> SysResult {
+    let (dirfd, ptr, flags, buf) = (a[0] as i32, a[1], a[2], a[4]);
+    let m = if flags & AT_EMPTY_PATH != 0 && k.read_cstr(ptr).is_ok_and(|p| p.is_empty()) {
+        meta_of_fd(k, dirfd)
+    } else {
+        match path_at(k, dirfd, ptr) {
+            Ok(p) => meta_of_path(k, &p, flags & AT_SYMLINK_NOFOLLOW == 0),
+            Err(e) => Err(e),
+        }
+    };
+    match m {
+        Ok(m) => write_statx(k, buf, &m),
+        Err(e) => err(e),
+    }
+}
+
+fn write_statfs(k: &mut Kernel, buf: u64) -> SysResult {
+    let mut b = [0u8; 120];
+    let put =
+        |b: &mut [u8; 120], off: usize, v: u64| b[off..off + 8].copy_from_slice(&v.to_le_bytes());
+    put(&mut b, 0, 0xef53); // ext4
+    put(&mut b, 8, 4096);
+    put(&mut b, 16, 1 << 20);
+    put(&mut b, 24, 1 << 19);
+    put(&mut b, 32, 1 << 19);
+    put(&mut b, 40, 1 << 20);
+    put(&mut b, 48, 1 << 19);
+    put(&mut b, 64, 255);
+    put(&mut b, 72, 4096);
+    match k.write(buf, &b) {
+        Ok(()) => SysResult::Ret(0),
+        Err(_) => err(libc::EFAULT),
+    }
+}
+
+fn sys_statfs(k: &mut Kernel, _: &mut dyn FpuAccess, a: [u64; 6]) -> SysResult {
+    match path_at(k, AT_FDCWD, a[0]).and_then(|p| meta_of_path(k, &p, true)) {
+        Ok(_) => write_statfs(k, a[1]),
+        Err(e) => err(e),
+    }
+}
+
+fn sys_fstatfs(k: &mut Kernel, _: &mut dyn FpuAccess, a: [u64; 6]) -> SysResult {
+    if k.files.get(a[0] as i32).is_none() {
+        return err(libc::EBADF);
+    }
+    write_statfs(k, a[1])
+}
+
+fn access(k: &mut Kernel, dirfd: i32, ptr: u64, mode: u64, flags: u64) -> SysResult {
+    let p = match path_at(k, dirfd, ptr) {
+        Ok(p) => p,
+        Err(e) => return err(e),
+    };
+    match meta_of_path(k, &p, flags & AT_SYMLINK_NOFOLLOW == 0) {
+        // Root may read and write anything; execute needs an x bit.
+        Ok(m) if mode & 1 != 0 && m.mode & 0o111 == 0 && m.mode & S_IFDIR == 0 => err(libc::EACCES),
+        Ok(m) if mode & 2 != 0 && is_virtual_tree(&p) && m.mode & S_IFDIR == 0 => err(libc::EACCES),
+        Ok(_) => SysResult::Ret(0),
+        Err(e) => err(e),
+    }
+}
+
+fn sys_access(k: &mut Kernel, _: &mut dyn FpuAccess, a: [u64; 6]) -> SysResult {
+    access(k, AT_FDCWD, a[0], a[1], 0)
+}
+
+fn sys_faccessat(k: &mut Kernel, _: &mut dyn FpuAccess, a: [u64; 6]) -> SysResult {
+    access(k, a[0] as i32, a[1], a[2], 0)
+}
+
+fn sys_faccessat2(k: &mut Kernel, _: &mut dyn FpuAccess, a: [u64; 6]) -> SysResult {
+    access(k, a[0] as i32, a[1], a[2], a[3])
+}
+
+fn sys_getdents64(k: &mut Kernel, _: &mut dyn FpuAccess, a: [u64; 6]) -> SysResult {
+    let (fd, buf, count) = (a[0] as i32, a[1], a[2] as usize);
+    let Some(f) = k.files.get(fd).cloned() else {
+        return err(libc::EBADF);
+    };
+    let FileKind::Dir(entries) = &f.kind else {
+        return err(libc::ENOTDIR);
+    };
+    let dot = [
+        (".".to_string(), NodeKind::Dir),
+        ("..".to_string(), NodeKind::Dir),
+    ];
+    let all: Vec<&(String, NodeKind)> = dot.iter().chain(entries.iter()).collect();
+    let mut out = Vec::new();
+    let mut idx = f.offset as usize;
+    while idx < all.len() {
+        let (name, kind) = all[idx];
+        let reclen = (19 + name.len() + 1).div_ceil(8) * 8;
+        if out.len() + reclen > count {
+            break;
+        }
+        let mut rec = vec![0u8; reclen];
+        let full = format!("{}/{}", f.path.trim_end_matches('/'), name);
+        rec[0..8].copy_from_slice(&inode_of(&full).to_le_bytes());
+        rec[8..16].copy_from_slice(&((idx + 1) as u64).to_le_bytes());
+        rec[16..18].copy_from_slice(&(reclen as u16).to_le_bytes());
+        rec[18] = match kind {
+            NodeKind::Dir => 4,
+            NodeKind::File => 8,
+            NodeKind::Symlink => 10,
+        };
+        rec[19..19 + name.len()].copy_from_slice(name.as_bytes());
+        out.extend_from_slice(&rec);
+        idx += 1;
+    }
+    if out.is_empty() && idx < all.len() {
+        return err(libc::EINVAL);
+    }
+    if k.write(buf, &out).is_err() {
+        return err(libc::EFAULT);
+    }
+    k.files.get_mut(fd).unwrap().offset = idx as u64;
+    SysResult::Ret(out.len() as i64)
+}
+
+fn readlink(k: &mut Kernel, dirfd: i32, ptr: u64, buf: u64, size: u64) -> SysResult {
+    let p = match path_at(k, dirfd, ptr) {
+        Ok(p) => p,
+        Err(e) => return err(e),
+    };
+    if (size as i64) <= 0 {
+        return err(libc::EINVAL);
+    }
+    let target = if proc_self(&p) == Some("/exe") {
+        k.config.exe.clone()
+    } else if let Some(n) = proc_self(&p).and_then(|r| r.strip_prefix("/fd/")) {
+        let Some(f) = n.parse::<i32>().ok().and_then(|n| k.files.get(n)) else {
+            return err(libc::ENOENT);
+        };
+        match f.kind {
+            FileKind::Stdin | FileKind::Output(_) => {
+                format!("pipe:[{}]", 1000 + n.parse::<u32>().unwrap_or(0))
+            }
+            _ => f.path.clone(),
+        }
+    } else {
+        match k.vfs.resolve(&p, false) {
+            Resolved::Symlink { target } => target,
+            Resolved::Missing => return err(libc::ENOENT),
+            _ => return err(libc::EINVAL),
+        }
+    };
+    let n = target.len().min(size as usize);
+    match k.write(buf, &target.as_bytes()[..n]) {
+        Ok(()) => SysResult::Ret(n as i64),
+        Err(_) => err(libc::EFAULT),
+    }
+}
+
+fn sys_readlink(k: &mut Kernel, _: &mut dyn FpuAccess, a: [u64; 6]) -> SysResult {
+    readlink(k, AT_FDCWD, a[0], a[1], a[2])
+}
+
+fn sys_readlinkat(k: &mut Kernel, _: &mut dyn FpuAccess, a: [u64; 6]) -> SysResult {
+    readlink(k, a[0] as i32, a[1], a[2], a[3])
+}
+
+fn sys_getcwd(k: &mut Kernel, _: &mut dyn FpuAccess, a: [u64; 6]) -> SysResult {
+    let mut cwd = k.vfs.cwd.clone().into_bytes();
+    cwd.push(0);
+    if (a[1] as usize) < cwd.len() {
+        return err(libc::ERANGE);
+    }
+    match k.write(a[0], &cwd) {
+        Ok(()) => SysResult::Ret(cwd.len() as i64),
+        Err(_) => err(libc::EFAULT),
+    }
+}
+
+fn chdir_to(k: &mut Kernel, p: String) -> SysResult {
+    match meta_of_path(k, &p, true) {
+        Ok(m) if m.mode & S_IFDIR != 0 => {
+            k.vfs.cwd = p;
+            SysResult::Ret(0)
+        }
+        Ok(_) => err(libc::ENOTDIR),
+        Err(e) => err(e),
+    }
+}
+
+fn sys_chdir(k: &mut Kernel, _: &mut dyn FpuAccess, a: [u64; 6]) -> SysResult {
+    match path_at(k, AT_FDCWD, a[0]) {
+        Ok(p) => chdir_to(k, p),
+        Err(e) => err(e),
+    }
+}
+
+fn sys_fchdir(k: &mut Kernel, _: &mut dyn FpuAccess, a: [u64; 6]) -> SysResult {
+    match k.files.get(a[0] as i32) {
+        Some(f) => {
+            let p = f.path.clone();
+            chdir_to(k, p)
+        }
+        None => err(libc::EBADF),
+    }
+}
