@@ -165,9 +165,33 @@ impl Kernel {
         config: KernelConfig,
         source: SharedSource,
     ) -> Result<Kernel, loader::LoadError> {
+        let mut k = Self::process(mem, config, source)
+            .map_err(|e| loader::LoadError::Memory("the hint ring".into(), e))?;
+        let regs = loader::load(&mut k)?;
+        k.cur().regs = regs;
+        Ok(k)
+    }
+
+    /// A process whose main thread has not loaded a program: nothing is
+    /// mapped but the hint ring, and the registers are zero. Guest memory
+    /// is plain host memory, so system calls can be made on it without
+    /// KVM: the kernel's own tests do.
+    pub fn process(
+        mem: Arc<PhysMemory>,
+        config: KernelConfig,
+        source: SharedSource,
+    ) -> Result<Kernel, MemError> {
         let mm = AddressSpace::new(&mem);
         let vfs = Vfs::new(source, config.cwd.clone());
         let rng = ChaCha20Rng::seed_from_u64(config.seed);
+        let name = config
+            .exe
+            .rsplit('/')
+            .next()
+            .unwrap_or("main")
+            .chars()
+            .take(15)
+            .collect();
         let mut k = Kernel {
             mem,
             config: Arc::new(config),
@@ -184,20 +208,9 @@ impl Kernel {
             next_tid: MAIN_TID.0 + 1,
             obs: Observer::new(OUTPUT_CAP),
         };
-        k.map_ring()
-            .map_err(|e| loader::LoadError::Memory("the hint ring".into(), e))?;
-        let regs = loader::load(&mut k)?;
-        let name = k
-            .config
-            .exe
-            .rsplit('/')
-            .next()
-            .unwrap_or("main")
-            .chars()
-            .take(15)
-            .collect();
+        k.map_ring()?;
         k.threads
-            .insert(MAIN_TID, Thread::new(MAIN_TID, regs, name));
+            .insert(MAIN_TID, Thread::new(MAIN_TID, UserRegs::default(), name));
         Ok(k)
     }
 
@@ -716,3 +729,6 @@ impl Kernel {
         self.threads.values().filter(|t| t.is_alive()).count()
     }
 }
+
+#[cfg(test)]
+mod tests;

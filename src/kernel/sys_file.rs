@@ -157,11 +157,11 @@ fn open(k: &mut Kernel, path: &str, flags: i32, mode: u32) -> Result<i64, i32> {
     let kind = match r {
         Resolved::Missing => {
             if flags & libc::O_CREAT == 0 {
-                return Err(libc::ENOENT);
+                return Err(k.vfs.absent_errno(path));
             }
             let parent = parent_of(path);
             if !k.vfs.resolve(&parent, true).is_dir() {
-                return Err(libc::ENOENT);
+                return Err(k.vfs.absent_errno(path));
             }
             let mode = mode & 0o7777 & !k.vfs.umask;
             k.vfs.put_file(path, Vec::new(), mode);

@@ -153,6 +153,15 @@ fn sys_setrlimit(k: &mut Kernel, _: &mut dyn FpuAccess, a: [u64; 6]) -> SysResul
 }
 
 fn sys_getrandom(k: &mut Kernel, _: &mut dyn FpuAccess, a: [u64; 6]) -> SysResult {
+    const NONBLOCK: u64 = 1;
+    const RANDOM: u64 = 2;
+    const INSECURE: u64 = 4;
+    let flags = a[2];
+    if flags & !(NONBLOCK | RANDOM | INSECURE) != 0
+        || flags & (RANDOM | INSECURE) == RANDOM | INSECURE
+    {
+        return err(libc::EINVAL);
+    }
     let n = (a[1] as usize).min(32 << 20);
     let mut buf = vec![0u8; n];
     k.random_bytes(&mut buf);

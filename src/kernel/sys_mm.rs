@@ -70,7 +70,9 @@ const MAP_FIXED_NOREPLACE: u64 = 0x100000;
 
 fn sys_mmap(k: &mut Kernel, _: &mut dyn FpuAccess, a: [u64; 6]) -> SysResult {
     let [addr, len, prot, flags, fd, off] = a;
-    if len == 0 || off % PAGE_SIZE != 0 {
+    // One of MAP_SHARED, MAP_PRIVATE or MAP_SHARED_VALIDATE.
+    let map_type = flags & 0xf;
+    if len == 0 || off % PAGE_SIZE != 0 || !(1..=3).contains(&map_type) {
         return err(libc::EINVAL);
     }
     if flags & MAP_HUGETLB != 0 {

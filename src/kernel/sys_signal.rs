@@ -117,6 +117,11 @@ fn sys_sigaltstack(k: &mut Kernel, _: &mut dyn FpuAccess, a: [u64; 6]) -> SysRes
             return err(libc::EFAULT);
         };
         let flags = flags as i32;
+        // A mode (on, off or 0) and SS_AUTODISARM; anything else is invalid.
+        let mode = flags & !(1 << 31);
+        if ![0, signal::SS_ONSTACK, signal::SS_DISABLE].contains(&mode) {
+            return err(libc::EINVAL);
+        }
         if flags & signal::SS_DISABLE != 0 {
             k.cur().altstack = AltStack {
                 sp: 0,

@@ -165,7 +165,7 @@ pub(super) fn meta_of_path(k: &mut Kernel, path: &str, follow: bool) -> Result<M
             rdev: 0,
             nlink: 1,
         }),
-        Resolved::Missing => Err(libc::ENOENT),
+        Resolved::Missing => Err(k.vfs.absent_errno(path)),
     }
 }
 
@@ -344,6 +344,10 @@ fn sys_fstatfs(k: &mut Kernel, _: &mut dyn FpuAccess, a: [u64; 6]) -> SysResult 
 }
 
 fn access(k: &mut Kernel, dirfd: i32, ptr: u64, mode: u64, flags: u64) -> SysResult {
+    const AT_EACCESS: u64 = 0x200;
+    if mode & !0o7 != 0 || flags & !(AT_EACCESS | AT_SYMLINK_NOFOLLOW | AT_EMPTY_PATH) != 0 {
+        return err(libc::EINVAL);
+    }
     let p = match path_at(k, dirfd, ptr) {
         Ok(p) => p,
         Err(e) => return err(e),
@@ -437,7 +441,7 @@ fn readlink(k: &mut Kernel, dirfd: i32, ptr: u64, buf: u64, size: u64) -> SysRes
     } else {
         match k.vfs.resolve(&p, false) {
             Resolved::Symlink { target } => target,
-            Resolved::Missing => return err(libc::ENOENT),
+            Resolved::Missing => return err(k.vfs.absent_errno(&p)),
             _ => return err(libc::EINVAL),
         }
     };

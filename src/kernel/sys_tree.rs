@@ -114,7 +114,7 @@ fn copy_up(k: &mut Kernel, p: &str) -> Result<(), i32> {
             Ok(())
         }
         Resolved::HostDir { .. } => Err(libc::EXDEV),
-        Resolved::Missing => Err(libc::ENOENT),
+        Resolved::Missing => Err(k.vfs.absent_errno(p)),
         _ => Ok(()),
     }
 }
@@ -176,7 +176,7 @@ fn link(k: &mut Kernel, from: &str, to: &str) -> Result<i64, i32> {
         Resolved::OverlayFile { mode, .. } => {
             (k.vfs.overlay_data(from).cloned().unwrap_or_default(), mode)
         }
-        Resolved::Missing => return Err(libc::ENOENT),
+        Resolved::Missing => return Err(k.vfs.absent_errno(from)),
         _ => return Err(libc::EPERM),
     };
     k.vfs.put_file(to, data, mode);
@@ -213,6 +213,9 @@ fn sys_symlinkat(k: &mut Kernel, _: &mut dyn FpuAccess, a: [u64; 6]) -> SysResul
 }
 
 fn set_len(k: &mut Kernel, p: &str, len: u64) -> Result<i64, i32> {
+    if (len as i64) < 0 {
+        return Err(libc::EINVAL);
+    }
     if len > (1 << 30) {
         return Err(libc::EFBIG);
     }
@@ -262,7 +265,7 @@ fn chmod(k: &mut Kernel, p: &str, mode: u64) -> Result<i64, i32> {
     check_mutable(p)?;
     let r = k.vfs.resolve(p, true);
     match r {
-        Resolved::Missing => return Err(libc::ENOENT),
+        Resolved::Missing => return Err(k.vfs.absent_errno(p)),
         Resolved::HostDir { .. } | Resolved::OverlayDir { .. } => {
             k.vfs.put_dir(p, mode as u32 & 0o7777);
             return Ok(0);

@@ -356,6 +356,25 @@ impl Vfs {
         Resolved::Missing
     }
 
+    /// The errno for a path that does not resolve: `ENOTDIR` when one of
+    /// its ancestors is not a directory (`file.txt/x`), else `ENOENT`.
+    pub fn absent_errno(&mut self, path: &str) -> i32 {
+        let mut ancestors = Vec::new();
+        let mut p = parent_of(path);
+        while p != "/" {
+            ancestors.push(p.clone());
+            p = parent_of(&p);
+        }
+        for a in ancestors.iter().rev() {
+            match self.resolve(a, true) {
+                Resolved::Missing => return libc::ENOENT,
+                r if !r.is_dir() => return libc::ENOTDIR,
+                _ => {}
+            }
+        }
+        libc::ENOENT
+    }
+
     fn deleted_ancestor(&self, path: &str) -> bool {
         let mut p = parent_of(path);
         while p != "/" {

@@ -1,0 +1,31 @@
+//! Identity and limits: uname, ids, getrandom, rlimits, umask.
+
+use super::{UNMAPPED, Want, cases};
+use libc::*;
+
+cases! {
+    uname_names_a_linux_machine: SYS_uname, |_b| [super::SCRATCH + 4096, 0, 0, 0, 0, 0], Want::Ret(0),
+        then |b| {
+            assert_eq!(b.read(super::SCRATCH + 4096, 6), b"Linux\0");
+            assert_eq!(b.read(super::SCRATCH + 4096 + 65 * 4, 7), b"x86_64\0");
+        };
+    uname_into_an_unmapped_buffer_is_efault: SYS_uname, |_b| [UNMAPPED, 0, 0, 0, 0, 0], Want::Err(EFAULT);
+    the_user_is_root: SYS_getuid, |_b| [0; 6], Want::Ret(0);
+    getrandom_fills_the_buffer: SYS_getrandom, |b| [b.buf(32), 32, 0, 0, 0, 0], Want::Ret(32);
+    getrandom_with_unknown_flags_is_einval: SYS_getrandom, |b| [b.buf(32), 32, 0x100, 0, 0, 0], Want::Err(EINVAL);
+    getrandom_is_the_same_for_the_same_seed: SYS_getrandom, |_b| [super::SCRATCH + 4096, 16, 0, 0, 0, 0], Want::Ret(16),
+        then |b| {
+            let mut other = super::Bench::new();
+            assert_eq!(other.ret(SYS_getrandom, [super::SCRATCH + 4096, 16, 0, 0, 0, 0]), 16);
+            assert_eq!(b.read(super::SCRATCH + 4096, 16), other.read(super::SCRATCH + 4096, 16));
+        };
+    prlimit64_of_another_process_is_esrch: SYS_prlimit64, |b| [42, RLIMIT_NOFILE as u64, 0, b.buf(16), 0, 0], Want::Err(ESRCH);
+    prlimit64_of_an_unknown_resource_is_einval: SYS_prlimit64, |b| [0, 99, 0, b.buf(16), 0, 0], Want::Err(EINVAL);
+    prlimit64_sets_and_reports_a_limit: SYS_prlimit64, |b| {
+        let new = b.bytes(&[64u64.to_le_bytes(), 128u64.to_le_bytes()].concat());
+        assert_eq!(b.ret(SYS_prlimit64, [0, RLIMIT_NOFILE as u64, new, 0, 0, 0]), 0);
+        [0, RLIMIT_NOFILE as u64, 0, super::SCRATCH + 4096, 0, 0]
+    }, Want::Ret(0), then |b| assert_eq!(b.u64_at(super::SCRATCH + 4096), 64);
+    umask_returns_the_previous_mask: SYS_umask, |_b| [0o077, 0, 0, 0, 0, 0], Want::Ret(0o022);
+    sysinfo_into_an_unmapped_buffer_is_efault: SYS_sysinfo, |_b| [UNMAPPED, 0, 0, 0, 0, 0], Want::Err(EFAULT);
+}

@@ -1,0 +1,38 @@
+//! Threads, futexes, scheduling calls and thread identity.
+
+use super::{UNMAPPED, Want, cases};
+use libc::*;
+
+const WAIT: u64 = (FUTEX_WAIT | FUTEX_PRIVATE_FLAG) as u64;
+const WAKE: u64 = (FUTEX_WAKE | FUTEX_PRIVATE_FLAG) as u64;
+
+cases! {
+    the_main_thread_is_thread_1: SYS_gettid, |_b| [0; 6], Want::Ret(1);
+    the_process_is_process_1: SYS_getpid, |_b| [0; 6], Want::Ret(1);
+    futex_wait_on_a_changed_word_is_eagain: SYS_futex, |b| [b.bytes(&5u32.to_le_bytes()), WAIT, 4, 0, 0, 0], Want::Err(EAGAIN);
+    futex_wait_on_the_expected_word_blocks: SYS_futex, |b| [b.bytes(&5u32.to_le_bytes()), WAIT, 5, 0, 0, 0], Want::Blocks;
+    futex_wake_without_waiters_wakes_nobody: SYS_futex, |b| [b.buf(4), WAKE, 1, 0, 0, 0], Want::Ret(0);
+    futex_on_an_unaligned_word_is_einval: SYS_futex, |b| [b.buf(8) + 1, WAIT, 0, 0, 0, 0], Want::Err(EINVAL);
+    futex_on_an_unmapped_word_is_efault: SYS_futex, |_b| [UNMAPPED, WAIT, 0, 0, 0, 0], Want::Err(EFAULT);
+    futex_with_an_unknown_operation_is_enosys: SYS_futex, |b| [b.buf(4), 99, 0, 0, 0, 0], Want::Err(ENOSYS);
+    futex_wait_with_a_negative_timeout_is_einval: SYS_futex, |b| {
+        let ts = b.bytes(&[(-1i64).to_le_bytes(), 0i64.to_le_bytes()].concat());
+        [b.buf(4), WAIT, 0, ts, 0, 0]
+    }, Want::Err(EINVAL);
+    sched_yield_gives_up_the_processor: SYS_sched_yield, |_b| [0; 6], Want::Yields(0);
+    sched_getaffinity_reports_every_cpu: SYS_sched_getaffinity, |_b| [0, 8, super::SCRATCH + 4096, 0, 0, 0], Want::Ret(8),
+        then |b| assert_eq!(b.u64_at(super::SCRATCH + 4096), 0b1111);
+    sched_getaffinity_with_a_size_not_a_multiple_of_8_is_einval: SYS_sched_getaffinity,
+        |b| [0, 3, b.buf(8), 0, 0, 0], Want::Err(EINVAL);
+    prctl_names_the_thread: SYS_prctl, |b| [PR_SET_NAME as u64, b.str("worker"), 0, 0, 0, 0], Want::Ret(0),
+        then |b| assert_eq!(b.k.cur().name, "worker");
+    prctl_with_an_option_the_monitor_lacks_is_unsupported: SYS_prctl, |_b| [0xdead, 0, 0, 0, 0, 0], Want::Unsupported;
+    arch_prctl_set_fs_sets_the_thread_pointer: SYS_arch_prctl, |_b| [ARCH_SET_FS as u64, 0x1234_5000, 0, 0, 0, 0], Want::Ret(0),
+        then |b| assert_eq!(b.k.cur().fs_base, 0x1234_5000);
+    arch_prctl_with_an_unknown_code_is_einval: SYS_arch_prctl, |_b| [0x9999, 0, 0, 0, 0, 0], Want::Err(EINVAL);
+    rseq_is_enosys_as_on_kernels_without_it: SYS_rseq, |b| [b.buf(32), 32, 0, 0, 0, 0], Want::Err(ENOSYS);
+    set_tid_address_returns_the_thread_id: SYS_set_tid_address, |b| [b.buf(4), 0, 0, 0, 0, 0], Want::Ret(1);
+}
+
+/// `ARCH_SET_FS` from asm/prctl.h.
+const ARCH_SET_FS: i32 = 0x1002;
