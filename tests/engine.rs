@@ -34,6 +34,26 @@ fn same_as_native(name: &str) {
 }
 
 #[test]
+fn every_thread_keeps_its_vector_and_mask_registers_across_switches() {
+    // AVX-512 registers where the host has them (the guest runs with the
+    // host's XCR0 on nested PVM), AVX otherwise; the default policy
+    // switches threads at every sched_yield, random walks anywhere.
+    same_as_native("xsave-state");
+    let cfg = config(&harness("xsave-state"), &[]);
+    let mut vm = rewind_fuzz::vm::Vm::new(&cfg, rewind_fuzz::kernel::vfs::FileSource::host())
+        .expect("create the machine");
+    for seed in 0..10 {
+        vm.set_strategy(Box::new(rewind_fuzz::sched::RandomWalk::new(seed)));
+        let r = vm.run().expect("run");
+        assert_eq!(
+            String::from_utf8_lossy(&r.stdout),
+            "extended state kept: yes\n",
+            "seed {seed}"
+        );
+    }
+}
+
+#[test]
 fn a_dynamic_c_hello_runs_as_natively() {
     same_as_native("hello");
 }
