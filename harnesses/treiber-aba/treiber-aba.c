@@ -1,26 +1,23 @@
 /*
- * ABA in a lock-free free list: three buffers sit on a Treiber stack whose
- * head is an atomic word holding the top buffer's index.  pop() loads the
- * head and the top's `next`, then swings the head from top to next with a
- * compare-and-swap; push() links the buffer to the head and swings the head
- * to it.  A sender takes a buffer, fills it and returns it, three times; a
- * packer takes two buffers, packs the first into the second, returns the
- * first and hands the second to main, which reads it and returns it.  Each
- * buffer's `on_stack` mark is flipped with atomic_exchange, and main walks
- * the stack at the end.
+ * ABA in a lock-free free list: three buffers on a Treiber stack whose head
+ * is an atomic word naming the top buffer.  pop() loads the head and the
+ * top's `next`, then swings the head to next with a compare-and-swap.  A
+ * sender takes a buffer, fills it and returns it, three times; a packer
+ * takes two, packs the first into the second, returns the first and hands
+ * the second to main, which returns it.  Main then walks the stack.
  *
- * Bug: the compare-and-swap only checks that the head still names the same
+ * Bug: the compare-and-swap only checks that the head names the same
  * buffer.  If the sender is preempted in pop() after reading top = A and
  * next = B, right before its compare-and-swap (`lock cmpxchg`), and the
  * packer runs its whole job (pops A, pops B, pushes A back, exits holding
- * B), the sender's compare-and-swap still sees A and succeeds, installing
- * B, which is off the stack, as the top.  When main returns B, B's push
- * links it into a cycle and the final walk's assert fails: SIGABRT.  One
- * preemption, then the packer runs about six atomic operations in a row;
- * main waits in join, so the sender runs next.  The window, from the loads
- * to the compare-and-swap, holds no system call: its only scheduling point
- * is the sync site at the locked instruction.  Natively the window is a few
- * instructions wide and the packer starts long after the sender is done.
+ * B), the sender's compare-and-swap still sees A and installs B, which is
+ * off the stack, as the top; main's push of B then links a cycle and the
+ * final walk's assert fails: SIGABRT.  One preemption, then the packer runs
+ * about six atomic operations in a row (main waits in join, so the sender
+ * runs next).  The window, from the loads to the compare-and-swap, holds no
+ * system call: its only scheduling point is the sync site at the locked
+ * instruction.  Natively the window is a few instructions wide and the
+ * packer starts long after the sender is done.
  *
  * Fix (-DFIXED): the head word also counts modifications (high 32 bits,
  * bumped by every push and pop), so a head that went from A away and back
@@ -42,8 +39,9 @@ struct buffer {
     int data;
 };
 
-static struct buffer buffers[NBUF];
-static _Atomic uint64_t head; /* low 32 bits: top index; fixed: high 32 bits count */
+/* The stack starts as 0 -> 1 -> 2. */
+static struct buffer buffers[NBUF] = {{1, 1, 0}, {2, 1, 0}, {NIL, 1, 0}};
+static _Atomic uint64_t head = 0; /* low 32 bits: top index; fixed: high 32 bits count */
 
 static uint32_t top_of(uint64_t word) { return (uint32_t)word; }
 
@@ -118,12 +116,6 @@ static void stagger(void)
 
 int main(void)
 {
-    for (uint32_t i = 0; i < NBUF; i++) {
-        atomic_init(&buffers[i].next, i + 1 < NBUF ? i + 1 : NIL);
-        atomic_init(&buffers[i].on_stack, 1);
-    }
-    atomic_init(&head, 0);
-
     pthread_t t1, t2;
     void *packed;
     pthread_create(&t1, NULL, sender, NULL);
