@@ -7,6 +7,7 @@
 pub mod arch;
 pub mod bench;
 pub mod cli;
+pub mod code;
 pub mod explore;
 pub mod fsutil;
 pub mod fuzz;

@@ -31,7 +31,7 @@ fn user_code_reaches_every_door_and_demand_paging_works() {
             Placement::Fixed(0x40_0000),
             4096,
             rx,
-            Backing::File { data, offset: 0 },
+            Backing::file(data, 0),
             "code",
         )
         .unwrap();
@@ -105,10 +105,7 @@ fn a_remapped_page_is_seen_only_after_invalidation() {
         write: false,
         exec: true,
     };
-    let file = |data: Vec<u8>| Backing::File {
-        data: std::sync::Arc::new(data),
-        offset: 0,
-    };
+    let file = |data: Vec<u8>| Backing::file(std::sync::Arc::new(data), 0);
     space
         .map(
             &mem,
@@ -186,7 +183,7 @@ fn rdtsc_and_rdtscp_always_fault_so_time_stays_virtual() {
             Placement::Fixed(0x40_0000),
             4096,
             rx,
-            Backing::File { data, offset: 0 },
+            Backing::file(data, 0),
             "c",
         )
         .unwrap();

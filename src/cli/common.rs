@@ -55,6 +55,11 @@ pub struct TargetArgs {
     /// scheduling points; system calls still are).
     #[arg(long)]
     pub no_shim: bool,
+    /// Scheduling points inside user code: calls (system calls and pthread
+    /// calls only), atomics (also atomic read-modify-writes, spin hints and
+    /// spin loops) or globals (also loads and stores of global variables).
+    #[arg(long, value_name = "LEVEL", default_value = "atomics")]
+    pub sync_points: crate::code::SyncPoints,
     /// Arguments for the program.
     #[arg(last = true)]
     pub args: Vec<String>,
@@ -79,6 +84,7 @@ impl TargetArgs {
         k.cwd = cwd;
         k.cpus = self.cpus;
         k.seed = self.seed;
+        k.sync_points = self.sync_points;
         if let Some(max) = self.max_steps.or_else(|| harness_step_budget(&self.target)) {
             k.max_steps = max;
         }

@@ -102,6 +102,9 @@ pub fn run(a: RunArgs) -> Result<u8, UserError> {
                 eprintln!("{}", sym.event_line(e));
             }
         }
+        for n in &report.notes {
+            eprintln!("rewind-fuzz: note: {n}");
+        }
         eprintln!(
             "rewind-fuzz: {} after {} steps (trace {})",
             report.outcome.summary(),

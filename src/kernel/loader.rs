@@ -158,9 +158,11 @@ fn map_image(
         let start = page_floor(vaddr);
         let file_end = vaddr + filesz;
         if filesz > 0 {
+            let sites = prot.exec.then(|| k.sites_for(path, &data)).flatten();
             let backing = Backing::File {
                 data: data.clone(),
                 offset: page_floor(off),
+                sites,
             };
             let len = page_ceil(file_end) - start;
             k.mm.map(&k.mem, Placement::Fixed(start), len, prot, backing, path)

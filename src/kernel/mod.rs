@@ -10,6 +10,7 @@ pub mod files;
 pub mod futex;
 pub mod loader;
 pub mod signal;
+mod sync;
 pub mod table;
 pub mod thread;
 pub mod vfs;
@@ -33,6 +34,7 @@ use rand_core::{RngCore, SeedableRng};
 
 use crate::arch::abi::{self, HINT_SYSCALL, HintOp};
 use crate::arch::cpu::{ExtendedState, UserRegs};
+use crate::code::{SiteTable, SyncPoints};
 use crate::memory::{Access, AddressSpace, MemError, PhysMemory};
 use crate::observe::Observer;
 use crate::observe::outcome::{BlockedThread, HungReason, Outcome, signal_name};
@@ -75,6 +77,9 @@ pub struct KernelConfig {
     pub preload: Vec<String>,
     /// Stop the run after this many steps.
     pub max_steps: u64,
+    /// How far scheduling points reach into user code.
+    #[serde(default)]
+    pub sync_points: SyncPoints,
 }
 
 impl KernelConfig {
@@ -92,6 +97,7 @@ impl KernelConfig {
             epoch: 1_767_225_600, // 2026-01-01T00:00:00Z
             preload: Vec::new(),
             max_steps: 1_000_000,
+            sync_points: SyncPoints::Calls,
         }
     }
 }
@@ -156,6 +162,8 @@ pub struct Kernel {
     next_tid: u32,
     /// What the engine sees of the run.
     obs: Observer,
+    /// Things the user should know about how the run was made.
+    notes: Vec<String>,
 }
 
 impl Kernel {
@@ -207,11 +215,48 @@ impl Kernel {
             limits: BTreeMap::new(),
             next_tid: MAIN_TID.0 + 1,
             obs: Observer::new(OUTPUT_CAP),
+            notes: Vec::new(),
         };
         k.map_ring()?;
         k.threads
             .insert(MAIN_TID, Thread::new(MAIN_TID, UserRegs::default(), name));
         Ok(k)
+    }
+
+    /// The sync sites to patch into an executable mapping of the object at
+    /// `path` (with contents `data`), if any: the program's own code and
+    /// libraries outside the system's directories; the system's libraries
+    /// and dynamic linker too when no pthread shim reports their locks.
+    pub fn sites_for(&mut self, path: &str, data: &Arc<Vec<u8>>) -> Option<Arc<SiteTable>> {
+        let level = self.config.sync_points;
+        if level == SyncPoints::Calls || path == abi::SHIM_PATH {
+            return None;
+        }
+        let system = [
+            "/lib/",
+            "/lib64/",
+            "/lib32/",
+            "/usr/lib/",
+            "/usr/lib64/",
+            "/usr/lib32/",
+        ]
+        .iter()
+        .any(|d| path.starts_with(d));
+        if path != self.config.exe && system && !self.config.preload.is_empty() {
+            return None;
+        }
+        let table = crate::code::sites::sites_of(data, level);
+        if table.reads_own_code && !table.is_empty() {
+            let note = format!(
+                "{path} takes the address of its own code as data (etext, a label): it may read its machine code, so its {} sync sites are left unpatched",
+                table.len()
+            );
+            if !self.notes.contains(&note) {
+                self.notes.push(note);
+            }
+            return None;
+        }
+        (!table.is_empty()).then_some(table)
     }
 
     // ----- what the engine and the front ends read
@@ -254,6 +299,11 @@ impl Kernel {
     /// The file system view (and the recording of what the run read).
     pub fn vfs(&self) -> &Vfs {
         &self.vfs
+    }
+
+    /// Things the user should know about how the run was made.
+    pub fn notes(&self) -> &[String] {
+        &self.notes
     }
 
     /// What the engine sees of the run so far.
@@ -343,6 +393,9 @@ impl Kernel {
         self.begin_step();
         let tid = self.current;
         self.obs.syscall_step(tid, nr == libc::SYS_futex as u64);
+        if nr == libc::SYS_futex as u64 {
+            self.obs.futex(args[0]);
+        }
         let result = match table::lookup(nr) {
             Some(def) => (def.handler)(self, cpu, args),
             None => SysResult::Unsupported(String::new()),
@@ -480,8 +533,10 @@ impl Kernel {
         self.obs.end(outcome);
     }
 
-    /// Handles a CPU exception in the current thread. Not a step: nothing
-    /// another thread could observe happens here, except through a signal.
+    /// Handles a CPU exception in the current thread. A breakpoint at a
+    /// sync site is a step (returns true: the engine schedules); anything
+    /// else is not: nothing another thread could observe happens here,
+    /// except through a signal.
     pub fn on_exception(
         &mut self,
         regs: UserRegs,
@@ -489,9 +544,12 @@ impl Kernel {
         error_code: u64,
         fault_addr: u64,
         cpu: &mut dyn FpuAccess,
-    ) {
+    ) -> bool {
         self.cur().regs = regs;
         let rip = regs.rip;
+        if vector == 3 && self.sync_step(rip.wrapping_sub(1)) {
+            return true;
+        }
         let sig = |signo: u32, code: i32, addr: u64| thread::PendingSignal {
             signo,
             code,
@@ -509,7 +567,7 @@ impl Kernel {
                     Access::Read
                 };
                 match self.mm.fault(&self.mem, fault_addr, access) {
-                    Ok(()) => return,
+                    Ok(()) => return false,
                     Err(MemError::Denied) => sig(libc::SIGSEGV as u32, 2, fault_addr), // SEGV_ACCERR
                     Err(MemError::NoMemory) => sig(libc::SIGBUS as u32, 2, fault_addr),
                     Err(_) => sig(libc::SIGSEGV as u32, 1, fault_addr), // SEGV_MAPERR
@@ -517,7 +575,7 @@ impl Kernel {
             }
             13 => {
                 if self.emulate_privileged(rip) {
-                    return;
+                    return false;
                 }
                 sig(libc::SIGSEGV as u32, 0x80, 0) // SI_KERNEL
             }
@@ -532,6 +590,7 @@ impl Kernel {
         };
         self.cur().pending.push(signal);
         self.deliver_signals(cpu);
+        false
     }
 
     /// Emulates the instructions user code may not run here (`rdtsc`, which

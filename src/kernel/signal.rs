@@ -126,6 +126,9 @@ pub fn deliver(k: &mut Kernel, s: PendingSignal, cpu: &mut dyn FpuAccess) {
     if act.handler == SIG_IGN {
         return;
     }
+    // A thread stopped at a sync site had not executed it: the handler's
+    // return runs into the site again.
+    k.cur().pending_site = None;
     if build_frame(k, &s, act, cpu).is_err() {
         // No room for the frame: Linux kills the process with SIGSEGV.
         k.crash(libc::SIGSEGV as u32, Some(k.threads[&k.current].regs.rsp));

@@ -105,7 +105,16 @@ fn sys_mmap(k: &mut Kernel, _: &mut dyn FpuAccess, a: [u64; 6]) -> SysResult {
         if shared && prot.write && f.writable() {
             return SysResult::Unsupported("a writable MAP_SHARED mapping of a host file".into());
         }
-        (Backing::File { data, offset: off }, f.path.clone())
+        let path = f.path.clone();
+        let sites = prot.exec.then(|| k.sites_for(&path, &data)).flatten();
+        (
+            Backing::File {
+                data,
+                offset: off,
+                sites,
+            },
+            path,
+        )
     };
     let placement = placement(addr, flags);
     let r = k.mm.map(&k.mem, placement, len, prot, backing, &name);

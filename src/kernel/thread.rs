@@ -3,6 +3,7 @@
 use serde::{Deserialize, Serialize};
 
 use crate::arch::cpu::{ExtendedState, UserRegs};
+use crate::code::Site;
 pub use crate::ids::{Nanos, Tid};
 
 /// Why a thread cannot run.
@@ -91,6 +92,20 @@ pub struct Thread {
     pub name: String,
     /// Whether the thread asked to give up the CPU at its last step.
     pub yielded: bool,
+    /// A sync site whose step the thread took and whose instruction it has
+    /// not executed yet (it runs when the thread is next entered).
+    pub pending_site: Option<PendingSite>,
+}
+
+/// A sync site a thread stopped at.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct PendingSite {
+    /// The instruction's address.
+    pub va: u64,
+    pub site: Site,
+    /// Where the step is reported: the site, or the first caller outside
+    /// a language runtime.
+    pub user_site: u64,
 }
 
 impl Thread {
@@ -109,6 +124,7 @@ impl Thread {
             altstack: AltStack::default(),
             name,
             yielded: false,
+            pending_site: None,
         }
     }
 

@@ -12,6 +12,8 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
+use crate::code::SiteTable;
+
 use super::paging::{PTE_ADDR, PTE_KEEP, PTE_P, PageTables, Prot, maybe_cached, owned_page};
 use super::phys::{PageAllocator, PhysError, PhysMemory};
 use crate::arch::layout::{
@@ -50,8 +52,24 @@ impl From<PhysError> for MemError {
 pub enum Backing {
     /// Zero-filled anonymous memory.
     Anon,
-    /// A private copy of a file's bytes starting at `offset`.
-    File { data: Arc<Vec<u8>>, offset: u64 },
+    /// A private copy of a file's bytes starting at `offset`, with an
+    /// `int3` over the first byte of each of `sites` (sync sites) in it.
+    File {
+        data: Arc<Vec<u8>>,
+        offset: u64,
+        sites: Option<Arc<SiteTable>>,
+    },
+}
+
+impl Backing {
+    /// A file's bytes from `offset`, unpatched.
+    pub fn file(data: Arc<Vec<u8>>, offset: u64) -> Backing {
+        Backing::File {
+            data,
+            offset,
+            sites: None,
+        }
+    }
 }
 
 /// One mapping.
@@ -71,9 +89,14 @@ impl Vma {
     fn backing_from(&self, at: u64) -> Backing {
         match &self.backing {
             Backing::Anon => Backing::Anon,
-            Backing::File { data, offset } => Backing::File {
+            Backing::File {
+                data,
+                offset,
+                sites,
+            } => Backing::File {
                 data: data.clone(),
                 offset: offset + (at - self.start),
+                sites: sites.clone(),
             },
         }
     }
@@ -562,7 +585,8 @@ impl AddressSpace {
         Ok(self.pt.get(mem, va) & PTE_ADDR)
     }
 
-    /// Copies guest memory at `va` into `buf`.
+    /// Copies guest memory at `va` into `buf` as the program wrote it: the
+    /// monitor's `int3` patches read as the original bytes.
     pub fn read(&mut self, mem: &PhysMemory, va: u64, buf: &mut [u8]) -> Result<(), MemError> {
         let mut done = 0;
         while done < buf.len() {
@@ -571,6 +595,9 @@ impl AddressSpace {
             let off = at % PAGE_SIZE;
             let n = ((PAGE_SIZE - off) as usize).min(buf.len() - done);
             mem.read(pa + off, &mut buf[done..done + n]);
+            if let Some(v) = self.vma_at(at) {
+                unpatch(v, at, &mut buf[done..done + n]);
+            }
             done += n;
         }
         Ok(())
@@ -649,12 +676,15 @@ impl AddressSpace {
             } else {
                 let v = self.vma_at(at).ok_or(MemError::Unmapped)?;
                 out.fill(0);
-                if let Backing::File { data, offset } = &v.backing {
+                if let Backing::File { data, offset, .. } = &v.backing {
                     let start = usize::try_from(offset + (at - v.start)).unwrap_or(usize::MAX);
                     let avail = data.get(start..).unwrap_or(&[]);
                     let k = avail.len().min(n);
                     out[..k].copy_from_slice(&avail[..k]);
                 }
+            }
+            if let Some(v) = self.vma_at(at) {
+                unpatch(v, at, out);
             }
             done += n;
         }
@@ -757,15 +787,50 @@ impl AddressSpace {
 }
 
 /// Copies the file bytes that belong at page `va` of mapping `v` into `pa`
-/// (a zeroed page). Anonymous mappings need nothing.
+/// (a zeroed page), with its sync sites patched. Anonymous mappings need
+/// nothing.
 fn fill_from_file(mem: &PhysMemory, v: &Vma, va: u64, pa: u64) {
-    if let Backing::File { data, offset } = &v.backing {
+    if let Backing::File {
+        data,
+        offset,
+        sites,
+    } = &v.backing
+    {
         let file_off = offset + (va - v.start);
         if let Ok(off) = usize::try_from(file_off) {
             if off < data.len() {
                 let n = (data.len() - off).min(PAGE_SIZE as usize);
                 mem.write(pa, &data[off..off + n]);
+                for s in sites
+                    .iter()
+                    .flat_map(|t| t.in_range(file_off, file_off + n as u64))
+                {
+                    mem.write(pa + (s.offset - file_off), &[INT3]);
+                }
             }
+        }
+    }
+}
+
+/// The breakpoint instruction a sync site's first byte becomes.
+pub const INT3: u8 = 0xcc;
+
+/// Puts back, in `buf` (guest memory at `va`, within mapping `v`), the
+/// original first bytes of the sync sites patched there.
+fn unpatch(v: &Vma, va: u64, buf: &mut [u8]) {
+    let Backing::File {
+        data,
+        offset,
+        sites: Some(sites),
+    } = &v.backing
+    else {
+        return;
+    };
+    let lo = offset + (va - v.start);
+    let hi = lo + buf.len() as u64;
+    for s in sites.in_range(lo, hi) {
+        if let Some(b) = data.get(s.offset as usize) {
+            buf[(s.offset - lo) as usize] = *b;
         }
     }
 }
@@ -928,7 +993,7 @@ mod tests {
     fn file_mappings_copy_the_file_and_zero_the_tail() {
         let (mem, mut s) = space();
         let data = Arc::new(b"0123456789".repeat(500));
-        let b = Backing::File { data, offset: 4096 };
+        let b = Backing::file(data, 4096);
         let ro = Prot {
             read: true,
             ..Prot::NONE

@@ -175,11 +175,28 @@ impl OrderGraph {
     }
 }
 
+/// A word that atomics took from 0 to non-zero: perhaps a lock.
+#[derive(Clone, Copy, Debug, Default)]
+struct Word {
+    /// The thread that set it non-zero, and where.
+    holder: Option<(Tid, u64)>,
+    /// Seen to be a lock: released to 0 by its holder with a swap or a
+    /// store, or waited on or woken with futex.
+    confirmed: bool,
+}
+
 /// The lock state of a process.
 #[derive(Clone, Debug, Default)]
 pub struct LockTracker {
     threads: BTreeMap<Tid, ThreadLocks>,
     order: OrderGraph,
+    /// Locks the shim reported (locks by their API).
+    reported: BTreeSet<u64>,
+    /// Words atomics treat as locks (futex-word lock inference).
+    words: BTreeMap<u64, Word>,
+    /// The word each thread last failed to take, and where: what it waits
+    /// for when it then sleeps in a futex wait on that word.
+    attempts: BTreeMap<Tid, (u64, u64)>,
     /// The last release of each lock: by whom, where.
     last_release: BTreeMap<u64, (Tid, u64)>,
     /// Handoffs seen: (release site in one thread, acquire site of the same
@@ -242,6 +259,7 @@ impl LockTracker {
     }
 
     fn acquired(&mut self, tid: Tid, p: Pending) {
+        self.reported.insert(p.lock);
         let shared = matches!(
             p.op,
             HintOp::RwlockRdlock | HintOp::RwlockTryrdlock | HintOp::RwlockTimedrdlock
@@ -289,6 +307,81 @@ impl LockTracker {
         });
     }
 
+    /// A sync site's atomic or store changed (or failed to change) the
+    /// word at `addr` from `read` to `written`: futex-word lock inference.
+    /// A word going from 0 to non-zero is taken by the thread that set it;
+    /// back to 0 by that thread with a swap or a store, released (and known
+    /// for a lock). A word seen at 0 while held was released by a store no
+    /// site saw (a C11 release store is a plain move).
+    pub fn on_word(
+        &mut self,
+        tid: Tid,
+        site: u64,
+        addr: u64,
+        release_kind: bool,
+        read: u64,
+        written: Option<u64>,
+    ) {
+        if self.reported.contains(&addr) {
+            return;
+        }
+        let held_by = self.words.get(&addr).and_then(|w| w.holder);
+        if read == 0 {
+            if let Some((h, _)) = held_by {
+                self.word_released(h, addr, false);
+            }
+        }
+        match written {
+            Some(w) if read == 0 && w != 0 => {
+                self.attempts.remove(&tid);
+                self.take_word(tid, site, addr);
+            }
+            Some(0) if read != 0 && held_by.is_some_and(|(h, _)| h == tid) => {
+                self.word_released(tid, addr, release_kind);
+                self.last_release.insert(addr, (tid, site));
+            }
+            _ if read != 0 && held_by.is_some_and(|(h, _)| h != tid) => {
+                // A failed take, or a contended mark (Rust's swap to 2).
+                self.attempts.insert(tid, (addr, site));
+            }
+            _ => {}
+        }
+    }
+
+    fn take_word(&mut self, tid: Tid, site: u64, addr: u64) {
+        self.words.entry(addr).or_default().holder = Some((tid, site));
+        self.acquired(
+            tid,
+            Pending {
+                lock: addr,
+                site,
+                op: HintOp::MutexLock,
+            },
+        );
+        // `acquired` files it with the reported locks; it is not one.
+        self.reported.remove(&addr);
+    }
+
+    fn word_released(&mut self, tid: Tid, addr: u64, confirms: bool) {
+        let w = self.words.entry(addr).or_default();
+        w.holder = None;
+        w.confirmed |= confirms;
+        self.release(tid, addr);
+    }
+
+    /// A futex wait or wake on `addr`: a word atomics took is a lock.
+    pub fn on_futex(&mut self, addr: u64) {
+        if let Some(w) = self.words.get_mut(&addr) {
+            w.confirmed = true;
+        }
+    }
+
+    /// Whether `lock` is known to be a lock (reported by the shim, or an
+    /// inferred word seen to behave as one).
+    pub fn is_lock(&self, lock: u64) -> bool {
+        self.reported.contains(&lock) || self.words.get(&lock).is_some_and(|w| w.confirmed)
+    }
+
     fn release(&mut self, tid: Tid, lock: u64) {
         if let Some(t) = self.threads.get_mut(&tid) {
             if let Some(i) = t.held.iter().rposition(|h| h.lock == lock) {
@@ -299,7 +392,7 @@ impl LockTracker {
 
     /// Every (holding site, acquiring site) pair of the lock-order graph.
     pub fn order_site_pairs(&self) -> BTreeSet<(u64, u64)> {
-        self.order
+        self.order()
             .edges()
             .map(|e| (e.from_site, e.to_site))
             .collect()
@@ -310,9 +403,13 @@ impl LockTracker {
         &self.handoffs
     }
 
-    /// The lock `tid` is acquiring, and where.
+    /// The lock `tid` is acquiring, and where (a pthread lock it asked
+    /// for, or a lock word its atomics last failed to take).
     pub fn acquiring(&self, tid: Tid) -> Option<(u64, u64)> {
-        self.threads.get(&tid)?.pending.map(|p| (p.lock, p.site))
+        match self.threads.get(&tid).and_then(|t| t.pending) {
+            Some(p) => Some((p.lock, p.site)),
+            None => self.attempts.get(&tid).copied(),
+        }
     }
 
     /// Threads holding `lock`, with where they took it.
@@ -335,12 +432,22 @@ impl LockTracker {
 
     /// Cycles in the lock-order graph (see [`OrderGraph::inversions`]).
     pub fn inversions(&self) -> Vec<Inversion> {
-        self.order.inversions()
+        self.order().inversions()
     }
 
-    /// The lock-order graph so far.
-    pub fn order(&self) -> &OrderGraph {
-        &self.order
+    /// The lock-order graph so far, between known locks (an inferred word
+    /// counts once it behaved as a lock).
+    pub fn order(&self) -> OrderGraph {
+        if self.words.is_empty() {
+            return self.order.clone();
+        }
+        let mut g = OrderGraph::default();
+        for e in self.order.edges() {
+            if self.is_lock(e.from) && self.is_lock(e.to) {
+                g.add(e.clone());
+            }
+        }
+        g
     }
 }
 

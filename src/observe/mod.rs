@@ -9,9 +9,11 @@ pub mod locks;
 pub mod outcome;
 pub mod trace;
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 use crate::arch::abi::HintOp;
+use crate::code::SiteKind;
+use crate::code::emulate::{Access, AccessKind};
 use crate::ids::Tid;
 use locks::LockTracker;
 use outcome::Outcome;
@@ -31,6 +33,11 @@ pub struct Observer {
     sites: BTreeMap<Tid, u64>,
     output: Output,
     outcome: Option<Outcome>,
+    /// The site of the last write to each address a sync site wrote.
+    last_write: BTreeMap<u64, u64>,
+    /// Reads-from pairs: (site of the write a read observed, site of the
+    /// read), for the accesses of sync sites.
+    reads_from: BTreeSet<(u64, u64)>,
 }
 
 impl Observer {
@@ -74,6 +81,30 @@ impl Observer {
         };
         self.sites.insert(tid, event.site);
         self.trace.step(event);
+    }
+
+    /// The instruction of a sync site ran for `tid` (reported at `site`)
+    /// and did `a`: lock inference and reads-from pairs.
+    pub fn sync_access(&mut self, tid: Tid, site: u64, kind: SiteKind, a: &Access) {
+        self.trace.access(tid, a.addr, a.read, a.written);
+        let release = matches!(a.kind, AccessKind::Swap | AccessKind::Store);
+        if kind != SiteKind::Load {
+            self.locks
+                .on_word(tid, site, a.addr, release, a.read, a.written);
+        }
+        if a.kind != AccessKind::Store {
+            if let Some(w) = self.last_write.get(&a.addr) {
+                self.reads_from.insert((*w, site));
+            }
+        }
+        if a.written.is_some() {
+            self.last_write.insert(a.addr, site);
+        }
+    }
+
+    /// A futex wait or wake on `addr` (a word that may be a lock).
+    pub fn futex(&mut self, addr: u64) {
+        self.locks.on_futex(addr);
     }
 
     /// A blocked thread woke with `result`.
@@ -125,6 +156,11 @@ impl Observer {
     /// The object of each thread's last step, if it had one.
     pub fn objects(&self) -> &BTreeMap<Tid, u64> {
         &self.objects
+    }
+
+    /// Reads-from pairs seen so far.
+    pub fn reads_from(&self) -> &BTreeSet<(u64, u64)> {
+        &self.reads_from
     }
 
     /// Where `tid`'s last step was (0 before its first).

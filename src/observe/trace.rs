@@ -7,6 +7,7 @@ use serde::{Deserialize, Serialize};
 use xxhash_rust::xxh3::Xxh3;
 
 use crate::arch::abi::HintOp;
+use crate::code::SiteKind;
 use crate::ids::Tid;
 
 /// What happened at a step.
@@ -17,6 +18,8 @@ pub enum Operation {
     Syscall { nr: u64 },
     /// A pthread operation reported by the shim.
     Hint { op: HintOp },
+    /// A sync site in user code: an atomic, a spin, a global load or store.
+    Sync { site: SiteKind },
 }
 
 /// One step of a run.
@@ -47,6 +50,7 @@ impl Event {
                 crate::arch::syscalls::syscall_name(nr).unwrap_or("unknown")
             }
             Operation::Hint { op } => op.name(),
+            Operation::Sync { site } => site.name(),
         }
     }
 }
@@ -81,6 +85,7 @@ impl Trace {
         let nr = match ev.op {
             Operation::Syscall { nr } => nr,
             Operation::Hint { op } => crate::arch::abi::HINT_SYSCALL << 8 | op as u64,
+            Operation::Sync { site } => (crate::arch::abi::HINT_SYSCALL + 1) << 8 | site as u64,
         };
         let rec = [
             ev.step,
@@ -121,6 +126,15 @@ impl Trace {
             if let Some(e) = all.iter_mut().rev().find(|e| e.thread == tid.0) {
                 fill(e);
             }
+        }
+    }
+
+    /// Records what the instruction of a sync site did when its thread ran
+    /// it (after the step, perhaps after other threads ran).
+    pub fn access(&mut self, tid: Tid, addr: u64, read: u64, written: Option<u64>) {
+        self.hasher.update(&[0xfe]);
+        for w in [tid.0 as u64, addr, read, written.unwrap_or(u64::MAX)] {
+            self.hasher.update(&w.to_le_bytes());
         }
     }
 

@@ -1,11 +1,11 @@
 //! What a finished run left that its signature and its story need beyond
 //! its report: where files were mapped, and a crash's backtrace.
 
+use crate::code::unwind;
 use crate::ids::Tid;
 use crate::observe::outcome::Outcome;
 use crate::report::signature::{self, Signature};
 use crate::report::symbols::{Mapping, Symbolizer};
-use crate::report::unwind;
 use crate::vm::{RunReport, Vm};
 
 /// What a finished run left that signatures and stories need beyond its

@@ -4,7 +4,6 @@
 mod facts;
 pub mod signature;
 pub mod symbols;
-pub mod unwind;
 
 pub use facts::RunFacts;
 
@@ -21,7 +20,7 @@ use crate::vm::Vm;
 pub fn mappings(mm: &AddressSpace) -> Vec<Mapping> {
     mm.vmas()
         .filter_map(|v| match &v.backing {
-            Backing::File { data, offset } => Some(Mapping {
+            Backing::File { data, offset, .. } => Some(Mapping {
                 start: v.start,
                 end: v.end,
                 file_offset: *offset,

@@ -28,6 +28,8 @@ use std::collections::HashMap;
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::Arc;
 
+pub use crate::code::Mapping;
+
 use object::{Object, ObjectSection, ObjectSegment, ObjectSymbol, SectionKind, SymbolKind};
 
 /// The guest is x86-64: its objects are little-endian ELF64 (parsed with the
@@ -36,21 +38,6 @@ type ElfFile<'data> = object::read::elf::ElfFile64<'data, object::Endianness>;
 
 /// Page size the loader rounds segments to (x86-64 Linux).
 const PAGE_SIZE: u64 = 4096;
-
-/// One file-backed mapping of the guest, as /proc/self/maps would list it.
-#[derive(Clone, Debug)]
-pub struct Mapping {
-    /// First guest-virtual address of the mapping.
-    pub start: u64,
-    /// One past its last address.
-    pub end: u64,
-    /// Offset in the file of the byte mapped at `start`.
-    pub file_offset: u64,
-    /// Path of the file, as the guest named it.
-    pub path: String,
-    /// Contents of the whole file (not only of the mapped range).
-    pub data: Arc<Vec<u8>>,
-}
 
 /// Where an address is, for people.
 #[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
@@ -136,16 +123,17 @@ impl Symbolizer {
     }
 
     /// Symbolizes `addr` (a return address or instruction pointer) given the
-    /// mappings of the run.
+    /// mappings of the run: the innermost frame in the user's code, past
+    /// those inlined from a language runtime (an atomic of Rust's `core`, a
+    /// `std::mutex` wrapper of libstdc++), or the innermost one when all are.
     pub fn locate(&mut self, mappings: &[Mapping], addr: u64) -> Location {
-        self.frames_at(mappings, addr, addr).swap_remove(0)
+        user_frame(self.frames_at(mappings, addr, addr))
     }
 
     /// For call sites that are return addresses: looks up `addr - 1` for the
     /// line and function (the call instruction), but reports `addr`.
     pub fn locate_call_site(&mut self, mappings: &[Mapping], addr: u64) -> Location {
-        self.frames_at(mappings, addr, addr.saturating_sub(1))
-            .swap_remove(0)
+        user_frame(self.frames_at(mappings, addr, addr.saturating_sub(1)))
     }
 
     /// The whole chain of functions at `addr`, innermost first: when code was
@@ -410,6 +398,43 @@ impl ObjectInfo {
         }
         Some(Arc::from(demangle(&symbol.name).as_ref()))
     }
+}
+
+/// The first of `frames` (innermost first, never empty) that is the user's
+/// code rather than a language runtime's, else the first.
+fn user_frame(mut frames: Vec<Location>) -> Location {
+    let i = frames
+        .iter()
+        .position(|f| !is_runtime_frame(f))
+        .unwrap_or(0);
+    frames.swap_remove(i)
+}
+
+/// Whether a frame is code of a language runtime: Rust's `core`, `std` and
+/// `alloc` (by name or by their sources in the toolchain), C++'s standard
+/// library headers.
+pub fn is_runtime_frame(l: &Location) -> bool {
+    let by_name = l.function.as_deref().is_some_and(|f| {
+        let f = f.trim_start_matches('<');
+        [
+            "core::",
+            "std::",
+            "alloc::",
+            "__gnu_cxx::",
+            "core[",
+            "std[",
+            "alloc[",
+        ]
+        .iter()
+        .any(|p| f.starts_with(p))
+    });
+    let by_file = l.file.as_deref().is_some_and(|p| {
+        p.starts_with("/rustc/")
+            || p.contains("/lib/rustlib/")
+            || p.starts_with("/usr/include/c++/")
+            || p.contains("/bits/")
+    });
+    by_name || by_file
 }
 
 /// Demangles a symbol name of unknown language (C++ or Rust, whose hash

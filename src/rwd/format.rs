@@ -1,9 +1,10 @@
-//! The `.rwd` file format, version 1: its types, and encoding and decoding
-//! with limits (the reader must survive hostile files).
+//! The `.rwd` file format, version 2: its types, and encoding and decoding
+//! with limits (the reader must survive hostile files). Version 1 files
+//! (before sync sites) still decode: they ran with `--sync-points calls`.
 //!
 //! ```text
 //! offset 0   4 bytes   magic "RWD\0"
-//!        4   u32 LE    format version (1)
+//!        4   u32 LE    format version (2; 1 is read too)
 //!        8   u64 LE    length of the payload once decompressed
 //!       16   ...       one zstd frame (with its content checksum) holding the
 //!                      payload: bincode 2 (standard configuration: variable-
@@ -20,6 +21,7 @@ use std::sync::Arc;
 use serde::{Deserialize, Serialize};
 
 use crate::arch::abi::HintOp;
+use crate::code::{SiteKind, SyncPoints};
 use crate::kernel::vfs::{HostNode, NodeKind};
 use crate::observe::locks::{Inversion, OrderEdge};
 use crate::observe::outcome::{BlockedThread, HungReason, Outcome};
@@ -29,8 +31,8 @@ use crate::sched::{Decision, Schedule};
 
 /// The first four bytes of every reproducer.
 pub const MAGIC: [u8; 4] = *b"RWD\0";
-/// The format version this code writes and reads.
-pub const VERSION: u32 = 1;
+/// The format version this code writes (it reads 1 too).
+pub const VERSION: u32 = 2;
 /// Bytes before the compressed payload.
 pub const HEADER_LEN: usize = 16;
 /// The largest payload a reader accepts (decompressed).
@@ -64,6 +66,39 @@ pub struct Rwd {
     pub expected: Expected,
     pub trace: TraceRecord,
     pub story: Story,
+    /// How far scheduling points reached into user code (version 2).
+    pub sync_points: SyncPoints,
+}
+
+/// A version 1 reproducer: a version 2 one without its last field.
+#[derive(Deserialize)]
+struct RwdV1 {
+    monitor: String,
+    cpu_model: String,
+    target: Target,
+    blobs: Vec<Blob>,
+    files: Vec<FileEntry>,
+    schedule: WireSchedule,
+    expected: Expected,
+    trace: TraceRecord,
+    story: Story,
+}
+
+impl From<RwdV1> for Rwd {
+    fn from(v: RwdV1) -> Rwd {
+        Rwd {
+            monitor: v.monitor,
+            cpu_model: v.cpu_model,
+            target: v.target,
+            blobs: v.blobs,
+            files: v.files,
+            schedule: v.schedule,
+            expected: v.expected,
+            trace: v.trace,
+            story: v.story,
+            sync_points: SyncPoints::Calls,
+        }
+    }
 }
 
 /// What was run, and how.
@@ -233,6 +268,8 @@ pub enum WireOp {
     Syscall(u64),
     /// A pthread operation reported by the shim (`abi::HintOp` number).
     Hint(u64),
+    /// A sync site (`code::SiteKind` number, version 2).
+    Sync(u8),
 }
 
 /// What `show` needs beyond the outcome: names and places.
@@ -314,7 +351,7 @@ pub enum RwdError {
     #[error("{0} is not a rewind-fuzz reproducer (it does not start with \"RWD\\0\")")]
     Magic(String),
     #[error(
-        "{0} has format version {1}; this rewind-fuzz reads version {VERSION}: use the rewind-fuzz that wrote it, or a newer one"
+        "{0} has format version {1}; this rewind-fuzz reads versions 1 to {VERSION}: use the rewind-fuzz that wrote it, or a newer one"
     )]
     Version(String, u32),
     #[error("{0} declares a payload of {1} bytes, more than the limit of {MAX_PAYLOAD} bytes")]
@@ -384,7 +421,7 @@ impl Rwd {
             return Err(RwdError::Short(name.into(), data.len()));
         }
         let version = u32::from_le_bytes(data[4..8].try_into().unwrap());
-        if version != VERSION {
+        if !(1..=VERSION).contains(&version) {
             return Err(RwdError::Version(name.into(), version));
         }
         let declared = u64::from_le_bytes(data[8..16].try_into().unwrap());
@@ -392,7 +429,12 @@ impl Rwd {
             return Err(RwdError::TooLarge(name.into(), declared));
         }
         let payload = decompress(&data[HEADER_LEN..], declared).map_err(corrupt)?;
-        let rwd = decode_payload(&payload).map_err(corrupt)?;
+        let rwd = if version == 1 {
+            decode_payload::<RwdV1>(&payload).map(Rwd::from)
+        } else {
+            decode_payload::<Rwd>(&payload)
+        }
+        .map_err(corrupt)?;
         rwd.validate()
             .map_err(|m| RwdError::Invalid(name.into(), m))?;
         Ok(rwd)
@@ -487,10 +529,14 @@ impl Rwd {
             return Err("it holds more events than a reproducer keeps".into());
         }
         for e in &tr.events {
-            if let WireOp::Hint(op) = e.op {
-                if HintOp::from_u64(op).is_none() {
+            match e.op {
+                WireOp::Hint(op) if HintOp::from_u64(op).is_none() => {
                     return Err(format!("an event names an unknown pthread operation {op}"));
                 }
+                WireOp::Sync(k) if SiteKind::from_u8(k).is_none() => {
+                    return Err(format!("an event names an unknown kind of sync site {k}"));
+                }
+                _ => {}
             }
             if e.step == 0 || e.step > self.expected.steps {
                 return Err("an event lies outside the run's steps".into());
@@ -659,9 +705,9 @@ fn decompress(data: &[u8], declared: u64) -> Result<Vec<u8>, String> {
 
 /// Decodes the payload with a bincode limit of the smallest power of four
 /// at least its size: no declared length can claim more than that.
-fn decode_payload(p: &[u8]) -> Result<Rwd, String> {
-    fn with<const N: usize>(p: &[u8]) -> Result<Rwd, String> {
-        let (rwd, used): (Rwd, usize) = bincode::serde::borrow_decode_from_slice(p, config::<N>())
+fn decode_payload<T: for<'de> Deserialize<'de>>(p: &[u8]) -> Result<T, String> {
+    fn with<T: for<'de> Deserialize<'de>, const N: usize>(p: &[u8]) -> Result<T, String> {
+        let (rwd, used): (T, usize) = bincode::serde::borrow_decode_from_slice(p, config::<N>())
             .map_err(|e| format!("the payload does not decode ({e})"))?;
         if used != p.len() {
             return Err(format!("{} bytes follow the payload", p.len() - used));
@@ -671,7 +717,7 @@ fn decode_payload(p: &[u8]) -> Result<Rwd, String> {
     macro_rules! tiers {
         ($($bits:literal),*) => {
             $(if p.len() <= 1usize << $bits {
-                return with::<{ 1usize << $bits }>(p);
+                return with::<T, { 1usize << $bits }>(p);
             })*
         };
     }
@@ -854,6 +900,7 @@ impl WireEvent {
             op: match e.op {
                 Operation::Syscall { nr } => WireOp::Syscall(nr),
                 Operation::Hint { op } => WireOp::Hint(op as u64),
+                Operation::Sync { site } => WireOp::Sync(site as u8),
             },
             object: e.object,
             site: e.site,
@@ -871,6 +918,9 @@ impl WireEvent {
                 WireOp::Syscall(nr) => Operation::Syscall { nr },
                 WireOp::Hint(op) => Operation::Hint {
                     op: HintOp::from_u64(op).unwrap_or(HintOp::Marker),
+                },
+                WireOp::Sync(k) => Operation::Sync {
+                    site: SiteKind::from_u8(k).unwrap_or(SiteKind::AtomicRmw),
                 },
             },
             object: self.object,
@@ -890,6 +940,7 @@ pub fn digest(events: &[Event]) -> u32 {
         let (kind, nr) = match w.op {
             WireOp::Syscall(n) => (0u64, n),
             WireOp::Hint(n) => (1, n),
+            WireOp::Sync(n) => (2, n as u64),
         };
         for v in [
             w.step,
@@ -1010,6 +1061,7 @@ pub(crate) mod tests {
                 stdout: b"out".to_vec(),
                 stderr: Vec::new(),
             },
+            sync_points: SyncPoints::Atomics,
         }
     }
 

@@ -183,6 +183,7 @@ pub fn from_run(cfg: &RunConfig, vm: &Vm, report: &RunReport) -> Option<Rwd> {
             stdout: tail_of(&report.stdout),
             stderr: tail_of(&report.stderr),
         },
+        sync_points: kc.sync_points,
     })
 }
 
@@ -198,6 +199,7 @@ impl Rwd {
         k.seed = t.seed;
         k.epoch = t.epoch;
         k.max_steps = t.max_steps;
+        k.sync_points = self.sync_points;
         let mut cfg = RunConfig::new(k);
         cfg.memory_mib = t.memory_mib;
         cfg.timeout = Duration::from_millis(t.timeout_ms);

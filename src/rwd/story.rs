@@ -393,6 +393,7 @@ impl<'a> StoryTeller<'a> {
             (Operation::Hint { .. }, Some(o)) => format!(" {}", self.object_name(o)),
             (Operation::Syscall { .. }, Some(o)) if o < 1 << 16 => format!(" {o}"),
             (Operation::Syscall { .. }, Some(o)) => format!(" {}", self.object_name(o)),
+            (Operation::Sync { .. }, Some(o)) => format!(" {}", self.object_name(o)),
         };
         format!("{}{object}", e.name())
     }

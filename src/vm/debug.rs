@@ -21,7 +21,7 @@
 
 use std::collections::BTreeSet;
 
-use super::{MachineFpu, RunReport, Vm, VmError};
+use super::{RunReport, Vm, VmError};
 use crate::arch::cpu::{ExtendedState, RFLAGS_TF, UserRegs};
 use crate::ids::Tid;
 use crate::kernel::Kernel;
@@ -197,13 +197,7 @@ impl Vm {
                 vector,
                 error_code,
                 fault_addr,
-            } => self.kernel.on_exception(
-                regs,
-                vector,
-                error_code,
-                fault_addr,
-                &mut MachineFpu(&mut self.machine),
-            ),
+            } => self.exception(regs, vector, error_code, fault_addr),
             Exit::TimedOut => unreachable!("handled by the caller"),
         }
         self.prepare_if_running()?;

@@ -136,6 +136,9 @@ pub struct RunReport {
     /// The run's lock-order edges (for potential deadlocks across runs).
     #[serde(skip)]
     pub lock_edges: Vec<crate::observe::locks::OrderEdge>,
+    /// Things the user should know about how the run was made.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub notes: Vec<String>,
 }
 
 fn lossy<S: serde::Serializer>(v: &[u8], s: S) -> Result<S::Ok, S::Error> {
@@ -333,6 +336,7 @@ impl Vm {
                 handoffs: obs.locks().handoffs().clone(),
             },
             lock_edges: obs.locks().order().edges().cloned().collect(),
+            notes: k.notes().to_vec(),
         }
     }
 
@@ -374,13 +378,7 @@ impl Vm {
                 fault_addr,
             } => {
                 let regs = self.machine.user_regs()?;
-                self.kernel.on_exception(
-                    regs,
-                    vector,
-                    error_code,
-                    fault_addr,
-                    &mut MachineFpu(&mut self.machine),
-                );
+                self.exception(regs, vector, error_code, fault_addr);
             }
             Exit::TimedOut => {
                 let thread = self.kernel.current().0;
@@ -398,6 +396,21 @@ impl Vm {
             }
         }
         Ok(())
+    }
+
+    /// An exception: the kernel's, and a step (then a decision) when it
+    /// was a sync site's breakpoint.
+    fn exception(&mut self, regs: UserRegs, vector: u8, error_code: u64, fault_addr: u64) {
+        let fpu = &mut MachineFpu(&mut self.machine);
+        let stepped = self
+            .kernel
+            .on_exception(regs, vector, error_code, fault_addr, fpu);
+        if stepped {
+            self.machine.progress();
+            if !self.ended() {
+                self.schedule();
+            }
+        }
     }
 
     /// A system call exit: the snapshot when this is its point, then the step.
@@ -644,8 +657,12 @@ impl Vm {
             self.machine.set_extended_state(&s)?;
             self.fpu_owner = Some(tid);
         }
-        self.kernel
-            .deliver_signals(&mut MachineFpu(&mut self.machine));
+        let fpu = &mut MachineFpu(&mut self.machine);
+        self.kernel.deliver_signals(fpu);
+        if self.kernel.outcome().is_none() {
+            // The instruction of the sync site it stopped at, if any.
+            self.kernel.execute_pending_site(fpu);
+        }
         if self.ended() {
             return Ok(());
         }

@@ -17,7 +17,7 @@ use std::panic::{AssertUnwindSafe, catch_unwind};
 use gimli::{BaseAddresses, CfaRule, EhFrame, LittleEndian, RegisterRule, UnwindSection};
 use object::{Object, ObjectSection, ObjectSegment};
 
-use crate::report::symbols::Mapping;
+use super::Mapping;
 
 /// The registers an unwind starts from.
 #[derive(Clone, Copy, Debug)]
@@ -56,7 +56,7 @@ pub fn backtrace(
             .entry(std::sync::Arc::as_ptr(&m.data) as usize)
             .or_insert_with(|| Cfi::parse(&m.data));
         let Some(cfi) = cfi.as_ref() else { break };
-        let Some(bias) = cfi.bias(m, probe) else {
+        let Some(bias) = cfi.bias(m.start, m.file_offset, probe) else {
             break;
         };
         let Some(step) = cfi.step(&mut ctx, probe.wrapping_sub(bias), rsp, rbp, read) else {
@@ -73,10 +73,51 @@ pub fn backtrace(
 }
 
 /// One unwound frame: the caller's return address, stack and frame pointer.
-struct Step {
-    ra: u64,
-    cfa: u64,
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Step {
+    pub ra: u64,
+    pub cfa: u64,
+    pub rbp: u64,
+}
+
+/// The parsed call-frame information of every object seen, kept for the
+/// process (the engine unwinds a frame or two at many sync-site hits). The
+/// `Arc` held beside each keeps its address unique.
+type CfiCache =
+    std::sync::Mutex<HashMap<usize, (std::sync::Arc<Vec<u8>>, Option<std::sync::Arc<Cfi>>)>>;
+
+/// The caller of the frame at `pc`, which lies in a mapping of `data` that
+/// starts at `start` with file offset `file_offset`: its return address,
+/// stack pointer (the frame's CFA) and frame pointer. `interrupted` says
+/// `pc` is the instruction the thread stopped at (else a return address).
+#[allow(clippy::too_many_arguments)]
+pub fn caller(
+    data: &std::sync::Arc<Vec<u8>>,
+    start: u64,
+    file_offset: u64,
+    pc: u64,
+    interrupted: bool,
+    rsp: u64,
     rbp: u64,
+    read: &mut dyn FnMut(u64) -> Option<u64>,
+) -> Option<Step> {
+    static CACHE: std::sync::OnceLock<CfiCache> = std::sync::OnceLock::new();
+    let cfi = {
+        let mut cache = CACHE
+            .get_or_init(Default::default)
+            .lock()
+            .unwrap_or_else(|e| e.into_inner());
+        cache
+            .entry(std::sync::Arc::as_ptr(data) as usize)
+            .or_insert_with(|| (data.clone(), Cfi::parse(data).map(std::sync::Arc::new)))
+            .1
+            .clone()?
+    };
+    let probe = if interrupted { pc } else { pc.wrapping_sub(1) };
+    let bias = cfi.bias(start, file_offset, probe)?;
+    let mut ctx = gimli::UnwindContext::new();
+    let step = cfi.step(&mut ctx, probe.wrapping_sub(bias), rsp, rbp, read)?;
+    (step.ra != 0 && step.cfa > rsp).then_some(step)
 }
 
 /// What the unwinder keeps of one object: its load segments and its
@@ -121,16 +162,17 @@ impl Cfi {
         .flatten()
     }
 
-    /// The load bias of the object in mapping `m`, which holds `probe`.
-    fn bias(&self, m: &Mapping, probe: u64) -> Option<u64> {
-        let off = m.file_offset.checked_add(probe.checked_sub(m.start)?)?;
+    /// The load bias of the object mapped at `start` from `file_offset`,
+    /// for the address `probe` in that mapping.
+    fn bias(&self, start: u64, file_offset: u64, probe: u64) -> Option<u64> {
+        let off = file_offset.checked_add(probe.checked_sub(start)?)?;
         let (vaddr, offset, _) = self
             .segments
             .iter()
             .find(|(_, o, size)| *o <= off && off < o.saturating_add(*size))?;
         Some(
-            m.start
-                .wrapping_sub(m.file_offset)
+            start
+                .wrapping_sub(file_offset)
                 .wrapping_sub(vaddr.wrapping_sub(*offset)),
         )
     }

@@ -1,0 +1,179 @@
+//! Sync sites in the running program: the step a thread takes when it
+//! reaches a patched instruction, and the instruction's execution when the
+//! thread runs again (see `code::sites` and `code::emulate`).
+
+use std::sync::Arc;
+
+use super::thread::{PendingSignal, PendingSite};
+use super::{FpuAccess, Kernel};
+use crate::code::emulate::{self, Fault};
+use crate::code::{Site, SiteTable, unwind};
+use crate::memory::Backing;
+use crate::observe::trace::{Event, Operation};
+
+/// Frames a report looks through for the caller outside the runtime.
+const MAX_RUNTIME_FRAMES: usize = 12;
+
+/// Guest memory as a thread sees it, for the emulator.
+struct ThreadMemory<'k>(&'k mut Kernel);
+
+impl emulate::Memory for ThreadMemory<'_> {
+    fn read(&mut self, va: u64, buf: &mut [u8]) -> Result<(), Fault> {
+        self.0.read(va, buf).map_err(|_| Fault::Page { addr: va })
+    }
+    fn write(&mut self, va: u64, buf: &[u8]) -> Result<(), Fault> {
+        self.0.write(va, buf).map_err(|_| Fault::Page { addr: va })
+    }
+}
+
+impl Kernel {
+    /// The sync site whose instruction starts at `va`, if one is patched
+    /// there, with its object's table and its file offset.
+    pub fn site_at(&self, va: u64) -> Option<(Arc<SiteTable>, Site, u64)> {
+        let v = self.mm.vma_at(va)?;
+        let Backing::File {
+            offset,
+            sites: Some(table),
+            ..
+        } = &v.backing
+        else {
+            return None;
+        };
+        let off = offset + (va - v.start);
+        let site = *table.at(off)?;
+        Some((table.clone(), site, off))
+    }
+
+    /// The current thread trapped at the sync site at `va`: one step, taken
+    /// before the instruction runs. Returns false when no site is patched
+    /// at `va` (the `int3` is the program's own).
+    pub fn sync_step(&mut self, va: u64) -> bool {
+        let Some((table, site, off)) = self.site_at(va) else {
+            return false;
+        };
+        let tid = self.current;
+        self.cur().regs.rip = va;
+        let instr = emulate::decode(site.code(), va);
+        let (regs, fs) = (self.cur().regs, self.cur().fs_base);
+        let seen = emulate::preview(&instr, &regs, fs, &mut ThreadMemory(self));
+        let user_site = self.user_site(va, &table, off);
+        self.begin_step();
+        self.obs.syscall_step(tid, false);
+        let t = self.cur();
+        t.yielded = site.spins;
+        t.pending_site = Some(PendingSite {
+            va,
+            site,
+            user_site,
+        });
+        let event = Event {
+            step: self.obs.step(),
+            thread: tid.0,
+            op: Operation::Sync { site: site.kind },
+            object: seen.map(|(addr, _)| addr),
+            site: user_site,
+            result: Some(0),
+            value: seen.map_or(0, |(_, v)| v),
+        };
+        self.finish_step(event);
+        true
+    }
+
+    /// Where a site is reported: one past its first byte (a return-address
+    /// like value, located the way call sites are), or, inside a language
+    /// runtime's function (an unoptimized `AtomicU32::compare_exchange`,
+    /// `std::sync::Mutex::lock`), the return address into the first caller
+    /// outside it, found by unwinding.
+    fn user_site(&mut self, va: u64, table: &SiteTable, off: u64) -> u64 {
+        let own = va + 1;
+        if table.is_runtime(off) != Some(true) {
+            return own;
+        }
+        let regs = self.cur().regs;
+        let (mut pc, mut rsp, mut rbp) = (va, regs.rsp, regs.rbp);
+        for depth in 0..MAX_RUNTIME_FRAMES {
+            let Some(v) = self.mm.vma_at(pc) else {
+                return own;
+            };
+            let Backing::File {
+                data,
+                offset,
+                sites,
+            } = &v.backing
+            else {
+                return own;
+            };
+            let (data, start, file_offset) = (data.clone(), v.start, *offset);
+            let runtime = sites.as_ref().and_then(|t| {
+                let at = if depth == 0 { pc } else { pc - 1 };
+                t.is_runtime(file_offset + (at - start))
+            });
+            if depth > 0 && runtime != Some(true) {
+                return pc;
+            }
+            let (mm, mem) = (&self.mm, &self.mem);
+            let mut read = |a: u64| mm.peek_u64(mem, a);
+            let Some(step) = unwind::caller(
+                &data,
+                start,
+                file_offset,
+                pc,
+                depth == 0,
+                rsp,
+                rbp,
+                &mut read,
+            ) else {
+                return own;
+            };
+            (pc, rsp, rbp) = (step.ra, step.cfa, step.rbp);
+        }
+        own
+    }
+
+    /// Executes the instruction of the sync site the current thread stopped
+    /// at, if any, before it runs on: the thread then resumes after it (or
+    /// takes the signal its memory access raises).
+    pub fn execute_pending_site(&mut self, cpu: &mut dyn FpuAccess) {
+        let tid = self.current;
+        let Some(p) = self.cur().pending_site.take() else {
+            return;
+        };
+        let instr = emulate::decode(p.site.code(), p.va);
+        let mut regs = self.cur().regs;
+        let fs = self.cur().fs_base;
+        match emulate::execute(&instr, &mut regs, fs, &mut ThreadMemory(self)) {
+            Ok(access) => {
+                self.cur().regs = regs;
+                if let Some(a) = access {
+                    self.obs.sync_access(tid, p.user_site, p.site.kind, &a);
+                }
+            }
+            Err(fault) => {
+                let signal = match fault {
+                    Fault::Page { addr } => {
+                        let code = match self.mm.vma_at(addr) {
+                            Some(_) => 2, // SEGV_ACCERR
+                            None => 1,    // SEGV_MAPERR
+                        };
+                        PendingSignal {
+                            signo: libc::SIGSEGV as u32,
+                            code,
+                            addr,
+                            sender: 0,
+                            forced: true,
+                        }
+                    }
+                    Fault::General => PendingSignal {
+                        signo: libc::SIGSEGV as u32,
+                        code: 0x80, // SI_KERNEL
+                        addr: 0,
+                        sender: 0,
+                        forced: true,
+                    },
+                };
+                self.cur().pending.push(signal);
+                self.deliver_signals(cpu);
+            }
+        }
+    }
+}
