@@ -143,14 +143,18 @@ fn run_config(exe: &std::path::Path, h: &Harness) -> RunConfig {
 fn prepare(h: &Harness, variant: Variant) -> Result<(Target, Runner), BenchError> {
     let exe = harness::build(h, variant)?;
     let cfg = run_config(&exe, h);
-    let (probe, runner) = explore::probe(&cfg, FileSource::host())?;
+    let explore::Probe {
+        report: probe,
+        runner,
+        decision_points,
+    } = explore::probe(&cfg, FileSource::host())?;
     let target = Target {
         harness: h.name.clone(),
         variant,
         exe,
         cfg,
         expect: (variant == Variant::Buggy).then(|| h.manifest.expect.clone()),
-        decision_points: probe.decision_points.max(1),
+        decision_points,
         steps: probe.steps.max(1),
     };
     Ok((target, runner))

@@ -7,12 +7,13 @@ use std::time::Duration;
 use clap::Args;
 
 use super::UserError;
+use crate::code::SyncPoints;
 use crate::kernel::KernelConfig;
 use crate::kernel::loader::check_elf;
 use crate::kernel::vfs::SharedSource;
 use crate::observe::outcome::Outcome;
 use crate::rwd::{self, Rwd};
-use crate::sched::StrategySpec;
+use crate::sched::{Schedule, StrategySpec};
 use crate::vm::{RunConfig, SnapshotAt, VmError};
 
 /// Options shared by every command that runs a target.
@@ -57,9 +58,10 @@ pub struct TargetArgs {
     pub no_shim: bool,
     /// Scheduling points inside user code: calls (system calls and pthread
     /// calls only), atomics (also atomic read-modify-writes, spin hints and
-    /// spin loops) or globals (also loads and stores of global variables).
-    #[arg(long, value_name = "LEVEL", default_value = "atomics")]
-    pub sync_points: crate::code::SyncPoints,
+    /// spin loops) or globals (also loads and stores of global variables)
+    /// [default: atomics, or the level a replayed schedule was made at].
+    #[arg(long, value_name = "LEVEL")]
+    pub sync_points: Option<SyncPoints>,
     /// Arguments for the program.
     #[arg(last = true)]
     pub args: Vec<String>,
@@ -84,7 +86,7 @@ impl TargetArgs {
         k.cwd = cwd;
         k.cpus = self.cpus;
         k.seed = self.seed;
-        k.sync_points = self.sync_points;
+        k.sync_points = self.sync_points.unwrap_or(SyncPoints::Atomics);
         if let Some(max) = self.max_steps.or_else(|| harness_step_budget(&self.target)) {
             k.max_steps = max;
         }
@@ -155,6 +157,23 @@ pub fn absolute_target(target: &str) -> Result<String, UserError> {
     Ok(abs.to_string_lossy().into_owned())
 }
 
+/// The level a replay of `schedule` runs at: the one it was made at. A
+/// level given on the command line must be that one, or the replay would
+/// number its steps differently.
+pub fn replay_level(
+    given: Option<SyncPoints>,
+    schedule: &Schedule,
+    name: &str,
+) -> Result<SyncPoints, UserError> {
+    match given {
+        Some(l) if l != schedule.sync_points => Err(UserError::bad_input(format!(
+            "{name} was made with --sync-points {}; replay it at that level (leave out --sync-points {l})",
+            schedule.sync_points
+        ))),
+        _ => Ok(schedule.sync_points),
+    }
+}
+
 /// Turns an engine error into a message for the user.
 pub fn vm_error(e: VmError) -> UserError {
     match e {
@@ -182,8 +201,7 @@ pub fn estimate_steps(
     if !spec.needs_step_estimate() {
         return Ok(0);
     }
-    let (report, _) = crate::explore::probe(cfg, source.clone())?;
-    Ok(report.decision_points.max(1))
+    Ok(crate::explore::probe(cfg, source.clone())?.decision_points)
 }
 
 /// The process exit code for an outcome: the guest's own code when it exited.

@@ -105,10 +105,14 @@ fn load_dir(dir: &Path, target: u64, what: &str) -> Result<Vec<ScheduleInput>, U
     Ok(out)
 }
 
-/// The fingerprint of a target: its path and contents.
-fn fingerprint(exe: &str) -> u64 {
+/// The fingerprint of a target: its path and contents, and how far
+/// scheduling points reach into its code (which numbers its steps).
+fn fingerprint(exe: &str, level: crate::code::SyncPoints) -> u64 {
     let mut bytes = exe.as_bytes().to_vec();
     bytes.extend(std::fs::read(exe).unwrap_or_default());
+    if level != crate::code::SyncPoints::Calls {
+        bytes.extend_from_slice(level.as_str().as_bytes());
+    }
     xxhash_rust::xxh3::xxh3_64(&bytes)
 }
 
@@ -117,7 +121,7 @@ pub fn fuzz(a: FuzzArgs) -> Result<u8, UserError> {
     if a.jobs == Some(0) {
         return Err(UserError::bad_input("--jobs must be at least 1"));
     }
-    let fp = fingerprint(&run.kernel.exe);
+    let fp = fingerprint(&run.kernel.exe, run.kernel.sync_points);
     let queue = a.out.join("queue");
     let queued = std::fs::read_dir(&queue).map(|d| d.count()).unwrap_or(0);
     if queued > 0 && !a.resume {

@@ -8,7 +8,7 @@ use clap::Args;
 use serde_json::json;
 
 use super::UserError;
-use super::common::{TargetArgs, parse_duration, vm_error};
+use super::common::{TargetArgs, parse_duration, replay_level, vm_error};
 use crate::explore::minimize::{self, Budget, MinimizeError};
 use crate::kernel::vfs::FileSource;
 use crate::report::RunFacts;
@@ -71,6 +71,9 @@ pub struct ScheduleTarget {
     /// It ran without the pthread shim.
     #[arg(long)]
     pub no_shim: bool,
+    /// Its scheduling points in user code [default: the schedule's].
+    #[arg(long, value_name = "LEVEL")]
+    pub sync_points: Option<crate::code::SyncPoints>,
     /// Its arguments.
     #[arg(last = true)]
     pub args: Vec<String>,
@@ -87,6 +90,7 @@ impl ScheduleTarget {
             || self.cwd.is_some()
             || self.memory.is_some()
             || self.no_shim
+            || self.sync_points.is_some()
             || !self.args.is_empty()
     }
 
@@ -108,6 +112,7 @@ impl ScheduleTarget {
         opt("timeout", self.timeout.clone());
         opt("cwd", self.cwd.clone());
         opt("memory", self.memory.map(|v| v.to_string()));
+        opt("sync-points", self.sync_points.map(|v| v.to_string()));
         for e in &self.env {
             argv.push("--env".into());
             argv.push(e.clone());
@@ -163,7 +168,8 @@ pub fn minimize(a: MinimizeArgs) -> Result<u8, UserError> {
                 "{name} is a schedule: also give the --target it was run with (and its options)"
             )));
         };
-        let cfg = t.config()?;
+        let mut cfg = t.config()?;
+        cfg.kernel.sync_points = replay_level(t.sync_points, &schedule, &name)?;
         let source = FileSource::host();
         // The failure to keep is the one this schedule gives.
         let mut vm = Vm::new(&cfg, source.clone()).map_err(vm_error)?;

@@ -5,9 +5,11 @@ use std::path::PathBuf;
 use clap::Args;
 
 use super::UserError;
-use super::common::{TargetArgs, estimate_steps, exit_code, report_json, save_run, vm_error};
+use super::common::{
+    TargetArgs, estimate_steps, exit_code, replay_level, report_json, save_run, vm_error,
+};
 use crate::kernel::vfs::FileSource;
-use crate::sched::StrategySpec;
+use crate::sched::{Schedule, StrategySpec};
 use crate::vm::Vm;
 
 #[derive(Args, Debug)]
@@ -53,6 +55,11 @@ pub fn run(a: RunArgs) -> Result<u8, UserError> {
         Some(f) => StrategySpec::Schedule(f.clone()),
         None => a.strategy.clone(),
     };
+    if let StrategySpec::Schedule(f) = &spec {
+        let s = Schedule::load(f).map_err(|e| UserError::bad_input(e.to_string()))?;
+        let name = f.display().to_string();
+        cfg.kernel.sync_points = replay_level(a.target.sync_points, &s, &name)?;
+    }
     let source = FileSource::host();
     if a.gdb {
         return super::gdb::run_under_gdb(

@@ -308,6 +308,7 @@ pub fn minimize(
         format!("minimized from {}", schedule.origin),
         best.decisions.clone(),
     );
+    out.sync_points = cfg.kernel.sync_points;
     out.origin = out.origin.trim_end().to_string();
     Ok(Minimized {
         before,

@@ -18,7 +18,7 @@ pub mod pool;
 mod runner;
 
 pub use pool::{map_parallel, run_schedules};
-pub use runner::{Runner, probe};
+pub use runner::{Probe, Runner, probe};
 
 use crate::sched::{GOLDEN_GAMMA, mix64};
 

@@ -1,6 +1,7 @@
 //! One machine running schedule after schedule of one program.
 
 use crate::kernel::vfs::SharedSource;
+use crate::observe::outcome::Outcome;
 use crate::sched::Strategy;
 use crate::vm::{RunConfig, RunReport, Vm, VmError};
 
@@ -49,13 +50,43 @@ impl Runner {
     }
 }
 
-/// The default run every search starts with: it checks the program runs
-/// at all, and PCT spreads its change points over its decision points.
-/// Returns the report and the runner, whose machine the next run restores.
-pub fn probe(cfg: &RunConfig, source: SharedSource) -> Result<(RunReport, Runner), VmError> {
+/// What a search learns from its first runs.
+pub struct Probe {
+    /// The default run: it checks the program runs at all.
+    pub report: RunReport,
+    /// The machine, which the next run restores.
+    pub runner: Runner,
+    /// The decision points PCT spreads its change points over: the default
+    /// run's, or, when the default run ended with threads that had not
+    /// finished (the process exited before another thread ran its body),
+    /// the most of a few random walks', so that change points can fall in
+    /// those threads' work too.
+    pub decision_points: u64,
+}
+
+/// Random walks that estimate a run's decision points when the default run
+/// does not see every thread's work.
+const ESTIMATE_WALKS: u64 = 4;
+
+/// The default run every search starts with, and the estimate of a run's
+/// decision points it gives.
+pub fn probe(cfg: &RunConfig, source: SharedSource) -> Result<Probe, VmError> {
     let mut quiet = cfg.clone();
     quiet.stream_output = false;
     let mut runner = Runner::new(quiet, source);
     let report = runner.run(Box::new(crate::sched::RunUntilBlocked))?;
-    Ok((report, runner))
+    let mut decision_points = report.decision_points;
+    let exited_early = matches!(report.outcome, Outcome::Exited { .. }) && report.live_at_end > 1;
+    if exited_early {
+        for i in 0..ESTIMATE_WALKS {
+            let walk = crate::sched::RandomWalk::new(crate::sched::splitmix64(i));
+            let r = runner.run(Box::new(walk))?;
+            decision_points = decision_points.max(r.decision_points);
+        }
+    }
+    Ok(Probe {
+        report,
+        runner,
+        decision_points: decision_points.max(1),
+    })
 }

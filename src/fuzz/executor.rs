@@ -32,13 +32,17 @@ pub enum FeatureKind {
     LockOrder,
     Interleaving,
     Handoff,
+    /// (site of the write a read observed, site of the read), for the
+    /// accesses of sync sites.
+    ReadsFrom,
 }
 
 impl FeatureKind {
-    pub const ALL: [FeatureKind; 3] = [
+    pub const ALL: [FeatureKind; 4] = [
         FeatureKind::LockOrder,
         FeatureKind::Interleaving,
         FeatureKind::Handoff,
+        FeatureKind::ReadsFrom,
     ];
 
     pub fn name(self) -> &'static str {
@@ -46,6 +50,7 @@ impl FeatureKind {
             FeatureKind::LockOrder => "lock_order",
             FeatureKind::Interleaving => "interleavings",
             FeatureKind::Handoff => "handoffs",
+            FeatureKind::ReadsFrom => "reads_from",
         }
     }
 }
@@ -70,7 +75,8 @@ pub fn features(c: &Coverage) -> Vec<(FeatureKind, u64)> {
                 .keys()
                 .map(|p| (FeatureKind::Interleaving, p)),
         )
-        .chain(c.handoffs.iter().map(|p| (FeatureKind::Handoff, p)));
+        .chain(c.handoffs.iter().map(|p| (FeatureKind::Handoff, p)))
+        .chain(c.reads_from.iter().map(|p| (FeatureKind::ReadsFrom, p)));
     pairs
         .map(|(kind, (a, b))| (kind, feature_id(kind, *a, *b)))
         .collect()

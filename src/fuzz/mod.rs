@@ -298,14 +298,18 @@ pub fn fuzz(cfg: FuzzConfig, stop: Arc<AtomicBool>) -> Result<FuzzSummary, FuzzE
     let source = FileSource::host();
     // One default run first: it checks the target runs at all, and PCT needs
     // to know how many decision points a run has.
-    let (probe, _) = crate::explore::probe(&cfg.run, source.clone())?;
+    let crate::explore::Probe {
+        report: probe,
+        decision_points,
+        ..
+    } = crate::explore::probe(&cfg.run, source.clone())?;
     if let Outcome::Unsupported { .. } = probe.outcome {
         return Err(FuzzError::Setup(format!(
             "the target's default run needs something the monitor lacks: {}",
             probe.outcome.summary()
         )));
     }
-    let steps = probe.decision_points.max(1);
+    let steps = decision_points;
     let progress = Arc::new(Progress::new(cfg.jobs, cfg.budget.execs));
     let shared = Arc::new(Mutex::new(executor::Shared::default()));
     let hub = Hub::default();

@@ -32,7 +32,8 @@ struct Sample {
     secs: f64,
     execs: u64,
     corpus: usize,
-    features: [usize; 3],
+    /// Features of each kind, in `FeatureKind::ALL`'s order.
+    features: [usize; FeatureKind::ALL.len()],
     findings: usize,
 }
 
@@ -138,11 +139,7 @@ impl Output {
                 secs: start.elapsed().as_secs_f64(),
                 execs: progress.execs.load(Ordering::Relaxed),
                 corpus: self.written.len(),
-                features: [
-                    count(FeatureKind::LockOrder),
-                    count(FeatureKind::Interleaving),
-                    count(FeatureKind::Handoff),
-                ],
+                features: FeatureKind::ALL.map(count),
                 findings: self.findings.len(),
             }
         };
@@ -307,13 +304,20 @@ impl Output {
     }
 
     fn write_plot_data(&self) {
-        let mut s = String::from(
-            "# relative_time, execs_done, corpus_count, lock_order, interleavings, handoffs, findings\n",
+        let names: Vec<&str> = FeatureKind::ALL.iter().map(|k| k.name()).collect();
+        let mut s = format!(
+            "# relative_time, execs_done, corpus_count, {}, findings\n",
+            names.join(", ")
         );
         for x in &self.samples {
+            let f: Vec<String> = x.features.iter().map(|n| n.to_string()).collect();
             s.push_str(&format!(
-                "{:.1}, {}, {}, {}, {}, {}, {}\n",
-                x.secs, x.execs, x.corpus, x.features[0], x.features[1], x.features[2], x.findings
+                "{:.1}, {}, {}, {}, {}\n",
+                x.secs,
+                x.execs,
+                x.corpus,
+                f.join(", "),
+                x.findings
             ));
         }
         let _ = write_atomically(&self.out.join("plot_data"), s.as_bytes());
@@ -371,6 +375,7 @@ impl Output {
             ("features_lock_order", s.features[0].to_string()),
             ("features_interleavings", s.features[1].to_string()),
             ("features_handoffs", s.features[2].to_string()),
+            ("features_reads_from", s.features[3].to_string()),
             ("findings", self.findings.len().to_string()),
             ("findings_crashed", count("crashed").to_string()),
             ("findings_deadlocked", count("deadlocked").to_string()),
@@ -423,7 +428,7 @@ impl Output {
             let mut e = std::io::stderr().lock();
             let _ = write!(
                 e,
-                "\x1b[H\x1b[2J rewind-fuzz  {}\n\n   elapsed   {:>10.0?}      budget  {}\n   execs     {:>10}      per sec {:.1} (jobs: {})\n   corpus    {:>10}      last new feature {:.0?} ago\n   features  lock order {}, interleavings {}, handoffs {}\n   findings  {}\n\n   output    {}\n",
+                "\x1b[H\x1b[2J rewind-fuzz  {}\n\n   elapsed   {:>10.0?}      budget  {}\n   execs     {:>10}      per sec {:.1} (jobs: {})\n   corpus    {:>10}      last new feature {:.0?} ago\n   features  lock order {}, interleavings {}, handoffs {}, reads-from {}\n   findings  {}\n\n   output    {}\n",
                 cfg.target_name,
                 Duration::from_secs_f64(s.secs),
                 budget_text(cfg),
@@ -435,6 +440,7 @@ impl Output {
                 s.features[0],
                 s.features[1],
                 s.features[2],
+                s.features[3],
                 found.join(", "),
                 self.out.display(),
             );
@@ -444,8 +450,15 @@ impl Output {
         } else if self.last_line.is_none_or(|t| t.elapsed() >= LINE_INTERVAL) {
             self.last_line = Some(Instant::now());
             eprintln!(
-                "[{:>6.0}s] execs {} ({rate:.1}/s), corpus {}, features {}/{}/{} (lock order/interleavings/handoffs), findings {}",
-                s.secs, s.execs, s.corpus, s.features[0], s.features[1], s.features[2], s.findings
+                "[{:>6.0}s] execs {} ({rate:.1}/s), corpus {}, features {}/{}/{}/{} (lock order/interleavings/handoffs/reads-from), findings {}",
+                s.secs,
+                s.execs,
+                s.corpus,
+                s.features[0],
+                s.features[1],
+                s.features[2],
+                s.features[3],
+                s.findings
             );
         }
     }
@@ -461,11 +474,7 @@ impl Output {
             secs: summary.elapsed.as_secs_f64(),
             execs: summary.execs,
             corpus: summary.corpus,
-            features: [
-                summary.features["lock_order"],
-                summary.features["interleavings"],
-                summary.features["handoffs"],
-            ],
+            features: FeatureKind::ALL.map(|k| summary.features[k.name()]),
             findings: summary.findings.len(),
         };
         self.samples.push(s);
@@ -540,7 +549,7 @@ fn coverage_svg(samples: &[Sample]) -> String {
             .y_desc("features")
             .draw()
             .map_err(e)?;
-        let colours = [RED, BLUE, GREEN];
+        let colours = [RED, BLUE, GREEN, MAGENTA];
         for (k, kind) in FeatureKind::ALL.iter().enumerate() {
             let colour = colours[k];
             let points = samples.iter().map(|s| (s.secs, s.features[k] as f64));

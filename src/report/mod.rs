@@ -12,7 +12,7 @@ use serde_json::{Value, json};
 use crate::memory::{AddressSpace, Backing};
 use crate::observe::locks::Inversion;
 use crate::observe::outcome::{BlockedThread, Outcome};
-use crate::observe::trace::Event;
+use crate::observe::trace::{Event, Operation};
 use crate::report::symbols::{Location, Mapping, Symbolizer};
 use crate::vm::Vm;
 
@@ -64,12 +64,16 @@ impl Symbols {
     /// One line for an event.
     pub fn event_line(&mut self, e: &Event) -> String {
         let object = e.object.map(|o| format!("{o:#x}")).unwrap_or_default();
-        let result = e
-            .result
-            .map(|r| r.to_string())
-            .unwrap_or_else(|| "(blocked)".into());
+        let result = match (e.op, e.result) {
+            // A sync site's step comes before its instruction: what the
+            // memory holds then.
+            (Operation::Sync { .. }, _) if e.object.is_some() => format!("holds {:#x}", e.value),
+            (Operation::Sync { .. }, _) => String::new(),
+            (_, Some(r)) => format!("= {r}"),
+            (_, None) => "= (blocked)".into(),
+        };
         format!(
-            "[{:>6}] thread {:<3} {:<18} {:<16} = {:<10} at {}",
+            "[{:>6}] thread {:<3} {:<18} {:<16} {:<12} at {}",
             e.step,
             e.thread,
             e.name(),
@@ -89,6 +93,7 @@ impl Symbols {
             "site": format!("{:#x}", e.site),
             "location": self.call_site(e.site).short(),
             "result": e.result,
+            "value": e.value,
         })
     }
 

@@ -607,7 +607,7 @@ impl Rwd {
 
     /// The schedule, as the engine replays it.
     pub fn schedule(&self) -> Schedule {
-        Schedule::new(
+        let s = Schedule::new(
             self.schedule.origin.clone(),
             self.schedule
                 .decisions
@@ -617,7 +617,11 @@ impl Rwd {
                     thread: *thread,
                 })
                 .collect(),
-        )
+        );
+        Schedule {
+            sync_points: self.sync_points,
+            ..s
+        }
     }
 
     /// The expected outcome, as the engine reports it.

@@ -11,7 +11,10 @@
 //! A thread spinning in a `sched_yield` loop redraws its priority at every
 //! step while the thread it waits for keeps one draw; a low one would starve
 //! for thousands of steps. A spinner (`SpinWatch`) gets the lowest priority
-//! instead, so the others run first.
+//! instead, so the others run first; among spinners (two threads waiting
+//! for each other with yields, a barrier built from them) the one that
+//! started spinning last goes last, so they take turns rather than the
+//! lower thread id winning every tie.
 
 use std::collections::BTreeMap;
 
@@ -25,6 +28,9 @@ pub struct Pos {
     rng: ChaCha8Rng,
     priorities: BTreeMap<Tid, u64>,
     spin: SpinWatch,
+    /// Breaks ties between spinners (priority 0): later spinners rank lower.
+    spin_rank: BTreeMap<Tid, u64>,
+    next_rank: u64,
 }
 
 impl Pos {
@@ -33,6 +39,8 @@ impl Pos {
             rng: ChaCha8Rng::seed_from_u64(seed),
             priorities: BTreeMap::new(),
             spin: SpinWatch::default(),
+            spin_rank: BTreeMap::new(),
+            next_rank: u64::MAX - 1,
         }
     }
 }
@@ -61,13 +69,16 @@ impl Strategy for Pos {
         }
         if self.spin.spinning(v) {
             self.priorities.insert(v.current, 0);
+            self.spin_rank.insert(v.current, self.next_rank);
+            self.next_rank -= 1;
         }
         let rng = &mut self.rng;
         let mut best = None;
         for &t in v.runnable {
             let p = *self.priorities.entry(t).or_insert_with(|| rng.next_u64());
-            if best.is_none_or(|(_, bp)| p > bp) {
-                best = Some((t, p));
+            let rank = self.spin_rank.get(&t).copied().unwrap_or(u64::MAX);
+            if best.is_none_or(|(_, bp)| (p, rank) > bp) {
+                best = Some((t, (p, rank)));
             }
         }
         best.expect("runnable is never empty").0
@@ -87,5 +98,21 @@ mod tests {
         let mut p = Pos::new(9);
         p.priorities.insert(Tid(2), 1);
         assert_spinner_hands_over(&mut p);
+    }
+
+    #[test]
+    fn two_spinners_take_turns() {
+        // Thread 2 spun before (priority 0); now thread 1 spins too: the
+        // later spinner must not win the tie for good.
+        let mut p = Pos::new(3);
+        let (all, o) = ([Tid(1), Tid(2)], BTreeMap::new());
+        p.priorities.insert(Tid(2), 0);
+        p.spin_rank.insert(Tid(2), u64::MAX - 1);
+        p.next_rank = u64::MAX - 2;
+        let mut picked = Vec::new();
+        for _ in 0..super::super::SPIN_YIELDS {
+            picked.push(p.pick(&crate::sched::tests::view(1, true, true, &all, &o)));
+        }
+        assert_eq!(picked.last(), Some(&Tid(2)), "{picked:?}");
     }
 }

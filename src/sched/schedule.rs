@@ -11,10 +11,12 @@ use std::path::Path;
 use serde::{Deserialize, Serialize};
 
 use super::{RunUntilBlocked, SchedView, Strategy};
+use crate::code::SyncPoints;
 use crate::ids::Tid;
 
-/// Format version of schedule files.
-pub const SCHEDULE_VERSION: u32 = 1;
+/// Format version of schedule files (version 1, before sync sites, is
+/// read as made with `--sync-points calls`).
+pub const SCHEDULE_VERSION: u32 = 2;
 
 /// After step `step`, thread `thread` runs.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
@@ -32,6 +34,10 @@ pub struct Schedule {
     pub origin: String,
     /// Sorted by step, at most one per step.
     pub decisions: Vec<Decision>,
+    /// How far scheduling points reached into user code: steps are
+    /// numbered at this level, so a replay must use it.
+    #[serde(default)]
+    pub sync_points: SyncPoints,
 }
 
 /// Why a schedule could not be read or written.
@@ -42,7 +48,7 @@ pub enum ScheduleError {
     #[error("{0} is not a schedule file: {1}")]
     Parse(String, String),
     #[error(
-        "schedule {0} has format version {1}; this rewind-fuzz reads version {SCHEDULE_VERSION}"
+        "schedule {0} has format version {1}; this rewind-fuzz reads versions 1 to {SCHEDULE_VERSION}"
     )]
     Version(String, u32),
     #[error("cannot write schedule {0}: {1}")]
@@ -58,6 +64,7 @@ impl Schedule {
             version: SCHEDULE_VERSION,
             origin: origin.into(),
             decisions,
+            sync_points: SyncPoints::Calls,
         }
     }
 
@@ -72,7 +79,7 @@ impl Schedule {
     pub fn from_json(name: &str, text: &[u8]) -> Result<Schedule, ScheduleError> {
         let s: Schedule = serde_json::from_slice(text)
             .map_err(|e| ScheduleError::Parse(name.into(), e.to_string()))?;
-        if s.version != SCHEDULE_VERSION {
+        if !(1..=SCHEDULE_VERSION).contains(&s.version) {
             return Err(ScheduleError::Version(name.into(), s.version));
         }
         if s.decisions.windows(2).any(|w| w[0].step >= w[1].step) {
@@ -157,11 +164,17 @@ mod tests {
 
     #[test]
     fn a_future_version_or_disorder_is_refused() {
-        let v2 = br#"{"version":2,"decisions":[]}"#;
+        let v9 = br#"{"version":9,"decisions":[]}"#;
         assert!(matches!(
-            Schedule::from_json("x", v2),
-            Err(ScheduleError::Version(_, 2))
+            Schedule::from_json("x", v9),
+            Err(ScheduleError::Version(_, 9))
         ));
+        let v1 = br#"{"version":1,"decisions":[{"step":5,"thread":1}]}"#;
+        assert_eq!(
+            Schedule::from_json("x", v1).unwrap().sync_points,
+            SyncPoints::Calls,
+            "a schedule from before sync sites replays without them"
+        );
         let disorder =
             br#"{"version":1,"decisions":[{"step":5,"thread":1},{"step":2,"thread":1}]}"#;
         assert!(Schedule::from_json("x", disorder).is_err());

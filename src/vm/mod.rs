@@ -101,6 +101,9 @@ pub struct RunReport {
     pub trace_hash: String,
     /// Threads the program had, the main one included.
     pub threads: usize,
+    /// Threads still alive when the run ended (1 when every thread but the
+    /// last finished).
+    pub live_at_end: usize,
     #[serde(serialize_with = "lossy")]
     pub stdout: Vec<u8>,
     #[serde(serialize_with = "lossy")]
@@ -185,6 +188,9 @@ pub struct Coverage {
     /// Handoffs: (release site in one thread, acquire site of the same
     /// lock in another).
     pub handoffs: BTreeSet<(u64, u64)>,
+    /// Reads-from pairs: (site of the write a sync site's read observed,
+    /// site of the read).
+    pub reads_from: BTreeSet<(u64, u64)>,
 }
 
 /// Everything that decides what happens next, at one point of a run.
@@ -312,13 +318,17 @@ impl Vm {
             steps: obs.step(),
             trace_hash: obs.trace().hash_hex(),
             threads: k.threads().len(),
+            live_at_end: k.live_threads(),
             stdout: obs.stdout().to_vec(),
             stderr: obs.stderr().to_vec(),
             exits: self.machine.exits - exits0,
             demand_faults: k.mm().demand_faults,
             invalidations: self.machine.invalidations - inval0,
             wall_us: start.elapsed().as_micros() as u64,
-            schedule: Schedule::new(self.strategy.name(), self.engine.decisions.clone()),
+            schedule: Schedule {
+                sync_points: k.config().sync_points,
+                ..Schedule::new(self.strategy.name(), self.engine.decisions.clone())
+            },
             potential_deadlocks: obs.locks().inversions(),
             events: obs.trace().events().map(|e| e.to_vec()),
             recent_events: obs.trace().recent().copied().collect(),
@@ -334,6 +344,7 @@ impl Vm {
                 lock_order: obs.locks().order_site_pairs(),
                 interleavings: self.engine.interleavings.clone(),
                 handoffs: obs.locks().handoffs().clone(),
+                reads_from: obs.reads_from().clone(),
             },
             lock_edges: obs.locks().order().edges().cloned().collect(),
             notes: k.notes().to_vec(),
