@@ -127,6 +127,30 @@ struct Cfi {
     segments: Vec<(u64, u64, u64)>,
     eh_frame: Vec<u8>,
     bases: BaseAddresses,
+    /// The rules found for each address so far: finding an address's entry
+    /// scans `.eh_frame`, and the engine asks about the same few addresses
+    /// again and again.
+    rows: std::sync::Mutex<HashMap<u64, Option<Rules>>>,
+}
+
+/// How to find a frame's caller at one address.
+#[derive(Clone, Copy, Debug)]
+struct Rules {
+    /// The CFA: this register (RSP or RBP) plus an offset.
+    cfa_from_rbp: bool,
+    cfa_offset: i64,
+    /// Where the return address is, from the CFA.
+    ra_offset: i64,
+    /// Where the caller's RBP is: saved at an offset from the CFA, equal to
+    /// CFA plus an offset, or unchanged.
+    rbp: RbpRule,
+}
+
+#[derive(Clone, Copy, Debug)]
+enum RbpRule {
+    Saved(i64),
+    Value(i64),
+    Same,
 }
 
 const RSP: gimli::Register = gimli::X86_64::RSP;
@@ -156,6 +180,7 @@ impl Cfi {
                 segments,
                 eh_frame: eh.data().ok()?.to_vec(),
                 bases,
+                rows: Default::default(),
             })
         }))
         .ok()
@@ -186,31 +211,64 @@ impl Cfi {
         rbp: u64,
         read: &mut dyn FnMut(u64) -> Option<u64>,
     ) -> Option<Step> {
+        let cached = self
+            .rows
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .get(&at)
+            .copied();
+        let rules = match cached {
+            Some(r) => r,
+            None => {
+                let r = self.rules(ctx, at);
+                self.rows
+                    .lock()
+                    .unwrap_or_else(|e| e.into_inner())
+                    .insert(at, r);
+                r
+            }
+        }?;
+        let base = if rules.cfa_from_rbp { rbp } else { rsp };
+        let cfa = base.wrapping_add_signed(rules.cfa_offset);
+        let ra = read(cfa.wrapping_add_signed(rules.ra_offset))?;
+        let rbp = match rules.rbp {
+            RbpRule::Saved(n) => read(cfa.wrapping_add_signed(n))?,
+            RbpRule::Value(n) => cfa.wrapping_add_signed(n),
+            RbpRule::Same => rbp,
+        };
+        Some(Step { ra, cfa, rbp })
+    }
+
+    /// The rules `.eh_frame` gives for object address `at`, if it covers it
+    /// in a form this unwinder follows.
+    fn rules(&self, ctx: &mut gimli::UnwindContext<usize>, at: u64) -> Option<Rules> {
         let eh = EhFrame::new(&self.eh_frame, LittleEndian);
         let row = eh
             .unwind_info_for_address(&self.bases, ctx, at, EhFrame::cie_from_offset)
             .ok()?;
-        let cfa = match row.cfa() {
-            CfaRule::RegisterAndOffset { register, offset } => {
-                let base = match *register {
-                    RSP => rsp,
-                    RBP => rbp,
-                    _ => return None,
-                };
-                base.wrapping_add_signed(*offset)
-            }
+        let (cfa_from_rbp, cfa_offset) = match row.cfa() {
+            CfaRule::RegisterAndOffset { register, offset } => match *register {
+                RSP => (false, *offset),
+                RBP => (true, *offset),
+                _ => return None,
+            },
             CfaRule::Expression(_) => return None,
         };
-        let ra = match row.register(RA) {
-            RegisterRule::Offset(n) => read(cfa.wrapping_add_signed(n))?,
+        let ra_offset = match row.register(RA) {
+            RegisterRule::Offset(n) => n,
             _ => return None,
         };
         let rbp = match row.register(RBP) {
-            RegisterRule::Offset(n) => read(cfa.wrapping_add_signed(n))?,
-            RegisterRule::ValOffset(n) => cfa.wrapping_add_signed(n),
-            _ => rbp,
+            RegisterRule::Offset(n) => RbpRule::Saved(n),
+            RegisterRule::ValOffset(n) => RbpRule::Value(n),
+            _ => RbpRule::Same,
         };
-        Some(Step { ra, cfa, rbp })
+        Some(Rules {
+            cfa_from_rbp,
+            cfa_offset,
+            ra_offset,
+            rbp,
+        })
     }
 }
 
