@@ -19,7 +19,11 @@ fn main() {
     let (budget, seeds) = if full { (300, 5) } else { (10, 1) };
     let names = ["atomicity", "philosophers", "depth3", "pool-shutdown-uaf"];
     let cfg = BenchConfig {
-        columns: bench::parse_columns(&["random,pct:1,pct:2,pct:3,pos".into()]).unwrap(),
+        columns: bench::parse_columns(
+            &["random,pct:1,pct:2,pct:3,pos".into()],
+            &[rewind_fuzz::code::SyncPoints::Atomics],
+        )
+        .unwrap(),
         harnesses: names
             .iter()
             .map(|n| harness::find(n).expect("bundled harness"))

@@ -72,7 +72,7 @@ static void *teller_b_to_a(void *arg)
  */
 static void stagger(void)
 {
-    static volatile unsigned sink;
+    volatile unsigned sink = 0;
     for (unsigned i = 0; i < 100000; i++)
         sink += i;
 }

@@ -64,7 +64,7 @@ private:
 // point and changes nothing.
 void stagger()
 {
-    static volatile unsigned sink;
+    volatile unsigned sink = 0;
     for (unsigned i = 0; i < 100000; i++)
         sink = sink + i;
 }

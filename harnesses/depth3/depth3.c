@@ -108,7 +108,7 @@ static void *reaper(void *arg)
  */
 static void stagger(void)
 {
-    static volatile unsigned sink;
+    volatile unsigned sink = 0;
     for (unsigned i = 0; i < 100000; i++)
         sink += i;
 }

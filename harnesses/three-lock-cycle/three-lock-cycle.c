@@ -62,7 +62,7 @@ static void *worker(void *arg)
  */
 static void stagger(void)
 {
-    static volatile unsigned sink;
+    volatile unsigned sink = 0;
     for (unsigned i = 0; i < 100000; i++)
         sink += i;
 }

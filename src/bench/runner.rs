@@ -15,10 +15,11 @@ use std::time::{Duration, Instant};
 
 use indicatif::ProgressBar;
 
-use super::column::Column;
+use super::column::{Column, Search};
 use super::expect::{self, Verdict};
 use super::native;
 use super::results::{BenchReport, FixedTrial, NativeLoop, Trial};
+use crate::code::SyncPoints;
 use crate::explore::{self, Runner, map_parallel};
 use crate::harness::{self, Expect, Harness, HarnessError, Variant};
 use crate::kernel::KernelConfig;
@@ -67,11 +68,14 @@ pub enum BenchError {
     },
 }
 
-/// One build of a harness, ready to run.
+/// One build of a harness at one level of sync points, ready to run.
 struct Target {
     /// The harness's name (buggy and twin alike).
     harness: String,
     variant: Variant,
+    level: SyncPoints,
+    /// The level the harness's bug needs.
+    needs: SyncPoints,
     exe: PathBuf,
     cfg: RunConfig,
     /// The buggy build's `[expect]`; `None` for the twin.
@@ -126,10 +130,11 @@ impl Pool {
     }
 }
 
-/// The machine configuration for a harness build.
-fn run_config(exe: &std::path::Path, h: &Harness) -> RunConfig {
+/// The machine configuration for a harness build at `level`.
+fn run_config(exe: &std::path::Path, h: &Harness, level: SyncPoints) -> RunConfig {
     let exe = exe.canonicalize().unwrap_or_else(|_| exe.to_path_buf());
     let mut k = KernelConfig::new(&exe.to_string_lossy(), &h.manifest.args);
+    k.sync_points = level;
     if let Some(max) = h.manifest.max_steps {
         k.max_steps = max;
     }
@@ -138,11 +143,15 @@ fn run_config(exe: &std::path::Path, h: &Harness) -> RunConfig {
     cfg
 }
 
-/// Builds a harness variant and runs it once with the default strategy;
-/// the machine goes to the pool.
-fn prepare(h: &Harness, variant: Variant) -> Result<(Target, Runner), BenchError> {
+/// Builds a harness variant and runs it once with the default strategy at
+/// `level`; the machine goes to the pool.
+fn prepare(
+    h: &Harness,
+    variant: Variant,
+    level: SyncPoints,
+) -> Result<(Target, Runner), BenchError> {
     let exe = harness::build(h, variant)?;
-    let cfg = run_config(&exe, h);
+    let cfg = run_config(&exe, h, level);
     let explore::Probe {
         report: probe,
         runner,
@@ -151,6 +160,8 @@ fn prepare(h: &Harness, variant: Variant) -> Result<(Target, Runner), BenchError
     let target = Target {
         harness: h.name.clone(),
         variant,
+        level,
+        needs: h.manifest.expect.sync_points,
         exe,
         cfg,
         expect: (variant == Variant::Buggy).then(|| h.manifest.expect.clone()),
@@ -227,9 +238,9 @@ fn run_trial(
     seed: u64,
     limit: u64,
 ) -> Result<Tally, BenchError> {
-    match column {
-        Column::Strategy(kind) => run_schedules(pool, ti, t, *kind, seed, limit),
-        Column::Fuzz { .. } => fuzz_until_bug(t, column, seed, limit),
+    match &column.search {
+        Search::Strategy(kind) => run_schedules(pool, ti, t, *kind, seed, limit),
+        Search::Fuzz { .. } => fuzz_until_bug(t, column, seed, limit),
     }
 }
 
@@ -264,11 +275,22 @@ fn fuzz_until_bug(t: &Target, column: &Column, seed: u64, limit: u64) -> Result<
 pub fn run(cfg: &BenchConfig, bar: &ProgressBar) -> Result<BenchReport, BenchError> {
     let start = Instant::now();
     let jobs = cfg.jobs.max(1);
-    let builds: Vec<(&Harness, Variant)> = cfg
+    // Every build at every level a column runs its harness at.
+    let builds: Vec<(&Harness, Variant, SyncPoints)> = cfg
         .harnesses
         .iter()
         .flat_map(|h| h.variants().into_iter().map(move |v| (h, v)))
         .filter(|(_, v)| *v == Variant::Buggy || cfg.fixed_budget > 0)
+        .flat_map(|(h, v)| {
+            let mut levels: Vec<SyncPoints> = cfg
+                .columns
+                .iter()
+                .map(|c| c.level_for(h.manifest.expect.sync_points))
+                .collect();
+            levels.sort();
+            levels.dedup();
+            levels.into_iter().map(move |l| (h, v, l))
+        })
         .collect();
     let columns: Vec<usize> = (0..cfg.columns.len()).collect();
 
@@ -280,8 +302,8 @@ pub fn run(cfg: &BenchConfig, bar: &ProgressBar) -> Result<BenchReport, BenchErr
     };
     let targets: Vec<Target> =
         map_parallel(builds.len(), jobs, |i| -> Result<Target, BenchError> {
-            let (h, v) = builds[i];
-            let (t, runner) = prepare(h, v)?;
+            let (h, v, level) = builds[i];
+            let (t, runner) = prepare(h, v, level)?;
             pool.put(i, runner);
             bar.inc(1);
             Ok(t)
@@ -292,6 +314,9 @@ pub fn run(cfg: &BenchConfig, bar: &ProgressBar) -> Result<BenchReport, BenchErr
     let mut work: Vec<Work> = Vec::new();
     for &column in &columns {
         for (ti, t) in targets.iter().enumerate() {
+            if t.level != cfg.columns[column].level_for(t.needs) {
+                continue;
+            }
             let (seeds, budget) = match t.expect {
                 Some(_) => (cfg.seeds, cfg.budget),
                 None => (u64::from(cfg.fixed_budget > 0), cfg.fixed_budget),
@@ -384,7 +409,10 @@ fn native_phase(
     }
     let mut plan: Vec<(&Target, Duration)> = targets
         .iter()
-        .filter(|t| t.variant == Variant::Buggy)
+        // One loop per harness, whatever the levels the machine ran at.
+        .filter(|t| {
+            t.variant == Variant::Buggy && Some(t.level) == targets.first().map(|f| f.level)
+        })
         .map(|t| {
             let s = spent.get(t.harness.as_str()).copied().unwrap_or(0.0);
             let d = Duration::from_secs_f64(s).max(cfg.native_floor).min(cap);

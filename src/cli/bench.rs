@@ -51,6 +51,12 @@ pub struct BenchArgs {
     /// The longest native loop per harness [default: 60s, 5s with --quick].
     #[arg(long, value_name = "DUR", value_parser = parse_duration)]
     pub native_cap: Option<Duration>,
+    /// Levels of sync points every strategy runs at, comma-separated
+    /// (calls, atomics, globals): one column per strategy and level. A
+    /// strategy written STRATEGY@LEVEL runs at that level only [default:
+    /// atomics, or the level a harness's bug needs when higher].
+    #[arg(long, value_name = "LEVELS", value_delimiter = ',')]
+    pub sync_points: Vec<crate::code::SyncPoints>,
 }
 
 /// The bug-suite harnesses named, or all of them.
@@ -98,7 +104,8 @@ fn bench_error(e: BenchError) -> UserError {
 }
 
 pub fn bench(a: BenchArgs) -> Result<u8, UserError> {
-    let columns = bench::parse_columns(&a.strategies).map_err(UserError::bad_input)?;
+    let columns =
+        bench::parse_columns(&a.strategies, &a.sync_points).map_err(UserError::bad_input)?;
     let harnesses = select(&a.harnesses)?;
     let budget = a.budget.unwrap_or(if a.quick { 100 } else { 1000 });
     let seeds = a.seeds.unwrap_or(if a.quick { 3 } else { 5 });

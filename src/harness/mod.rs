@@ -140,6 +140,10 @@ pub struct Expect {
     /// call, so only the preload shim's scheduling points can reach it.
     #[serde(default)]
     pub needs_shim: bool,
+    /// The scheduling points in user code the bug needs (`atomics`,
+    /// `globals`); `calls` when system and pthread calls suffice.
+    #[serde(default)]
+    pub sync_points: crate::code::SyncPoints,
 }
 
 impl Expect {
@@ -153,6 +157,7 @@ impl Expect {
             budget: None,
             depth: None,
             needs_shim: false,
+            sync_points: crate::code::SyncPoints::Calls,
         }
     }
 
