@@ -108,3 +108,31 @@ fn runs_that_crash_or_deadlock_leave_nothing_for_the_next() {
     assert_eq!(a.outcome.kind(), "crashed");
     assert_eq!(a.trace_hash, b.trace_hash);
 }
+
+#[test]
+fn a_run_stopped_by_the_watchdog_leaves_the_next_run_unharmed() {
+    // The watchdog stops the vCPU wherever it is, usually in user code;
+    // the next run must start at the door like any other, not crash there.
+    common::require_kvm();
+    let mut c = config(&harness("spin-loop"), &[]);
+    c.timeout = std::time::Duration::from_millis(300);
+    // One thread: snapshot at the start, as no clone comes.
+    c.snapshot_at = SnapshotAt::Start;
+    let mut vm = Vm::new(&c, FileSource::host()).unwrap();
+    for seed in 0..4 {
+        vm.set_strategy(Box::new(RandomWalk::new(seed)));
+        let r = vm.run().unwrap();
+        assert!(
+            matches!(
+                r.outcome,
+                rewind_fuzz::observe::outcome::Outcome::Hung {
+                    reason: rewind_fuzz::observe::outcome::HungReason::Timeout,
+                    ..
+                }
+            ),
+            "run {seed}: {:?}",
+            r.outcome
+        );
+        assert_eq!(r.stdout, b"spinning without system calls\n", "run {seed}");
+    }
+}

@@ -15,8 +15,8 @@ mod watchdog;
 use std::time::Duration;
 
 use kvm_bindings::{
-    KVM_MEM_LOG_DIRTY_PAGES, Msrs, kvm_msr_entry, kvm_regs, kvm_segment,
-    kvm_userspace_memory_region, kvm_xsave,
+    KVM_MEM_LOG_DIRTY_PAGES, Msrs, kvm_msr_entry, kvm_regs, kvm_segment, kvm_sregs,
+    kvm_userspace_memory_region, kvm_vcpu_events, kvm_xsave,
 };
 use kvm_ioctls::{Cap, Kvm, SyncReg, VcpuExit, VcpuFd, VmFd};
 
@@ -135,6 +135,9 @@ pub struct Machine {
     /// discards KVM's log), so that snapshots still see them.
     carried_dirty: Vec<u64>,
     loaded_fs_base: u64,
+    /// The system registers and event state of the vCPU standing at a door
+    /// (ring 0, nothing pending): what an exit from outside puts back.
+    door_state: Option<(kvm_sregs, kvm_vcpu_events)>,
     watchdog: Watchdog,
     /// The last exit's user registers are read from the kernel stack for
     /// exceptions; this records which kind of exit is pending.
@@ -181,6 +184,7 @@ impl Machine {
             mem_host: mem.host_base() as u64,
             carried_dirty: Vec::new(),
             loaded_fs_base: 0,
+            door_state: None,
             watchdog: Watchdog::new(),
             last_exit: None,
             syscall_via_fault: false,
@@ -315,6 +319,32 @@ impl Machine {
         // `resume` and `set_fs_base` edit real values, not zeros.
         let sregs = self.vcpu.get_sregs().map_err(kvm_err("KVM_GET_SREGS"))?;
         self.vcpu.sync_regs_mut().sregs = sregs;
+        let events = self
+            .vcpu
+            .get_vcpu_events()
+            .map_err(kvm_err("KVM_GET_VCPU_EVENTS"))?;
+        self.door_state = Some((sregs, events));
+        Ok(())
+    }
+
+    /// Puts the vCPU back at a door after it was stopped from outside.
+    ///
+    /// Every other exit leaves through the entry stub, in ring 0 with nothing
+    /// pending, which is where [`Machine::resume`] expects the vCPU. The
+    /// watchdog's signal can stop it anywhere: in user mode (user code and
+    /// stack segments loaded), or halfway through delivering an exception.
+    /// Resuming from there would run the stub at ring 3 and fault, so the
+    /// next run would crash where a fresh one would not.
+    fn return_to_door(&mut self) -> Result<(), MachineError> {
+        let (sregs, events) = self.door_state.expect("set when the vCPU was made");
+        self.vcpu
+            .set_vcpu_events(&events)
+            .map_err(kvm_err("KVM_SET_VCPU_EVENTS"))?;
+        self.vcpu.sync_regs_mut().sregs = sregs;
+        self.vcpu.set_sync_dirty_reg(SyncReg::SystemRegister);
+        // The FS base just went back to the door's: reload the thread's.
+        self.loaded_fs_base = u64::MAX;
+        self.last_exit = None;
         Ok(())
     }
 
@@ -389,6 +419,7 @@ impl Machine {
         let _tsc = TscTrap::hold();
         loop {
             if self.watchdog.fired() {
+                self.return_to_door()?;
                 return Ok(Exit::TimedOut);
             }
             self.exits += 1;
