@@ -5,6 +5,7 @@ mod common;
 
 use common::{config, harness};
 use rewind_fuzz::kernel::vfs::FileSource;
+use rewind_fuzz::observe::outcome::{HungReason, Outcome};
 use rewind_fuzz::sched::{RandomWalk, Replay};
 use rewind_fuzz::vm::{RunReport, SnapshotAt, Vm};
 
@@ -111,28 +112,40 @@ fn runs_that_crash_or_deadlock_leave_nothing_for_the_next() {
 
 #[test]
 fn a_run_stopped_by_the_watchdog_leaves_the_next_run_unharmed() {
-    // The watchdog stops the vCPU wherever it is, usually in user code;
-    // the next run must start at the door like any other, not crash there.
+    // The watchdog stops the vCPU wherever it is, usually in user code; the
+    // next run must start at the door like any other. Without sync points
+    // in user code, a `while (!flag);` spinner that runs before the flag is
+    // set spins until the watchdog fires; other schedules exit.
     common::require_kvm();
-    let mut c = config(&harness("spin-loop"), &[]);
+    let mut c = config(&harness("spin-c-volatile"), &[]);
+    c.kernel.sync_points = rewind_fuzz::code::SyncPoints::Calls;
     c.timeout = std::time::Duration::from_millis(300);
-    // One thread: snapshot at the start, as no clone comes.
-    c.snapshot_at = SnapshotAt::Start;
     let mut vm = Vm::new(&c, FileSource::host()).unwrap();
-    for seed in 0..4 {
+    let (mut stopped, mut after_a_stop) = (0, 0);
+    let mut last_stopped = false;
+    for seed in 0..40 {
         vm.set_strategy(Box::new(RandomWalk::new(seed)));
         let r = vm.run().unwrap();
-        assert!(
-            matches!(
-                r.outcome,
-                rewind_fuzz::observe::outcome::Outcome::Hung {
-                    reason: rewind_fuzz::observe::outcome::HungReason::Timeout,
-                    ..
-                }
-            ),
-            "run {seed}: {:?}",
-            r.outcome
-        );
-        assert_eq!(r.stdout, b"spinning without system calls\n", "run {seed}");
+        if let Outcome::Hung {
+            reason: HungReason::Timeout,
+            ..
+        } = r.outcome
+        {
+            stopped += 1;
+            last_stopped = true;
+            continue;
+        }
+        let fresh = from_scratch(&c, r.schedule.clone());
+        assert_eq!(r.outcome, fresh.outcome, "seed {seed}");
+        assert_eq!(r.trace_hash, fresh.trace_hash, "seed {seed}");
+        after_a_stop += last_stopped as u32;
+        last_stopped = false;
+        if after_a_stop >= 2 {
+            break;
+        }
     }
+    assert!(
+        stopped > 0 && after_a_stop >= 2,
+        "{stopped} stops, {after_a_stop} runs after one"
+    );
 }
