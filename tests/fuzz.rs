@@ -436,3 +436,58 @@ fn a_full_out_dir_keeps_the_session_going_and_no_partial_reproducer_is_left() {
     assert!(!names(&out.join("queue")).is_empty(), "the corpus is kept");
     assert!(stat(&out, "execs_done") > 0);
 }
+
+/// A session on a program whose every run goes on for a million steps (the
+/// default step limit) before it ends `hung`: far longer than the session.
+fn spawn_endless(out: &Path, extra: &[&str]) -> std::process::Child {
+    common::require_kvm();
+    let exe = common::harness("getpid-loop");
+    cli()
+        .arg("--target")
+        .arg(&exe)
+        .args(["-q", "-o"])
+        .arg(out)
+        .args(extra)
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap()
+}
+
+#[test]
+fn the_time_budget_ends_a_session_in_the_middle_of_a_long_run() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("out");
+    let started = std::time::Instant::now();
+    let r = spawn_endless(&out, &["--time", "3s"])
+        .wait_with_output()
+        .unwrap();
+    let took = started.elapsed();
+    assert!(
+        took < std::time::Duration::from_secs(8),
+        "--time 3s took {took:?}: {}",
+        stderr(&r)
+    );
+    assert_eq!(r.status.code(), Some(0), "{}", stderr(&r));
+    assert!(stderr(&r).contains("first run"), "{}", stderr(&r));
+    assert!(out.join("fuzzer_stats").exists());
+}
+
+#[test]
+fn ctrl_c_ends_a_session_in_the_middle_of_a_long_run() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("out");
+    let child = spawn_endless(&out, &[]);
+    std::thread::sleep(std::time::Duration::from_secs(3));
+    // SAFETY: kill(2) on the child we spawned; it has not been waited for.
+    unsafe { libc::kill(child.id() as libc::pid_t, libc::SIGINT) };
+    let started = std::time::Instant::now();
+    let r = child.wait_with_output().unwrap();
+    let took = started.elapsed();
+    assert!(
+        took < std::time::Duration::from_secs(5),
+        "Ctrl-C took {took:?}: {}",
+        stderr(&r)
+    );
+    assert_eq!(r.status.code(), Some(0), "{}", stderr(&r));
+    assert!(out.join("fuzzer_stats").exists());
+}

@@ -2,6 +2,8 @@
 //! runs, turning engine errors into messages, and the JSON of outcomes.
 
 use std::path::Path;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
 use clap::Args;
@@ -11,6 +13,7 @@ use crate::code::SyncPoints;
 use crate::kernel::KernelConfig;
 use crate::kernel::loader::check_elf;
 use crate::kernel::vfs::SharedSource;
+use crate::machine::Cancel;
 use crate::observe::outcome::Outcome;
 use crate::rwd::{self, Rwd};
 use crate::sched::{Schedule, StrategySpec};
@@ -174,6 +177,57 @@ pub fn replay_level(
     }
 }
 
+/// Set by Ctrl-C (and SIGTERM) once [`ctrl_c`] was called.
+static INTERRUPTED: AtomicBool = AtomicBool::new(false);
+
+extern "C" fn on_interrupt(_: libc::c_int) {
+    INTERRUPTED.store(true, Ordering::SeqCst);
+}
+
+/// Turns Ctrl-C and SIGTERM into a [`Cancel`] that ends the run in progress
+/// within a watchdog tick, so a command can stop cleanly and keep what it
+/// has instead of dying mid-write.
+pub fn ctrl_c() -> Cancel {
+    static FLAG: OnceLock<Arc<AtomicBool>> = OnceLock::new();
+    let flag = FLAG.get_or_init(|| {
+        // SAFETY: the handler only stores into an atomic, which is
+        // async-signal-safe; sigaction with a zeroed struct and that handler
+        // is a valid call.
+        unsafe {
+            let mut act: libc::sigaction = std::mem::zeroed();
+            act.sa_sigaction = on_interrupt as *const () as usize;
+            libc::sigaction(libc::SIGINT, &act, std::ptr::null_mut());
+            libc::sigaction(libc::SIGTERM, &act, std::ptr::null_mut());
+        }
+        // A signal handler cannot touch an `Arc`; this thread carries the
+        // static flag over.
+        let flag = Arc::new(AtomicBool::new(false));
+        let shared = flag.clone();
+        std::thread::Builder::new()
+            .name("rewind-ctrl-c".into())
+            .spawn(move || {
+                while !INTERRUPTED.load(Ordering::Relaxed) {
+                    std::thread::sleep(std::time::Duration::from_millis(20));
+                }
+                shared.store(true, Ordering::SeqCst);
+                // A second Ctrl-C quits at once, as people expect.
+                // SAFETY: restoring the default disposition is always valid.
+                unsafe {
+                    libc::signal(libc::SIGINT, libc::SIG_DFL);
+                    libc::signal(libc::SIGTERM, libc::SIG_DFL);
+                }
+            })
+            .expect("spawn the Ctrl-C thread");
+        flag
+    });
+    Cancel::from_flag(flag.clone())
+}
+
+/// Whether Ctrl-C or SIGTERM arrived.
+pub fn interrupted() -> bool {
+    INTERRUPTED.load(Ordering::Relaxed)
+}
+
 /// Turns an engine error into a message for the user.
 pub fn vm_error(e: VmError) -> UserError {
     match e {
@@ -183,6 +237,10 @@ pub fn vm_error(e: VmError) -> UserError {
             UserError::bad_input(m.to_string())
         }
         VmError::Load(l) => UserError::bad_input(l.to_string()),
+        VmError::Cancelled => UserError {
+            message: "interrupted before the run ended; nothing was written".into(),
+            code: 130,
+        },
         other => UserError {
             message: other.to_string(),
             code: 1,

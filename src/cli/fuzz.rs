@@ -1,14 +1,12 @@
 //! `rewind-fuzz --target ./test` (or `rewind-fuzz fuzz ...`): the main job.
 
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use clap::Args;
 
 use super::UserError;
-use super::common::{TargetArgs, parse_duration, vm_error};
+use super::common::{TargetArgs, ctrl_c, interrupted, parse_duration, vm_error};
 use crate::fuzz::{Budget, FuzzConfig, FuzzError, ScheduleInput, StrategyMix};
 
 #[derive(Args, Debug, Clone)]
@@ -55,25 +53,6 @@ pub struct FuzzArgs {
     /// Only print findings and the final summary.
     #[arg(long, short = 'q')]
     pub quiet: bool,
-}
-
-/// Set by Ctrl-C.
-static INTERRUPTED: AtomicBool = AtomicBool::new(false);
-
-extern "C" fn on_sigint(_: libc::c_int) {
-    INTERRUPTED.store(true, Ordering::SeqCst);
-}
-
-fn install_sigint() {
-    // SAFETY: the handler only stores into an atomic, which is
-    // async-signal-safe; sigaction with a zeroed struct and that handler is
-    // a valid call.
-    unsafe {
-        let mut act: libc::sigaction = std::mem::zeroed();
-        act.sa_sigaction = on_sigint as *const () as usize;
-        libc::sigaction(libc::SIGINT, &act, std::ptr::null_mut());
-        libc::sigaction(libc::SIGTERM, &act, std::ptr::null_mut());
-    }
 }
 
 /// Reads schedule inputs from a directory; a file that is not one is
@@ -180,20 +159,7 @@ pub fn fuzz(a: FuzzArgs) -> Result<u8, UserError> {
             UserError::bad_input(format!("cannot use --sync-dir {}: {e}", dir.display()))
         })?;
     }
-    install_sigint();
-    let stop = Arc::new(AtomicBool::new(false));
-    let flag = stop.clone();
-    let watcher = std::thread::spawn(move || {
-        while !flag.load(Ordering::Relaxed) {
-            if INTERRUPTED.load(Ordering::Relaxed) {
-                flag.store(true, Ordering::Relaxed);
-            }
-            std::thread::sleep(Duration::from_millis(50));
-        }
-    });
-    let result = crate::fuzz::fuzz(cfg, stop.clone());
-    stop.store(true, Ordering::Relaxed);
-    let _ = watcher.join();
+    let result = crate::fuzz::fuzz(cfg, ctrl_c());
     let summary = match result {
         Ok(s) => s,
         Err(FuzzError::Vm(e)) => return Err(vm_error(e)),
@@ -215,11 +181,7 @@ pub fn fuzz(a: FuzzArgs) -> Result<u8, UserError> {
         summary.features["interleavings"],
         summary.features["handoffs"],
         summary.findings.len(),
-        if INTERRUPTED.load(Ordering::Relaxed) {
-            " (interrupted)"
-        } else {
-            ""
-        }
+        if interrupted() { " (interrupted)" } else { "" }
     );
     for f in &summary.findings {
         eprintln!("  {}  {}", f.path.display(), f.summary);

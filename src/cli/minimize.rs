@@ -8,14 +8,14 @@ use clap::Args;
 use serde_json::json;
 
 use super::UserError;
-use super::common::{TargetArgs, parse_duration, replay_level, vm_error};
+use super::common::{TargetArgs, ctrl_c, interrupted, parse_duration, replay_level, vm_error};
 use crate::explore::minimize::{self, Budget, MinimizeError};
 use crate::kernel::vfs::FileSource;
 use crate::report::RunFacts;
 use crate::report::symbols::Symbolizer;
 use crate::rwd::{self, Rwd};
 use crate::sched::{Replay, Schedule};
-use crate::vm::Vm;
+use crate::vm::{Vm, VmError};
 
 #[derive(Args, Debug)]
 pub struct MinimizeArgs {
@@ -205,8 +205,12 @@ pub fn minimize(a: MinimizeArgs) -> Result<u8, UserError> {
             );
         }
     };
+    // Ctrl-C ends the search, not the command: the best schedule so far is
+    // recorded and written (a second Ctrl-C quits at once).
+    let mut searching = cfg.clone();
+    searching.cancel = ctrl_c();
     let m = minimize::minimize(
-        &cfg,
+        &searching,
         source.clone(),
         &schedule,
         &want,
@@ -214,6 +218,9 @@ pub fn minimize(a: MinimizeArgs) -> Result<u8, UserError> {
         &mut progress,
     )
     .map_err(|e| match e {
+        MinimizeError::Vm(VmError::Cancelled) if !interrupted() => UserError::bad_input(
+            "--time ended before the input's own run did (its runs are long): give more --time; nothing was written".to_string(),
+        ),
         MinimizeError::Vm(v) => vm_error(v),
         other => UserError {
             message: format!("{name}: {other}"),
@@ -260,7 +267,9 @@ pub fn minimize(a: MinimizeArgs) -> Result<u8, UserError> {
             m.window_after,
             m.execs,
             m.elapsed.as_secs_f64(),
-            if m.budget_ran_out {
+            if interrupted() {
+                " (interrupted: it may shrink further)"
+            } else if m.budget_ran_out {
                 " (the budget ran out: it may shrink further)"
             } else {
                 ""

@@ -190,8 +190,16 @@ impl Search<'_> {
             self.out_of_budget = true;
             return Ok(None);
         }
-        let (hit, _) = self.run(c)?;
-        Ok(hit)
+        match self.run(c) {
+            Ok((hit, _)) => Ok(hit),
+            // A deadline or Ctrl-C ended the candidate's run: keep the best
+            // so far, as when the budget runs out between runs.
+            Err(VmError::Cancelled) => {
+                self.out_of_budget = true;
+                Ok(None)
+            }
+            Err(e) => Err(e),
+        }
     }
 
     fn run(&mut self, c: Candidate) -> Result<(Option<Hit>, Signature), VmError> {
@@ -227,10 +235,13 @@ impl Search<'_> {
         let hit = (sig == *self.want).then(|| {
             let log = log.lock().unwrap();
             let decisions = report.schedule.decisions.clone();
+            // One scheduling point per step: a map keeps this linear in the
+            // run's length (runs can be millions of steps long).
+            let at_step: HashMap<u64, &Point> = log.iter().map(|p| (p.step, p)).collect();
             let anchors = decisions
                 .iter()
                 .filter_map(|d| {
-                    let p = log.iter().find(|p| p.step == d.step)?;
+                    let p = at_step.get(&d.step)?;
                     Some(Anchor {
                         thread: p.thread,
                         object: p.object,
@@ -274,6 +285,10 @@ pub fn minimize(
 ) -> Result<Minimized, MinimizeError> {
     let mut quiet = cfg.clone();
     quiet.stream_output = false;
+    // The time budget also ends the run in progress, however long it is.
+    if let Some(t) = budget.time {
+        quiet.cancel = quiet.cancel.with_deadline(Instant::now() + t);
+    }
     let mut s = Search {
         runner: Runner::new(quiet, source),
         want,

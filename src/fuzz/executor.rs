@@ -180,7 +180,12 @@ impl VmExecutor {
     pub fn run_input(&mut self, input: &ScheduleInput) -> Result<RunReport, libafl::Error> {
         self.runner
             .run(input.strategy(self.steps))
-            .map_err(|e| libafl::Error::illegal_state(e.to_string()))
+            .map_err(|e| match e {
+                // The session ended in the middle of the run: LibAFL's way
+                // to say "stop", which the worker's loop takes as its end.
+                crate::vm::VmError::Cancelled => libafl::Error::shutting_down(),
+                e => libafl::Error::illegal_state(e.to_string()),
+            })
     }
 }
 

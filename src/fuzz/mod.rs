@@ -30,7 +30,7 @@ use crate::kernel::vfs::FileSource;
 use crate::observe::failure::FailureKind;
 use crate::observe::outcome::Outcome;
 use crate::sched::StrategyKind;
-use crate::vm::{RunConfig, RunReport};
+use crate::vm::{RunConfig, RunReport, VmError};
 
 /// How often workers take entries from the hub, and the main thread
 /// exchanges them with the sync directory.
@@ -286,14 +286,21 @@ pub fn schedules_to_bug(
             hit: hit.clone(),
         }),
     };
-    fuzz(cfg, Arc::new(AtomicBool::new(false)))?;
+    fuzz(cfg, crate::machine::Cancel::new())?;
     let n = hit.load(Ordering::Relaxed);
     Ok((n > 0).then_some(n))
 }
 
-/// Runs a session to its budget (or until `stop` is set from outside, for
-/// Ctrl-C).
-pub fn fuzz(cfg: FuzzConfig, stop: Arc<AtomicBool>) -> Result<FuzzSummary, FuzzError> {
+/// Runs a session to its budget (or until `cancel` says so, for Ctrl-C).
+/// The session's time budget and `cancel` end the run in progress too, the
+/// first one and minimization's included: a run can be millions of steps.
+pub fn fuzz(mut cfg: FuzzConfig, cancel: crate::machine::Cancel) -> Result<FuzzSummary, FuzzError> {
+    let session_start = Instant::now();
+    let cancel = match cfg.budget.time {
+        Some(t) => cancel.with_deadline(session_start + t),
+        None => cancel,
+    };
+    cfg.run.cancel = cancel.clone();
     let mut out = output::Output::create(&cfg)?;
     let source = FileSource::host();
     // One default run first: it checks the target runs at all, and PCT needs
@@ -302,7 +309,27 @@ pub fn fuzz(cfg: FuzzConfig, stop: Arc<AtomicBool>) -> Result<FuzzSummary, FuzzE
         report: probe,
         decision_points,
         ..
-    } = crate::explore::probe(&cfg.run, source.clone())?;
+    } = match crate::explore::probe(&cfg.run, source.clone()) {
+        // Ended before the first run did: an empty session.
+        Err(VmError::Cancelled) => {
+            eprintln!(
+                "rewind-fuzz: note: the session ended before the target's first run did; \
+                 its runs are long: lower --max-steps or give more --time"
+            );
+            let summary = FuzzSummary {
+                execs: 0,
+                elapsed: session_start.elapsed(),
+                corpus: 0,
+                features: FeatureKind::ALL.map(|k| (k.name(), 0)).into(),
+                findings: Vec::new(),
+                unsaved: Vec::new(),
+                unsupported: None,
+            };
+            out.finish(&cfg, &summary, &Progress::new(cfg.jobs, cfg.budget.execs));
+            return Ok(summary);
+        }
+        r => r?,
+    };
     if let Outcome::Unsupported { .. } = probe.outcome {
         return Err(FuzzError::Setup(format!(
             "the target's default run needs something the monitor lacks: {}",
@@ -338,8 +365,7 @@ pub fn fuzz(cfg: FuzzConfig, stop: Arc<AtomicBool>) -> Result<FuzzSummary, FuzzE
         let mut hub_cursor = 0;
         loop {
             let done = handles.iter().all(|h| h.is_finished());
-            if stop.load(Ordering::Relaxed) || cfg.budget.time.is_some_and(|t| start.elapsed() >= t)
-            {
+            if cancel.is_cancelled() {
                 progress.stop.store(true, Ordering::Relaxed);
             }
             out.tick(
@@ -440,8 +466,26 @@ fn findings_writer(
             Err(e) => eprintln!("rewind-fuzz: warning: minimizing {base}: {e}"),
         }
     }
-    let (rwd, _) =
-        crate::rwd::record(&cfg.run, source.clone(), &schedule).map_err(|e| e.to_string())?;
+    let rwd = match crate::rwd::record(&cfg.run, source.clone(), &schedule) {
+        Ok((rwd, _)) => rwd,
+        // The session ended before the finding's run could be recorded:
+        // its schedule is kept, to be recorded with `run --save-rwd`.
+        Err(VmError::Cancelled) => {
+            let path = dir.join(format!("{base}.schedule.json"));
+            schedule
+                .save(&path)
+                .map_err(|e| format!("cannot save {}: {e}", path.display()))?;
+            let text = format!(
+                "{}\nThe session ended before this finding's run was recorded.\n{}",
+                f.report.outcome.summary(),
+                finding_commands(cfg, &path)
+            );
+            crate::fsutil::write_atomically(&dir.join(format!("{base}.txt")), text.as_bytes())
+                .map_err(|e| e.to_string())?;
+            return Ok(path);
+        }
+        Err(e) => return Err(e.to_string()),
+    };
     let path = dir.join(format!("{base}.rwd"));
     rwd.save(&path).map_err(|e| e.to_string())?;
     let mut story = crate::rwd::story::StoryTeller::new(&rwd).text(40);
@@ -453,8 +497,16 @@ fn findings_writer(
 }
 
 /// The commands that use a finding.
-fn finding_commands(_cfg: &FuzzConfig, path: &std::path::Path) -> String {
+fn finding_commands(cfg: &FuzzConfig, path: &std::path::Path) -> String {
     let p = path.display();
+    if path.extension().is_some_and(|e| e == "json") {
+        let rwd = path.with_extension("").with_extension("rwd");
+        return format!(
+            "  Record with: rewind-fuzz run --target {} --schedule {p} --save-rwd {} (and the session's options)\n",
+            cfg.target_name,
+            rwd.display()
+        );
+    }
     format!(
         "  Reproduce with: rewind-fuzz replay {p}\n  Explain with:   rewind-fuzz show {p}\n  Debug with:     rewind-fuzz gdb {p} --at end\n"
     )

@@ -49,7 +49,26 @@ pub fn run(
     hub: &Hub,
     progress: Arc<Progress>,
 ) -> Result<(), FuzzError> {
-    let err = |e: libafl::Error| FuzzError::Engine(e.to_string());
+    match work(id, cfg, source, steps, shared, hub, progress) {
+        // The session ended in the middle of a run.
+        Err(FuzzError::Vm(crate::vm::VmError::Cancelled)) => Ok(()),
+        r => r,
+    }
+}
+
+fn work(
+    id: usize,
+    cfg: &FuzzConfig,
+    source: SharedSource,
+    steps: u64,
+    shared: Arc<Mutex<Shared>>,
+    hub: &Hub,
+    progress: Arc<Progress>,
+) -> Result<(), FuzzError> {
+    let err = |e: libafl::Error| match e {
+        libafl::Error::ShuttingDown => FuzzError::Vm(crate::vm::VmError::Cancelled),
+        e => FuzzError::Engine(e.to_string()),
+    };
     // Executor and observers.
     let mut executor = VmExecutor::new(
         cfg.run.clone(),

@@ -22,6 +22,7 @@ use kvm_ioctls::{Cap, Kvm, SyncReg, VcpuExit, VcpuFd, VmFd};
 
 pub use cpuid::MODEL_NAME as CPU_MODEL_NAME;
 pub use tsc::TscTrap;
+pub use watchdog::Cancel;
 use watchdog::Watchdog;
 
 use crate::arch::cpu::{
@@ -623,8 +624,13 @@ impl Machine {
     /// Starts the wall-clock watchdog: when [`Machine::progress`] is not
     /// called for `limit`, the guest is interrupted and [`Machine::run`]
     /// returns [`Exit::TimedOut`].
-    pub fn arm_watchdog(&mut self, limit: Duration) {
-        self.watchdog.arm(limit);
+    pub fn arm_watchdog(&mut self, limit: Duration, cancel: &Cancel) {
+        self.watchdog.arm(limit, cancel);
+    }
+
+    /// Whether the last [`Exit::TimedOut`] was a cancellation from outside.
+    pub fn cancelled(&self) -> bool {
+        self.watchdog.cancelled()
     }
 
     /// Tells the watchdog the guest made progress.

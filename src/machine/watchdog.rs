@@ -6,6 +6,10 @@
 //! helper signals the vCPU thread until the run loop notices (the signal makes
 //! `KVM_RUN` return `EINTR`). Signalling repeatedly closes the race where the
 //! signal lands just before `KVM_RUN` starts.
+//!
+//! The same thread ends a run from outside when its [`Cancel`] says so (a
+//! session's deadline passed, or the user pressed Ctrl-C): a run can be
+//! millions of steps long, and nobody should wait for it.
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Condvar, Mutex, Once};
@@ -28,9 +32,48 @@ fn install_handler() {
     });
 }
 
+/// Ends runs early from outside: a flag (Ctrl-C, a session ending) and an
+/// optional deadline. Cloning shares the flag. Checked by the watchdog a few
+/// times per limit and at least every 100 ms.
+#[derive(Clone, Debug, Default)]
+pub struct Cancel {
+    flag: Arc<AtomicBool>,
+    deadline: Option<Instant>,
+}
+
+impl Cancel {
+    /// Never cancels until [`Cancel::cancel`] is called.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Shares a flag set elsewhere (a Ctrl-C handler's).
+    pub fn from_flag(flag: Arc<AtomicBool>) -> Self {
+        Cancel {
+            flag,
+            deadline: None,
+        }
+    }
+
+    /// Also cancels once `deadline` has passed.
+    pub fn with_deadline(mut self, deadline: Instant) -> Self {
+        self.deadline = Some(self.deadline.map_or(deadline, |d| d.min(deadline)));
+        self
+    }
+
+    pub fn cancel(&self) {
+        self.flag.store(true, Ordering::SeqCst);
+    }
+
+    pub fn is_cancelled(&self) -> bool {
+        self.flag.load(Ordering::Relaxed) || self.deadline.is_some_and(|d| Instant::now() >= d)
+    }
+}
+
 #[derive(Default)]
 struct State {
     limit: Option<Duration>,
+    cancel: Cancel,
     target: Option<libc::pthread_t>,
     generation: u64,
     shutdown: bool,
@@ -40,6 +83,8 @@ struct Shared {
     state: Mutex<State>,
     wake: Condvar,
     fired: AtomicBool,
+    /// Whether the last firing was a cancellation, not a timeout.
+    cancelled: AtomicBool,
     progress: AtomicU64,
 }
 
@@ -56,6 +101,7 @@ impl Watchdog {
             state: Mutex::new(State::default()),
             wake: Condvar::new(),
             fired: AtomicBool::new(false),
+            cancelled: AtomicBool::new(false),
             progress: AtomicU64::new(0),
         });
         let s = shared.clone();
@@ -70,11 +116,13 @@ impl Watchdog {
     }
 
     /// Starts watching the calling thread: it fires after `limit` without
-    /// progress.
-    pub fn arm(&self, limit: Duration) {
+    /// progress, or as soon as `cancel` says so.
+    pub fn arm(&self, limit: Duration, cancel: &Cancel) {
         self.shared.fired.store(false, Ordering::SeqCst);
+        self.shared.cancelled.store(false, Ordering::SeqCst);
         let mut st = self.shared.state.lock().unwrap();
         st.limit = Some(limit);
+        st.cancel = cancel.clone();
         // SAFETY: pthread_self has no preconditions.
         st.target = Some(unsafe { libc::pthread_self() });
         st.generation += 1;
@@ -97,9 +145,14 @@ impl Watchdog {
         self.shared.fired.store(false, Ordering::SeqCst);
     }
 
-    /// Whether the limit passed without progress.
+    /// Whether the limit passed without progress, or the run was cancelled.
     pub fn fired(&self) -> bool {
         self.shared.fired.load(Ordering::SeqCst)
+    }
+
+    /// Whether it fired because the run was cancelled.
+    pub fn cancelled(&self) -> bool {
+        self.shared.cancelled.load(Ordering::SeqCst)
     }
 }
 
@@ -114,16 +167,20 @@ fn watch(s: &Shared) {
             continue;
         };
         let generation = st.generation;
-        let tick = (limit / 4).clamp(Duration::from_millis(1), Duration::from_millis(100));
+        let tick = (limit / 4).clamp(Duration::from_millis(1), Duration::from_millis(50));
         let mut seen = s.progress.load(Ordering::Relaxed);
         let mut since = Instant::now();
         while st.generation == generation && !st.shutdown {
             st = s.wake.wait_timeout(st, tick).unwrap().0;
             let now = s.progress.load(Ordering::Relaxed);
-            if now != seen {
+            let cancelled = st.cancel.is_cancelled();
+            if cancelled {
+                s.cancelled.store(true, Ordering::SeqCst);
+            }
+            if now != seen && !cancelled {
                 seen = now;
                 since = Instant::now();
-            } else if since.elapsed() >= limit {
+            } else if cancelled || since.elapsed() >= limit {
                 s.fired.store(true, Ordering::SeqCst);
                 // Kick until the owner disarms or re-arms.
                 while st.generation == generation && !st.shutdown {

@@ -127,7 +127,7 @@ impl Vm {
                 }
             }
         }
-        self.machine.arm_watchdog(self.timeout);
+        self.machine.arm_watchdog(self.timeout, &self.cancel);
         let exit = self.machine.run();
         self.machine.disarm_watchdog();
         for (_, pa, old) in patched.iter().rev() {
@@ -219,7 +219,7 @@ impl Vm {
     pub fn debug_finish(&mut self) -> Result<RunReport, VmError> {
         let start = std::time::Instant::now();
         let (exits0, inval0) = (self.machine.exits, self.machine.invalidations);
-        self.machine.arm_watchdog(self.timeout);
+        self.machine.arm_watchdog(self.timeout, &self.cancel);
         let r = self.run_loop(None);
         self.machine.disarm_watchdog();
         r?;

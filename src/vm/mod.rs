@@ -51,6 +51,8 @@ pub struct RunConfig {
     /// hint ring instead of leaving the guest for each (the run is the same
     /// either way; this only changes how many exits it takes).
     pub hint_ring: bool,
+    /// Ends runs from outside: a session's deadline, Ctrl-C.
+    pub cancel: crate::machine::Cancel,
 }
 
 /// Where a `Vm` takes its snapshot.
@@ -76,6 +78,7 @@ impl RunConfig {
             shim: true,
             snapshot_at: SnapshotAt::FirstThread,
             hint_ring: true,
+            cancel: crate::machine::Cancel::new(),
         }
     }
 }
@@ -89,6 +92,9 @@ pub enum VmError {
     Load(#[from] LoadError),
     #[error(transparent)]
     Memory(#[from] PhysError),
+    /// The run was ended from outside (a deadline, Ctrl-C) before its end.
+    #[error("the run was cancelled before it ended")]
+    Cancelled,
 }
 
 /// What a run did.
@@ -215,6 +221,7 @@ pub struct Vm {
     mem: Arc<PhysMemory>,
     strategy: Box<dyn Strategy>,
     timeout: Duration,
+    cancel: crate::machine::Cancel,
     /// The thread whose extended state is in the CPU.
     fpu_owner: Option<Tid>,
     engine: EngineState,
@@ -246,6 +253,7 @@ impl Vm {
             mem,
             strategy: Box::new(RunUntilBlocked),
             timeout: cfg.timeout,
+            cancel: cfg.cancel.clone(),
             fpu_owner: None,
             engine: EngineState::default(),
             snapshot_at: cfg.snapshot_at,
@@ -284,6 +292,9 @@ impl Vm {
     /// snapshot after that.
     pub fn run(&mut self) -> Result<RunReport, VmError> {
         assert!(self.can_run(), "a Vm without a snapshot runs once");
+        if self.cancel.is_cancelled() {
+            return Err(VmError::Cancelled);
+        }
         // One TSC request for the whole run instead of one per exit.
         let _tsc = TscTrap::hold();
         let start = Instant::now();
@@ -299,7 +310,7 @@ impl Vm {
         } else {
             self.restore()?
         };
-        self.machine.arm_watchdog(self.timeout);
+        self.machine.arm_watchdog(self.timeout, &self.cancel);
         let r = self.run_loop(pending);
         self.machine.disarm_watchdog();
         r?;
@@ -391,6 +402,7 @@ impl Vm {
                 let regs = self.machine.user_regs()?;
                 self.exception(regs, vector, error_code, fault_addr);
             }
+            Exit::TimedOut if self.machine.cancelled() => return Err(VmError::Cancelled),
             Exit::TimedOut => {
                 let thread = self.kernel.current().0;
                 // Interrupted before it re-entered user mode, the vCPU
