@@ -298,11 +298,13 @@ fn the_decoder_rejects_each_kind_of_bad_file_with_exit_code_2() {
         refused(what, &["replay"], file);
     }
     refused("show", &["show"], &dir.path().join("corrupt.rwd"));
+    let min = dir.path().join("min.rwd");
     refused(
         "minimize",
-        &["minimize", "-o", "/dev/null"],
+        &["minimize", "-o", min.to_str().unwrap()],
         &dir.path().join("future.rwd"),
     );
+    assert!(!min.exists());
     let out = cli()
         .arg("replay")
         .arg(dir.path().join("future.rwd"))

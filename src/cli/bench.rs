@@ -9,7 +9,7 @@ use clap::Args;
 use indicatif::{ProgressBar, ProgressStyle};
 
 use super::UserError;
-use super::common::{parse_duration, vm_error};
+use super::common::{check_output, parse_duration, vm_error};
 use crate::bench::{self, BenchConfig, BenchError, DEFAULT_COLUMNS};
 use crate::harness::{self, Harness};
 
@@ -104,6 +104,8 @@ fn bench_error(e: BenchError) -> UserError {
 }
 
 pub fn bench(a: BenchArgs) -> Result<u8, UserError> {
+    check_output("--csv", a.csv.as_deref())?;
+    check_output("--plot", a.plot.as_deref())?;
     let columns =
         bench::parse_columns(&a.strategies, &a.sync_points).map_err(UserError::bad_input)?;
     let harnesses = select(&a.harnesses)?;
@@ -149,7 +151,7 @@ pub fn bench(a: BenchArgs) -> Result<u8, UserError> {
     bar.finish_and_clear();
 
     if let Some(f) = &a.csv {
-        std::fs::write(f, report.to_csv()).map_err(|e| {
+        crate::fsutil::write_atomically(f, report.to_csv().as_bytes()).map_err(|e| {
             UserError::bad_input(format!("cannot write --csv {}: {e}", f.display()))
         })?;
     }
@@ -158,7 +160,7 @@ pub fn bench(a: BenchArgs) -> Result<u8, UserError> {
             message: format!("drawing the plot: {e}"),
             code: 1,
         })?;
-        std::fs::write(f, svg).map_err(|e| {
+        crate::fsutil::write_atomically(f, svg.as_bytes()).map_err(|e| {
             UserError::bad_input(format!("cannot write --plot {}: {e}", f.display()))
         })?;
     }

@@ -11,7 +11,7 @@ use indicatif::{ProgressBar, ProgressStyle};
 use serde_json::json;
 
 use super::UserError;
-use super::common::{TargetArgs, estimate_steps, outcome_json, vm_error};
+use super::common::{TargetArgs, check_output, estimate_steps, outcome_json, vm_error};
 use crate::explore;
 use crate::kernel::vfs::FileSource;
 use crate::observe::failure::{FailureKind, table_row};
@@ -101,6 +101,8 @@ pub fn check(a: CheckArgs) -> Result<u8, UserError> {
     if a.schedules == 0 {
         return Err(UserError::bad_input("--schedules must be at least 1"));
     }
+    check_output("--save-rwd", a.save_rwd.as_deref())?;
+    check_output("--save-schedule", a.save_schedule.as_deref())?;
     if matches!(a.strategy, StrategySpec::Schedule(_)) {
         return Err(UserError::bad_input(
             "check explores many schedules; to replay one use rewind-fuzz run --schedule FILE",
@@ -297,8 +299,7 @@ fn save_rwd(
         PathBuf::from(format!("{stem}.rwd"))
     });
     let (rwd, _) = crate::rwd::record(cfg, source.clone(), &t.report.schedule).map_err(vm_error)?;
-    rwd.save(&path)
-        .map_err(|e| UserError::bad_input(e.to_string()))?;
+    super::common::save_rwd(&rwd, &path)?;
     Ok(path)
 }
 

@@ -177,6 +177,16 @@ pub fn replay_level(
     }
 }
 
+/// Checks before any work that an output file can be written: a new path
+/// or a regular file, never a link, device or FIFO.
+pub fn check_output(flag: &str, path: Option<&Path>) -> Result<(), UserError> {
+    match path {
+        Some(p) => crate::fsutil::check_destination(p)
+            .map_err(|e| UserError::bad_input(format!("cannot write {flag} {}: {e}", p.display()))),
+        None => Ok(()),
+    }
+}
+
 /// Set by Ctrl-C (and SIGTERM) once [`ctrl_c`] was called.
 static INTERRUPTED: AtomicBool = AtomicBool::new(false);
 
@@ -319,6 +329,15 @@ pub fn save_run(
             .into(),
         code: 1,
     })?;
+    save_rwd(&r, path)
+}
+
+/// Writes a reproducer, saying so when it is private.
+pub fn save_rwd(r: &Rwd, path: &Path) -> Result<(), UserError> {
     r.save(path)
-        .map_err(|e| UserError::bad_input(e.to_string()))
+        .map_err(|e| UserError::bad_input(e.to_string()))?;
+    if let Some(note) = r.privacy_note(path) {
+        eprintln!("rewind-fuzz: note: {note}");
+    }
+    Ok(())
 }

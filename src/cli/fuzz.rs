@@ -73,7 +73,7 @@ fn load_dir(dir: &Path, target: u64, what: &str) -> Result<Vec<ScheduleInput>, U
         {
             continue;
         }
-        match std::fs::read(&p)
+        match crate::fsutil::read_foreign(&p, crate::sched::MAX_SCHEDULE_FILE)
             .map_err(|e| e.to_string())
             .and_then(|b| ScheduleInput::parse(&b, target))
         {

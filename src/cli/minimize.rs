@@ -8,7 +8,9 @@ use clap::Args;
 use serde_json::json;
 
 use super::UserError;
-use super::common::{TargetArgs, ctrl_c, interrupted, parse_duration, replay_level, vm_error};
+use super::common::{
+    TargetArgs, check_output, ctrl_c, interrupted, parse_duration, replay_level, vm_error,
+};
 use crate::explore::minimize::{self, Budget, MinimizeError};
 use crate::kernel::vfs::FileSource;
 use crate::report::RunFacts;
@@ -141,7 +143,8 @@ impl ScheduleTarget {
 
 pub fn minimize(a: MinimizeArgs) -> Result<u8, UserError> {
     let name = a.input.display().to_string();
-    let data = std::fs::read(&a.input)
+    check_output("-o", Some(&a.output))?;
+    let data = crate::fsutil::read_foreign(&a.input, crate::rwd::MAX_FILE)
         .map_err(|e| UserError::bad_input(format!("cannot read {name}: {e}")))?;
     let (cfg, source, schedule, want) = if Rwd::looks_like(&data) {
         if a.target.given() {
@@ -237,8 +240,7 @@ pub fn minimize(a: MinimizeArgs) -> Result<u8, UserError> {
             code: 1,
         });
     }
-    out.save(&a.output)
-        .map_err(|e| UserError::bad_input(e.to_string()))?;
+    super::common::save_rwd(&out, &a.output)?;
     let size = std::fs::metadata(&a.output).map_or(0, |m| m.len());
     if a.json {
         let v = json!({

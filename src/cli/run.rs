@@ -6,7 +6,8 @@ use clap::Args;
 
 use super::UserError;
 use super::common::{
-    TargetArgs, estimate_steps, exit_code, replay_level, report_json, save_run, vm_error,
+    TargetArgs, check_output, estimate_steps, exit_code, replay_level, report_json, save_run,
+    vm_error,
 };
 use crate::kernel::vfs::FileSource;
 use crate::sched::{Schedule, StrategySpec};
@@ -49,6 +50,8 @@ pub struct RunArgs {
 }
 
 pub fn run(a: RunArgs) -> Result<u8, UserError> {
+    check_output("--save-rwd", a.save_rwd.as_deref())?;
+    check_output("--save-schedule", a.save_schedule.as_deref())?;
     let mut cfg = a.target.config()?;
     cfg.stream_output = !a.json;
     let spec = match &a.schedule {

@@ -5,6 +5,7 @@ use std::path::PathBuf;
 use clap::Args;
 
 use super::UserError;
+use super::common::check_output;
 use crate::rwd::Rwd;
 use crate::rwd::story::{DEFAULT_LANE_STEPS, StoryTeller};
 
@@ -22,6 +23,7 @@ pub struct ShowArgs {
 }
 
 pub fn show(a: ShowArgs) -> Result<u8, UserError> {
+    check_output("--svg", a.svg.as_deref())?;
     // Reading needs no KVM and tolerates another CPU model: it only tells.
     let rwd = Rwd::load(&a.file).map_err(|e| UserError::bad_input(e.to_string()))?;
     let mut teller = StoryTeller::new(&rwd);

@@ -85,7 +85,7 @@ impl Input for ScheduleInput {
     }
 
     fn from_file<P: AsRef<Path>>(path: P) -> Result<Self, libafl::Error> {
-        let bytes = std::fs::read(path.as_ref())?;
+        let bytes = crate::fsutil::read_foreign(path.as_ref(), crate::sched::MAX_SCHEDULE_FILE)?;
         ScheduleInput::parse(&bytes, 0).map_err(libafl::Error::illegal_argument)
     }
 

@@ -488,6 +488,9 @@ fn findings_writer(
     };
     let path = dir.join(format!("{base}.rwd"));
     rwd.save(&path).map_err(|e| e.to_string())?;
+    if let Some(note) = rwd.privacy_note(&path) {
+        eprintln!("rewind-fuzz: note: {note}");
+    }
     let mut story = crate::rwd::story::StoryTeller::new(&rwd).text(40);
     story.push('\n');
     story.push_str(&finding_commands(cfg, &path));

@@ -242,14 +242,12 @@ impl Output {
                 if self.written.contains(&name) {
                     continue;
                 }
-                match std::fs::read(&path)
+                // Anyone may write here: a FIFO must not stall the session,
+                // nor a huge file fill its memory.
+                match crate::fsutil::read_foreign(&path, crate::sched::MAX_SCHEDULE_FILE)
                     .map_err(|e| e.to_string())
-                    .and_then(|b| {
-                        if b.len() > 16 << 20 {
-                            return Err("larger than 16 MiB".into());
-                        }
-                        ScheduleInput::parse(&b, cfg.target_fingerprint)
-                    }) {
+                    .and_then(|b| ScheduleInput::parse(&b, cfg.target_fingerprint))
+                {
                     Ok(input) => hub.publish(usize::MAX, input),
                     Err(e) => self.warn_once(
                         path.display().to_string(),

@@ -803,11 +803,7 @@ fn lock_exclusive(path: &Path) -> Result<File, HarnessError> {
 }
 
 fn write_atomically(path: &Path, contents: &[u8]) -> Result<(), HarnessError> {
-    let mut temp = path.as_os_str().to_owned();
-    temp.push(format!(".new-{}", std::process::id()));
-    let temp = PathBuf::from(temp);
-    fs::write(&temp, contents).map_err(io_error(&temp))?;
-    fs::rename(&temp, path).map_err(io_error(path))
+    crate::fsutil::write_atomically(path, contents).map_err(io_error(path))
 }
 
 fn find_on_path(program: &str) -> Option<PathBuf> {

@@ -35,8 +35,17 @@ pub const MAGIC: [u8; 4] = *b"RWD\0";
 pub const VERSION: u32 = 2;
 /// Bytes before the compressed payload.
 pub const HEADER_LEN: usize = 16;
-/// The largest payload a reader accepts (decompressed).
-pub const MAX_PAYLOAD: u64 = 2 << 30;
+/// The largest payload a reader accepts (decompressed). With the decoding
+/// budget below, reading any file stays under half a GiB of memory.
+pub const MAX_PAYLOAD: u64 = 128 << 20;
+/// The largest reproducer file a reader opens (a payload that does not
+/// compress grows a little).
+pub const MAX_FILE: u64 = MAX_PAYLOAD + (MAX_PAYLOAD >> 6) + 4096;
+/// What decoding a payload may allocate at most, counted as bincode claims
+/// it (a declared length times the size of what it holds in memory): eight
+/// times the payload, at least 64 MiB (a long run's events take several
+/// times their encoded size), at most 256 MiB.
+pub const MAX_DECODED: usize = 256 << 20;
 /// The longest path a reproducer may name.
 pub const MAX_PATH: usize = 4096;
 /// The longest directory entry name.
@@ -356,6 +365,10 @@ pub enum RwdError {
     Version(String, u32),
     #[error("{0} declares a payload of {1} bytes, more than the limit of {MAX_PAYLOAD} bytes")]
     TooLarge(String, u64),
+    #[error(
+        "cannot write {0}: its payload would be {1} bytes, more than the {MAX_PAYLOAD} a reader accepts; keep large files out with --exclude-files"
+    )]
+    TooLargeToWrite(String, u64),
     #[error("{0} is corrupt or truncated: {1}")]
     Corrupt(String, String),
     #[error("{0} is not a valid reproducer: {1}")]
@@ -390,16 +403,54 @@ impl Rwd {
         enc.finish().expect("compressing in memory")
     }
 
-    /// Writes the file atomically.
+    /// Writes the file atomically: readable by everyone, or only by its
+    /// owner when it holds files only their owner could read
+    /// ([`Rwd::private_files`]). A payload no reader would accept is
+    /// refused.
     pub fn save(&self, path: &std::path::Path) -> Result<(), RwdError> {
-        crate::fsutil::write_atomically(path, &self.encode())
-            .map_err(|e| RwdError::Write(path.display().to_string(), e))
+        let name = path.display().to_string();
+        let data = self.encode();
+        let declared = u64::from_le_bytes(data[8..16].try_into().expect("the header is written"));
+        if declared > MAX_PAYLOAD {
+            return Err(RwdError::TooLargeToWrite(name, declared));
+        }
+        let readers = if self.private_files().is_empty() {
+            crate::fsutil::Readers::Everyone
+        } else {
+            crate::fsutil::Readers::Owner
+        };
+        crate::fsutil::write_atomically_as(path, &data, readers)
+            .map_err(|e| RwdError::Write(name, e))
     }
 
-    /// Reads and checks a file.
+    /// The embedded files that were not readable by everyone on the host
+    /// they came from (a reproducer holding them is written 0600).
+    pub fn private_files(&self) -> Vec<&str> {
+        self.files
+            .iter()
+            .filter(|f| matches!(f.node, WireNode::File { mode, .. } if mode & 0o004 == 0))
+            .map(|f| f.path.as_str())
+            .collect()
+    }
+
+    /// What to tell the user when [`Rwd::save`] wrote `path` 0600.
+    pub fn privacy_note(&self, path: &std::path::Path) -> Option<String> {
+        let private = self.private_files();
+        let first = private.first()?;
+        Some(format!(
+            "{} holds {} file(s) only their owner could read ({first}{}), so only you can read it (mode 0600)",
+            path.display(),
+            private.len(),
+            if private.len() > 1 { ", ..." } else { "" }
+        ))
+    }
+
+    /// Reads and checks a file (a regular file, not larger than a payload
+    /// could compress to).
     pub fn load(path: &std::path::Path) -> Result<Rwd, RwdError> {
         let name = path.display().to_string();
-        let data = std::fs::read(path).map_err(|e| RwdError::Read(name.clone(), e))?;
+        let data = crate::fsutil::read_foreign(path, MAX_FILE)
+            .map_err(|e| RwdError::Read(name.clone(), e))?;
         Self::decode(&name, &data)
     }
 
@@ -707,26 +758,35 @@ fn decompress(data: &[u8], declared: u64) -> Result<Vec<u8>, String> {
     Ok(out)
 }
 
-/// Decodes the payload with a bincode limit of the smallest power of four
-/// at least its size: no declared length can claim more than that.
+/// Decodes the payload within a budget for what it may allocate: a power
+/// of two of at least eight times its size (and 64 MiB), at most
+/// [`MAX_DECODED`]. No declared length can claim more, so a hostile length
+/// is an error before anything is allocated for it.
 fn decode_payload<T: for<'de> Deserialize<'de>>(p: &[u8]) -> Result<T, String> {
     fn with<T: for<'de> Deserialize<'de>, const N: usize>(p: &[u8]) -> Result<T, String> {
         let (rwd, used): (T, usize) = bincode::serde::borrow_decode_from_slice(p, config::<N>())
-            .map_err(|e| format!("the payload does not decode ({e})"))?;
+            .map_err(|e| match e {
+                bincode::error::DecodeError::LimitExceeded => format!(
+                    "decoding it would need more than {} MiB of memory, the limit",
+                    N >> 20
+                ),
+                e => format!("the payload does not decode ({e})"),
+            })?;
         if used != p.len() {
             return Err(format!("{} bytes follow the payload", p.len() - used));
         }
         Ok(rwd)
     }
+    let need = p.len().saturating_mul(8);
     macro_rules! tiers {
         ($($bits:literal),*) => {
-            $(if p.len() <= 1usize << $bits {
+            $(if need <= 1usize << $bits {
                 return with::<T, { 1usize << $bits }>(p);
             })*
         };
     }
-    tiers!(16, 18, 20, 22, 24, 26, 28, 30, 32);
-    Err("the payload is too large".into())
+    tiers!(26, 27);
+    with::<T, MAX_DECODED>(p)
 }
 
 impl WireKind {

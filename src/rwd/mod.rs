@@ -23,7 +23,7 @@ use format::{
     Blob, Expected, FileEntry, Story, Target, TraceRecord, WireEdge, WireEvent, WireKind,
     WireMapping, WireNode, WireOutcome, WireSchedule,
 };
-pub use format::{Rwd, RwdError};
+pub use format::{MAX_FILE, Rwd, RwdError};
 
 use crate::ids::Tid;
 use crate::kernel::KernelConfig;

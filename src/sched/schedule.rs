@@ -25,6 +25,10 @@ pub struct Decision {
     pub thread: u32,
 }
 
+/// The largest schedule file (or corpus entry) a reader accepts: a million
+/// decisions take about 30 MiB of JSON, far more than any run makes.
+pub const MAX_SCHEDULE_FILE: u64 = 16 << 20;
+
 /// The decisions of a run.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub struct Schedule {
@@ -68,10 +72,12 @@ impl Schedule {
         }
     }
 
-    /// Reads a schedule file (JSON).
+    /// Reads a schedule file (JSON): a regular file of at most
+    /// [`MAX_SCHEDULE_FILE`] bytes.
     pub fn load(path: &Path) -> Result<Schedule, ScheduleError> {
         let name = path.display().to_string();
-        let text = std::fs::read(path).map_err(|e| ScheduleError::Read(name.clone(), e))?;
+        let text = crate::fsutil::read_foreign(path, MAX_SCHEDULE_FILE)
+            .map_err(|e| ScheduleError::Read(name.clone(), e))?;
         Self::from_json(&name, &text)
     }
 

@@ -1,0 +1,217 @@
+//! What a reproducer, a sync directory or an output path someone else
+//! chose can do to the host: nothing but a one-line refusal.
+
+mod common;
+
+use std::os::unix::fs::PermissionsExt;
+use std::path::{Path, PathBuf};
+use std::process::Output;
+
+use common::{cli, harness, require_kvm};
+
+fn stderr(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stderr).into_owned()
+}
+
+fn mkfifo(path: &Path) {
+    let c = std::ffi::CString::new(path.to_str().unwrap()).unwrap();
+    // SAFETY: a valid NUL-terminated path.
+    assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o644) }, 0);
+}
+
+/// A reproducer of a run of `hello`, written by `run --save-rwd`.
+fn hello_rwd(dir: &Path) -> PathBuf {
+    require_kvm();
+    let rwd = dir.join("hello.rwd");
+    let out = cli()
+        .args(["run", "--target"])
+        .arg(harness("hello"))
+        .arg("--save-rwd")
+        .arg(&rwd)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    rwd
+}
+
+#[test]
+fn outputs_never_replace_a_fifo_a_device_or_a_symlink() {
+    let dir = tempfile::tempdir().unwrap();
+    let rwd = hello_rwd(dir.path());
+    let fifo = dir.path().join("fifo");
+    mkfifo(&fifo);
+    let target = dir.path().join("kept.txt");
+    std::fs::write(&target, "keep me").unwrap();
+    let link = dir.path().join("link.rwd");
+    std::os::unix::fs::symlink(&target, &link).unwrap();
+    let hello = harness("hello");
+    let hello = hello.to_str().unwrap();
+    let rwd_s = rwd.to_str().unwrap();
+    for dest in [&fifo, &link, &PathBuf::from("/dev/full")] {
+        let d = dest.to_str().unwrap();
+        let cases: [&[&str]; 5] = [
+            &["run", "--target", hello, "--save-rwd", d],
+            &["run", "--target", hello, "--save-schedule", d],
+            &[
+                "check",
+                "--target",
+                hello,
+                "--schedules",
+                "2",
+                "--save-rwd",
+                d,
+            ],
+            &["minimize", rwd_s, "-o", d],
+            &["show", rwd_s, "--svg", d],
+        ];
+        for args in cases {
+            let out = cli().args(args).output().unwrap();
+            let err = stderr(&out);
+            assert_eq!(out.status.code(), Some(2), "{args:?}: {err}");
+            assert_eq!(err.trim_end().lines().count(), 1, "{args:?}: {err}");
+            assert!(err.contains("not a regular file"), "{args:?}: {err}");
+        }
+    }
+    let fifo_meta = std::fs::symlink_metadata(&fifo).unwrap();
+    assert!(std::os::unix::fs::FileTypeExt::is_fifo(
+        &fifo_meta.file_type()
+    ));
+    assert!(
+        std::fs::symlink_metadata(&link)
+            .unwrap()
+            .file_type()
+            .is_symlink()
+    );
+    assert_eq!(std::fs::read_to_string(&target).unwrap(), "keep me");
+    let full = std::fs::metadata("/dev/full").unwrap();
+    assert!(std::os::unix::fs::FileTypeExt::is_char_device(
+        &full.file_type()
+    ));
+}
+
+#[test]
+fn a_reproducer_can_be_read_by_others_unless_it_holds_private_files() {
+    let dir = tempfile::tempdir().unwrap();
+    let rwd = hello_rwd(dir.path());
+    let mode = std::fs::metadata(&rwd).unwrap().permissions().mode() & 0o777;
+    assert_eq!(mode & 0o044, 0o044, "mode {mode:o}: others can replay it");
+
+    // A program that reads a file only its owner may read.
+    let secret = dir.path().join("secret");
+    std::fs::write(&secret, "private\n").unwrap();
+    std::fs::set_permissions(&secret, std::fs::Permissions::from_mode(0o600)).unwrap();
+    let cat = dir.path().join("cat.rwd");
+    let out = cli()
+        .args(["run", "--target", "/usr/bin/cat", "--save-rwd"])
+        .arg(&cat)
+        .arg("--")
+        .arg(&secret)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let mode = std::fs::metadata(&cat).unwrap().permissions().mode() & 0o777;
+    assert_eq!(
+        mode, 0o600,
+        "a reproducer holding a private file stays private"
+    );
+    assert!(stderr(&out).contains("0600"), "{}", stderr(&out));
+}
+
+#[test]
+fn a_fifo_in_a_sync_directory_is_skipped_and_the_session_ends_on_time() {
+    require_kvm();
+    let dir = tempfile::tempdir().unwrap();
+    let sync = dir.path().join("sync");
+    let peer = sync.join("peer").join("queue");
+    std::fs::create_dir_all(&peer).unwrap();
+    mkfifo(&peer.join("0000000000000000.json"));
+    let exe = harness("prodcons");
+    let started = std::time::Instant::now();
+    let out = cli()
+        .arg("--target")
+        .arg(&exe)
+        .args(["-q", "--time", "5s", "-o"])
+        .arg(dir.path().join("out"))
+        .arg("--sync-dir")
+        .arg(&sync)
+        .output()
+        .unwrap();
+    let took = started.elapsed();
+    assert!(
+        took < std::time::Duration::from_secs(15),
+        "took {took:?}: {}",
+        stderr(&out)
+    );
+    assert!(matches!(out.status.code(), Some(0 | 1)), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("not a regular file"),
+        "{}",
+        stderr(&out)
+    );
+}
+
+/// A reproducer file: the header, then `payload` compressed.
+fn frame(payload: &[u8], declared: u64) -> Vec<u8> {
+    let mut out = b"RWD\0".to_vec();
+    out.extend_from_slice(&2u32.to_le_bytes());
+    out.extend_from_slice(&declared.to_le_bytes());
+    out.extend(zstd::encode_all(payload, 19).unwrap());
+    out
+}
+
+#[test]
+fn decompression_bombs_are_refused_within_a_gigabyte_of_address_space() {
+    use std::os::unix::process::CommandExt;
+    let dir = tempfile::tempdir().unwrap();
+    let limit = rewind_fuzz::rwd::MAX_FILE;
+    let zeros = vec![0u8; (128 << 20) as usize];
+    let mut length_bomb = vec![0x1f]; // a monitor name of 31 bytes
+    length_bomb.extend_from_slice(b"rewind-fuzz 0.1.0 ............");
+    length_bomb.push(b'.');
+    // A CPU model string claiming 2^40 bytes.
+    length_bomb.push(0xfd);
+    length_bomb.extend_from_slice(&(1u64 << 40).to_le_bytes());
+    length_bomb.extend(std::iter::repeat_n(0u8, 64));
+    let cases: Vec<(&str, Vec<u8>)> = vec![
+        ("128 MiB of zeros", frame(&zeros, zeros.len() as u64)),
+        ("1.5 GiB of zeros", {
+            // Compressed as a stream: the test holds no 1.5 GiB either.
+            use std::io::Read;
+            let n = 3u64 << 29;
+            let mut f = b"RWD\0".to_vec();
+            f.extend_from_slice(&2u32.to_le_bytes());
+            f.extend_from_slice(&n.to_le_bytes());
+            zstd::stream::copy_encode(std::io::repeat(0).take(n), &mut f, 1).unwrap();
+            f
+        }),
+        (
+            "a length of 2^40",
+            frame(&length_bomb, length_bomb.len() as u64),
+        ),
+    ];
+    assert!(cases.iter().all(|(_, f)| (f.len() as u64) < limit));
+    for (what, bytes) in cases {
+        let file = dir.path().join("bomb.rwd");
+        std::fs::write(&file, &bytes).unwrap();
+        for cmd in ["show", "replay"] {
+            let mut c = cli();
+            c.arg(cmd).arg(&file);
+            // SAFETY: setrlimit is async-signal-safe and touches nothing
+            // of the parent.
+            unsafe {
+                c.pre_exec(|| {
+                    let lim = libc::rlimit {
+                        rlim_cur: 1 << 30,
+                        rlim_max: 1 << 30,
+                    };
+                    libc::setrlimit(libc::RLIMIT_AS, &lim);
+                    Ok(())
+                });
+            }
+            let out = c.output().unwrap();
+            let err = stderr(&out);
+            assert_eq!(out.status.code(), Some(2), "{what} ({cmd}): {err}");
+            assert_eq!(err.trim_end().lines().count(), 1, "{what} ({cmd}): {err}");
+        }
+    }
+}
