@@ -8,6 +8,7 @@ pub mod arch;
 pub mod bench;
 pub mod cli;
 pub mod code;
+pub mod escape;
 pub mod explore;
 pub mod fsutil;
 pub mod fuzz;

@@ -215,3 +215,85 @@ fn decompression_bombs_are_refused_within_a_gigabyte_of_address_space() {
         }
     }
 }
+
+#[test]
+fn strings_in_a_reproducer_reach_the_terminal_escaped() {
+    use rewind_fuzz::rwd::Rwd;
+    use rewind_fuzz::rwd::format::WireOutcome;
+    let dir = tempfile::tempdir().unwrap();
+    let good = Rwd::load(&hello_rwd(dir.path())).unwrap();
+    // Retitles the terminal, rings, clears the screen, and forges a line.
+    let evil = "\x1b]0;pwned\x07\x1b[2J\u{202e}\r\n[forged] all clear";
+    let mut r = good.clone();
+    r.monitor = format!("rewind-fuzz {evil}");
+    r.cpu_model = evil.into();
+    r.schedule.origin = evil.into();
+    r.target.argv.push(evil.into());
+    r.target.env.push(format!("EVIL={evil}"));
+    r.expected.signature.kind = format!("crashed({evil})");
+    r.expected.signature.sites = vec![evil.into()];
+    r.expected.outcome = WireOutcome::Crashed {
+        signal: evil.into(),
+        signo: 11,
+        fault_addr: None,
+        thread: 1,
+        rip: 0x1000,
+    };
+    for (_, name) in &mut r.story.threads {
+        *name = evil.into();
+    }
+    r.story.stdout = evil.as_bytes().to_vec();
+    r.story.stderr = evil.as_bytes().to_vec();
+    let file = dir.path().join("evil.rwd");
+    std::fs::write(&file, r.encode()).unwrap();
+    // The same, runnable here: replay and minimize go past their checks.
+    let mut runnable = r.clone();
+    runnable.monitor = good.monitor.clone();
+    runnable.cpu_model = good.cpu_model.clone();
+    let file2 = dir.path().join("evil-runnable.rwd");
+    std::fs::write(&file2, runnable.encode()).unwrap();
+    let min = dir.path().join("min.rwd");
+    let runs: [&[&std::ffi::OsStr]; 6] = [
+        &["show".as_ref(), file2.as_os_str()],
+        &["replay".as_ref(), file2.as_os_str()],
+        &[
+            "minimize".as_ref(),
+            file2.as_os_str(),
+            "-o".as_ref(),
+            min.as_os_str(),
+        ],
+        &["show".as_ref(), file.as_os_str()],
+        &["replay".as_ref(), file.as_os_str()],
+        &[
+            "minimize".as_ref(),
+            file.as_os_str(),
+            "-o".as_ref(),
+            min.as_os_str(),
+        ],
+    ];
+    for args in runs {
+        let out = cli().args(args).output().unwrap();
+        assert!(
+            out.stdout.len() + out.stderr.len() > 100,
+            "{args:?}: {out:?}"
+        );
+        for (stream, bytes) in [("stdout", &out.stdout), ("stderr", &out.stderr)] {
+            let text = String::from_utf8_lossy(bytes);
+            assert!(
+                !bytes.iter().any(|b| matches!(b, 0x1b | 0x07 | b'\r')),
+                "{args:?} {stream}: {text:?}"
+            );
+            assert!(!text.contains('\u{202e}'), "{args:?} {stream}: {text:?}");
+            assert!(
+                !text.lines().any(|l| l.starts_with("[forged]")),
+                "{args:?} {stream}: {text}"
+            );
+        }
+    }
+    let shown = cli().arg("show").arg(&file).output().unwrap();
+    assert!(
+        String::from_utf8_lossy(&shown.stdout).contains("\\e]0;pwned\\x07"),
+        "{}",
+        String::from_utf8_lossy(&shown.stdout)
+    );
+}

@@ -277,7 +277,7 @@ pub fn minimize(a: MinimizeArgs) -> Result<u8, UserError> {
                 ""
             }
         );
-        eprintln!("  failure: {want}");
+        eprintln!("  failure: {}", crate::escape::line(&want.to_string()));
         eprintln!(
             "  wrote {} ({size} bytes); replay with: rewind-fuzz replay {}",
             a.output.display(),

@@ -100,7 +100,7 @@ pub fn main() -> ExitCode {
     match r {
         Ok(code) => ExitCode::from(code),
         Err(e) => {
-            eprintln!("rewind-fuzz: {}", e.message);
+            eprintln!("rewind-fuzz: {}", crate::escape::line(&e.message));
             ExitCode::from(e.code)
         }
     }

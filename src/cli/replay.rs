@@ -21,6 +21,13 @@ pub struct ReplayArgs {
     pub json: bool,
 }
 
+/// `eprintln!` for lines that hold strings from the reproducer or the run.
+macro_rules! say {
+    ($($arg:tt)*) => {
+        eprintln!("{}", crate::escape::text(&format!($($arg)*)))
+    };
+}
+
 pub fn replay(a: ReplayArgs) -> Result<u8, UserError> {
     let rwd = load_rwd(&a.file)?;
     let r = rwd::replay(&rwd).map_err(vm_error)?;
@@ -57,42 +64,40 @@ pub fn replay(a: ReplayArgs) -> Result<u8, UserError> {
         });
         println!("{v}");
     } else if r.matches {
-        eprintln!(
+        say!(
             "rewind-fuzz: replayed {}: {} after {} steps (trace {}), as recorded",
             a.file.display(),
             r.report.outcome.summary(),
             r.report.steps,
             r.report.trace_hash
         );
-        eprintln!("  signature: {}", r.signature);
+        say!("  signature: {}", r.signature);
     } else {
-        eprintln!(
+        say!(
             "rewind-fuzz: replay of {} differs from the recording: {} after {} steps (trace {}); recorded: {} after {} steps (trace {})",
             a.file.display(),
             r.report.outcome.summary(),
             r.report.steps,
             r.report.trace_hash,
-            rwd.outcome().summary(),
+            rwd.for_display().outcome().summary(),
             rwd.expected.steps,
             rwd.trace_hash_hex()
         );
         if let Some((step, expected, got)) = parted {
-            eprintln!("  the run parted from the recording at step {step}:");
-            eprintln!(
+            say!("  the run parted from the recording at step {step}:");
+            say!(
                 "    expected {}",
                 expected.unwrap_or_else(|| {
                     "a different step (the recording keeps only the last steps in full)".into()
                 })
             );
-            eprintln!(
+            say!(
                 "    got      {}",
                 got.unwrap_or_else(|| "nothing: the run had ended".into())
             );
         }
         if let Some(s) = r.schedule_diverged_at {
-            eprintln!(
-                "  the schedule's decision at step {s} named a thread that could not run there"
-            );
+            say!("  the schedule's decision at step {s} named a thread that could not run there");
         }
     }
     Ok(if r.matches { 0 } else { 1 })

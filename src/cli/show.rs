@@ -26,9 +26,11 @@ pub fn show(a: ShowArgs) -> Result<u8, UserError> {
     check_output("--svg", a.svg.as_deref())?;
     // Reading needs no KVM and tolerates another CPU model: it only tells.
     let rwd = Rwd::load(&a.file).map_err(|e| UserError::bad_input(e.to_string()))?;
+    // The story is told from strings anyone could have written.
+    let rwd = rwd.for_display();
     let mut teller = StoryTeller::new(&rwd);
     let steps = a.steps as usize;
-    print!("{}", teller.text(steps));
+    print!("{}", crate::escape::text(&teller.text(steps)));
     if let Some(svg) = &a.svg {
         crate::fsutil::write_atomically(svg, teller.svg(steps).as_bytes()).map_err(|e| {
             UserError::bad_input(format!("cannot write --svg {}: {e}", svg.display()))

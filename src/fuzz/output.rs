@@ -251,7 +251,11 @@ impl Output {
                     Ok(input) => hub.publish(usize::MAX, input),
                     Err(e) => self.warn_once(
                         path.display().to_string(),
-                        format!("skipping {} from the sync directory: {e}", path.display()),
+                        crate::escape::line(&format!(
+                            "skipping {} from the sync directory: {e}",
+                            path.display()
+                        ))
+                        .into_owned(),
                     ),
                 }
             }

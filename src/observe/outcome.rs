@@ -147,7 +147,11 @@ impl Outcome {
             Outcome::Deadlocked { threads, cycle } => {
                 let parts: Vec<String> = threads
                     .iter()
-                    .map(|t| format!("thread {} ({}) waits on {}", t.thread, t.name, t.waits_on))
+                    .map(|t| {
+                        // The program names its threads: shown, not obeyed.
+                        let name = crate::escape::line(&t.name);
+                        format!("thread {} ({name}) waits on {}", t.thread, t.waits_on)
+                    })
                     .collect();
                 let c = if cycle.is_empty() {
                     String::new()

@@ -375,9 +375,15 @@ impl ObjectInfo {
                 .as_ref()
                 .and_then(|name| name.demangle().ok())
                 .filter(|name| !name.is_empty())
-                .map(|name| Arc::from(name.as_ref()));
+                .map(|name| Arc::from(crate::escape::line(&name).as_ref()));
+            // Names come from the program's own debug info: shown, not obeyed.
             let (file, line) = match &frame.location {
-                Some(location) => (location.file.map(Arc::from), location.line),
+                Some(location) => (
+                    location
+                        .file
+                        .map(|f| Arc::from(crate::escape::line(f).as_ref())),
+                    location.line,
+                ),
                 None => (None, None),
             };
             out.push(Frame {
@@ -396,7 +402,9 @@ impl ObjectInfo {
         if vaddr >= symbol.end {
             return None;
         }
-        Some(Arc::from(demangle(&symbol.name).as_ref()))
+        Some(Arc::from(
+            crate::escape::line(&demangle(&symbol.name)).as_ref(),
+        ))
     }
 }
 

@@ -433,6 +433,60 @@ impl Rwd {
             .collect()
     }
 
+    /// A copy to tell the story from, never to run: every string escaped
+    /// for a terminal ([`crate::escape::line`]), so that names, paths and
+    /// messages in a hostile file can neither send escape sequences nor
+    /// forge lines. The same path escapes the same way everywhere, so
+    /// lookups by path within the copy still agree.
+    pub fn for_display(&self) -> Rwd {
+        fn esc(s: &mut String) {
+            if let std::borrow::Cow::Owned(e) = crate::escape::line(s) {
+                *s = e;
+            }
+        }
+        let mut r = self.clone();
+        for s in [&mut r.monitor, &mut r.cpu_model, &mut r.schedule.origin] {
+            esc(s);
+        }
+        let t = &mut r.target;
+        esc(&mut t.exe);
+        esc(&mut t.cwd);
+        t.argv.iter_mut().chain(t.env.iter_mut()).for_each(esc);
+        for f in &mut r.files {
+            esc(&mut f.path);
+            match &mut f.node {
+                WireNode::Symlink { target } => esc(target),
+                WireNode::Dir {
+                    entries: Some(entries),
+                    ..
+                } => entries.iter_mut().for_each(|(name, _)| esc(name)),
+                _ => {}
+            }
+        }
+        let sig = &mut r.expected.signature;
+        esc(&mut sig.kind);
+        sig.sites.iter_mut().for_each(esc);
+        match &mut r.expected.outcome {
+            WireOutcome::Crashed { signal, .. } => esc(signal),
+            WireOutcome::Deadlocked { threads, .. } => {
+                for b in threads {
+                    esc(&mut b.name);
+                    esc(&mut b.waits_on);
+                }
+            }
+            WireOutcome::Unsupported {
+                syscall, detail, ..
+            } => {
+                esc(syscall);
+                esc(detail);
+            }
+            WireOutcome::Exited { .. } | WireOutcome::Hung { .. } => {}
+        }
+        r.story.threads.iter_mut().for_each(|(_, name)| esc(name));
+        r.story.mappings.iter_mut().for_each(|m| esc(&mut m.path));
+        r
+    }
+
     /// What to tell the user when [`Rwd::save`] wrote `path` 0600.
     pub fn privacy_note(&self, path: &std::path::Path) -> Option<String> {
         let private = self.private_files();
