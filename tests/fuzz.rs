@@ -3,7 +3,7 @@
 mod common;
 
 use std::collections::BTreeSet;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use common::cli;
 
@@ -490,4 +490,112 @@ fn ctrl_c_ends_a_session_in_the_middle_of_a_long_run() {
     );
     assert_eq!(r.status.code(), Some(0), "{}", stderr(&r));
     assert!(out.join("fuzzer_stats").exists());
+}
+
+#[test]
+fn a_live_session_directory_is_refused_to_a_second_session() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("out");
+    let mut first = spawn_session("1", "10m", &out, &[]);
+    wait_until("the session never started", || {
+        out.join("fuzzer_stats").exists()
+    });
+    for extra in [&[][..], &["--resume"][..]] {
+        let second = cli()
+            .args(["--target", "harness:prodcons", "-q", "--time", "2s", "-o"])
+            .arg(&out)
+            .args(extra)
+            .output()
+            .unwrap();
+        assert_eq!(second.status.code(), Some(2), "{}", stderr(&second));
+        assert!(
+            stderr(&second).contains("in use by another session"),
+            "{}",
+            stderr(&second)
+        );
+    }
+    // The same sync name twice, too.
+    let sync = dir.path().join("sync");
+    let mut a = spawn_session(
+        "1",
+        "10m",
+        &dir.path().join("a"),
+        &["--sync-dir", sync.to_str().unwrap(), "--sync-id", "x"],
+    );
+    wait_until("the synced session never started", || {
+        sync.join("x").join(".lock").exists()
+    });
+    let b = cli()
+        .args(["--target", "harness:prodcons", "-q", "--time", "2s", "-o"])
+        .arg(dir.path().join("b"))
+        .args(["--sync-dir", sync.to_str().unwrap(), "--sync-id", "x"])
+        .output()
+        .unwrap();
+    assert_eq!(b.status.code(), Some(2), "{}", stderr(&b));
+    first.kill().unwrap();
+    a.kill().unwrap();
+    let _ = (first.wait(), a.wait());
+}
+
+#[test]
+fn resume_refuses_another_targets_directory_and_keeps_counting() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("out");
+    let o = out.to_str().unwrap();
+    let base = ["--target", "harness:abba", "--jobs", "1", "-q", "-o", o];
+    let first = fuzz(&[&base[..], &["--execs", "40"]].concat());
+    let execs = stat(&out, "execs_done");
+    let found = stat(&out, "findings");
+    assert!(found >= 1, "{}", stderr(&first));
+    assert!(stderr(&first).contains("new finding"), "{}", stderr(&first));
+
+    let other = cli()
+        .args([
+            "--target",
+            "harness:prodcons",
+            "-q",
+            "--time",
+            "2s",
+            "--resume",
+            "-o",
+            o,
+        ])
+        .output()
+        .unwrap();
+    assert_eq!(other.status.code(), Some(2), "{}", stderr(&other));
+    assert!(
+        stderr(&other).contains("another target"),
+        "{}",
+        stderr(&other)
+    );
+    assert_eq!(
+        stderr(&other).trim_end().lines().count(),
+        1,
+        "{}",
+        stderr(&other)
+    );
+
+    let before: Vec<PathBuf> = std::fs::read_dir(out.join("findings"))
+        .unwrap()
+        .flatten()
+        .map(|e| e.path())
+        .filter(|p| p.extension().is_some_and(|x| x == "rwd"))
+        .collect();
+    assert!(!before.is_empty());
+    let second = fuzz(&[&base[..], &["--execs", "40", "--resume"]].concat());
+    assert!(
+        stat(&out, "execs_done") >= execs + 40,
+        "{} then {}",
+        execs,
+        stat(&out, "execs_done")
+    );
+    assert!(stat(&out, "findings") >= found, "the count goes on");
+    for f in before {
+        assert!(
+            !stderr(&second).contains(&format!("Saved to: {}", f.display())),
+            "{} announced again: {}",
+            f.display(),
+            stderr(&second)
+        );
+    }
 }

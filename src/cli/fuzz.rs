@@ -84,6 +84,64 @@ fn load_dir(dir: &Path, target: u64, what: &str) -> Result<Vec<ScheduleInput>, U
     Ok(out)
 }
 
+/// Holds `dir` for this process: a second session on it is refused, as two
+/// sessions writing one queue and one `fuzzer_stats` would mix them. The
+/// lock is the kernel's (`flock`), so it goes with the process however it
+/// ends; the file keeps the holder's pid for the message.
+fn lock_dir(dir: &Path, what: &str) -> Result<std::fs::File, UserError> {
+    use std::io::{Read, Seek, Write};
+    use std::os::fd::AsRawFd;
+    std::fs::create_dir_all(dir).map_err(|e| {
+        UserError::bad_input(format!("cannot create {what} {}: {e}", dir.display()))
+    })?;
+    let path = dir.join(".lock");
+    let mut file = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .create(true)
+        .truncate(false)
+        .open(&path)
+        .map_err(|e| UserError::bad_input(format!("cannot lock {what} {}: {e}", dir.display())))?;
+    // SAFETY: flock on a descriptor this function owns.
+    if unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) } != 0 {
+        let mut pid = String::new();
+        let _ = file.read_to_string(&mut pid);
+        return Err(UserError::bad_input(format!(
+            "{what} {} is in use by another session (pid {}): wait for it to end, or choose another",
+            dir.display(),
+            crate::escape::line(pid.trim())
+        )));
+    }
+    let _ = file.set_len(0);
+    let _ = file.rewind();
+    let _ = write!(file, "{}", std::process::id());
+    Ok(file)
+}
+
+/// Refuses to resume into a directory another target's session made (its
+/// corpus would not replay here, and findings would mix).
+fn check_same_target(queue: &Path, fp: u64, out: &Path) -> Result<(), UserError> {
+    let Ok(entries) = std::fs::read_dir(queue) else {
+        return Ok(());
+    };
+    for e in entries.flatten() {
+        let Ok(bytes) = crate::fsutil::read_foreign(&e.path(), crate::sched::MAX_SCHEDULE_FILE)
+        else {
+            continue;
+        };
+        if let Err(why) = ScheduleInput::parse(&bytes, fp) {
+            if why.starts_with("made for another target") {
+                return Err(UserError::bad_input(format!(
+                    "{} holds a session of another target ({}): choose another --out",
+                    out.display(),
+                    crate::escape::line(&e.path().display().to_string())
+                )));
+            }
+        }
+    }
+    Ok(())
+}
+
 /// The fingerprint of a target: its path and contents, and how far
 /// scheduling points reach into its code (which numbers its steps).
 fn fingerprint(exe: &str, level: crate::code::SyncPoints) -> u64 {
@@ -101,6 +159,8 @@ pub fn fuzz(a: FuzzArgs) -> Result<u8, UserError> {
         return Err(UserError::bad_input("--jobs must be at least 1"));
     }
     let fp = fingerprint(&run.kernel.exe, run.kernel.sync_points);
+    // Held until the session ends.
+    let _out_lock = lock_dir(&a.out, "--out")?;
     let queue = a.out.join("queue");
     let queued = std::fs::read_dir(&queue).map(|d| d.count()).unwrap_or(0);
     if queued > 0 && !a.resume {
@@ -111,6 +171,7 @@ pub fn fuzz(a: FuzzArgs) -> Result<u8, UserError> {
     }
     let mut initial = Vec::new();
     if a.resume && queue.is_dir() {
+        check_same_target(&queue, fp, &a.out)?;
         initial.extend(load_dir(&queue, fp, "the queue")?);
     }
     for d in &a.corpus {
@@ -153,12 +214,12 @@ pub fn fuzz(a: FuzzArgs) -> Result<u8, UserError> {
         screen: !a.quiet,
         quiet: a.quiet,
         watch: None,
+        resume: a.resume,
     };
-    if let Some(dir) = &cfg.sync_dir {
-        std::fs::create_dir_all(dir.join(&cfg.sync_id)).map_err(|e| {
-            UserError::bad_input(format!("cannot use --sync-dir {}: {e}", dir.display()))
-        })?;
-    }
+    let _sync_lock = match &cfg.sync_dir {
+        Some(dir) => Some(lock_dir(&dir.join(&cfg.sync_id), "the --sync-dir entry")?),
+        None => None,
+    };
     let result = crate::fuzz::fuzz(cfg, ctrl_c());
     let summary = match result {
         Ok(s) => s,

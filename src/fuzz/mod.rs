@@ -127,6 +127,8 @@ pub struct FuzzConfig {
     pub quiet: bool,
     /// Stop at the first run this accepts (for benchmarks).
     pub watch: Option<Watch>,
+    /// Continue the session in `out`: counts go on, its findings are known.
+    pub resume: bool,
 }
 
 /// A condition on runs that ends a session when met, remembering when.
@@ -285,6 +287,7 @@ pub fn schedules_to_bug(
             accept,
             hit: hit.clone(),
         }),
+        resume: false,
     };
     fuzz(cfg, crate::machine::Cancel::new())?;
     let n = hit.load(Ordering::Relaxed);
@@ -339,6 +342,8 @@ pub fn fuzz(mut cfg: FuzzConfig, cancel: crate::machine::Cancel) -> Result<FuzzS
     let steps = decision_points;
     let progress = Arc::new(Progress::new(cfg.jobs, cfg.budget.execs));
     let shared = Arc::new(Mutex::new(executor::Shared::default()));
+    // Findings of the sessions before a --resume are not new.
+    shared.lock().unwrap().signatures = out.prior_signatures();
     let hub = Hub::default();
     let start = Instant::now();
     let mut failure: Option<FuzzError> = None;

@@ -37,8 +37,57 @@ struct Sample {
     findings: usize,
 }
 
+/// What the sessions before a `--resume` did: the counts go on from there,
+/// and their findings are not announced again.
+#[derive(Clone, Debug, Default)]
+pub struct Prior {
+    pub execs: u64,
+    pub run_time: f64,
+    /// `fuzzer_stats` lines `findings_*`, by key.
+    pub findings: std::collections::BTreeMap<String, u64>,
+    /// Signature ids of the findings already in `findings/`.
+    pub signatures: BTreeSet<String>,
+}
+
+impl Prior {
+    /// Reads `fuzzer_stats` and the names in `findings/` of a session
+    /// directory (an absent one reads as nothing).
+    pub fn read(out: &Path) -> Prior {
+        let mut p = Prior::default();
+        let stats = crate::fsutil::read_foreign(&out.join("fuzzer_stats"), 1 << 20)
+            .map(|b| String::from_utf8_lossy(&b).into_owned())
+            .unwrap_or_default();
+        for l in stats.lines() {
+            let Some((k, v)) = l.split_once(':') else {
+                continue;
+            };
+            let (k, v) = (k.trim(), v.trim());
+            match k {
+                "execs_done" => p.execs = v.parse().unwrap_or(0),
+                "run_time" => p.run_time = v.parse().unwrap_or(0.0),
+                k if k == "findings" || k.starts_with("findings_") => {
+                    p.findings.insert(k.into(), v.parse().unwrap_or(0));
+                }
+                _ => {}
+            }
+        }
+        // `KIND-ID.rwd` (or `.schedule.json`): the id is 16 hex digits.
+        for name in list_names(&out.join("findings")) {
+            let stem = name.split('.').next().unwrap_or("");
+            if let Some((_, id)) = stem.rsplit_once('-') {
+                if id.len() == 16 && id.bytes().all(|b| b.is_ascii_hexdigit()) {
+                    p.signatures.insert(id.to_string());
+                }
+            }
+        }
+        p
+    }
+}
+
 pub struct Output {
     out: PathBuf,
+    /// The sessions before this one, when resumed.
+    prior: Prior,
     pub findings: Vec<Finding>,
     /// Failures found whose reproducer could not be written, with why.
     pub unsaved: Vec<String>,
@@ -82,6 +131,11 @@ impl Output {
         let written = list_names(&cfg.out.join("queue"));
         Ok(Output {
             out: cfg.out.clone(),
+            prior: if cfg.resume {
+                Prior::read(&cfg.out)
+            } else {
+                Prior::default()
+            },
             findings: Vec::new(),
             unsaved: Vec::new(),
             written,
@@ -100,6 +154,11 @@ impl Output {
                 .map_or(0, |d| d.as_secs()),
             screen: cfg.screen && std::io::stderr().is_terminal(),
         })
+    }
+
+    /// Signature ids of the findings the sessions before this one saved.
+    pub fn prior_signatures(&self) -> BTreeSet<String> {
+        self.prior.signatures.clone()
     }
 
     fn warn_once(&mut self, key: String, msg: String) {
@@ -329,7 +388,19 @@ impl Output {
         let now = SystemTime::now()
             .duration_since(UNIX_EPOCH)
             .map_or(0, |d| d.as_secs());
-        let count = |k: &str| self.findings.iter().filter(|f| f.kind.class() == k).count();
+        // Counts go on from the sessions before a --resume.
+        let prior = |key: &str| self.prior.findings.get(key).copied().unwrap_or(0);
+        let count = |key: &str, class: &str| {
+            (self
+                .findings
+                .iter()
+                .filter(|f| f.kind.class() == class)
+                .count() as u64
+                + prior(key))
+            .to_string()
+        };
+        let total_secs = s.secs + self.prior.run_time;
+        let total_execs = s.execs + self.prior.execs;
         let last_find = self
             .findings
             .last()
@@ -339,11 +410,11 @@ impl Output {
         let lines = [
             ("start_time", self.start_wall.to_string()),
             ("last_update", now.to_string()),
-            ("run_time", format!("{:.0}", s.secs)),
+            ("run_time", format!("{total_secs:.0}")),
             ("fuzzer_pid", std::process::id().to_string()),
             ("target", cfg.target_name.clone()),
             ("jobs", cfg.jobs.to_string()),
-            ("execs_done", s.execs.to_string()),
+            ("execs_done", total_execs.to_string()),
             (
                 "execs_per_sec",
                 format!("{:.2}", s.execs as f64 / s.secs.max(1e-3)),
@@ -378,14 +449,20 @@ impl Output {
             ("features_interleavings", s.features[1].to_string()),
             ("features_handoffs", s.features[2].to_string()),
             ("features_reads_from", s.features[3].to_string()),
-            ("findings", self.findings.len().to_string()),
-            ("findings_crashed", count("crashed").to_string()),
-            ("findings_deadlocked", count("deadlocked").to_string()),
-            ("findings_hung", count("hung").to_string()),
-            ("findings_exit", count("exited(non-zero)").to_string()),
+            (
+                "findings",
+                (self.findings.len() as u64 + prior("findings")).to_string(),
+            ),
+            ("findings_crashed", count("findings_crashed", "crashed")),
+            (
+                "findings_deadlocked",
+                count("findings_deadlocked", "deadlocked"),
+            ),
+            ("findings_hung", count("findings_hung", "hung")),
+            ("findings_exit", count("findings_exit", "exited(non-zero)")),
             (
                 "findings_potential_deadlock",
-                count("potential-deadlock").to_string(),
+                count("findings_potential_deadlock", "potential-deadlock"),
             ),
             ("last_find", last_find.to_string()),
             // Every run is deterministic by construction (tests check it).
