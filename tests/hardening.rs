@@ -297,3 +297,74 @@ fn strings_in_a_reproducer_reach_the_terminal_escaped() {
         String::from_utf8_lossy(&shown.stdout)
     );
 }
+
+#[test]
+fn excluded_files_stay_out_of_reproducers_and_replays_read_them_from_the_host() {
+    use rewind_fuzz::rwd::Rwd;
+    require_kvm();
+    let dir = tempfile::tempdir().unwrap();
+    let secret = dir.path().join("secret.txt");
+    std::fs::write(&secret, "TOP-SECRET-CONTENTS\n").unwrap();
+    let rwd = dir.path().join("cat.rwd");
+    let glob = format!("{}/*.txt", dir.path().display());
+    let out = cli()
+        .args([
+            "run",
+            "--target",
+            "/usr/bin/cat",
+            "--exclude-files",
+            &glob,
+            "--save-rwd",
+        ])
+        .arg(&rwd)
+        .arg("--")
+        .arg(&secret)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    assert!(String::from_utf8_lossy(&out.stdout).contains("TOP-SECRET"));
+    let bytes = std::fs::read(&rwd).unwrap();
+    let r = Rwd::load(&rwd).unwrap();
+    let secret_path = secret.to_str().unwrap();
+    assert!(
+        r.blobs
+            .iter()
+            .all(|b| !b.data.windows(10).any(|w| w == b"TOP-SECRET"))
+    );
+    assert!(!r.embedded_files().iter().any(|(p, _)| *p == secret_path));
+    assert_eq!(r.host_paths(), vec![secret_path]);
+    assert!(!bytes.is_empty());
+
+    let shown = cli().args(["show", "--files"]).arg(&rwd).output().unwrap();
+    let listing = String::from_utf8_lossy(&shown.stdout);
+    assert!(listing.contains("/usr/bin/cat"), "{listing}");
+    assert!(
+        listing
+            .lines()
+            .any(|l| l.contains(secret_path) && l.contains("left out")),
+        "{listing}"
+    );
+
+    // The replay reads the file from the host, and says so.
+    let replay = cli().arg("replay").arg(&rwd).output().unwrap();
+    assert_eq!(replay.status.code(), Some(0), "{}", stderr(&replay));
+    assert!(stderr(&replay).contains("left out"), "{}", stderr(&replay));
+    assert!(stderr(&replay).contains(secret_path), "{}", stderr(&replay));
+    // Without it there, the replay parts from the recording.
+    std::fs::remove_file(&secret).unwrap();
+    let replay = cli().arg("replay").arg(&rwd).output().unwrap();
+    assert_eq!(replay.status.code(), Some(1), "{}", stderr(&replay));
+
+    // Bad patterns are one line and exit code 2.
+    let bad = cli()
+        .args([
+            "run",
+            "--target",
+            "/usr/bin/true",
+            "--exclude-files",
+            "relative/*",
+        ])
+        .output()
+        .unwrap();
+    assert_eq!(bad.status.code(), Some(2), "{}", stderr(&bad));
+}

@@ -65,9 +65,33 @@ pub struct TargetArgs {
     /// [default: atomics, or the level a replayed schedule was made at].
     #[arg(long, value_name = "LEVEL")]
     pub sync_points: Option<SyncPoints>,
+    /// Keep files whose path matches GLOB out of reproducers (repeatable;
+    /// `*` stays within a directory, `**` crosses them: '/etc/shadow',
+    /// '/data/**'). Their replays read them from their own host.
+    #[arg(long = "exclude-files", value_name = "GLOB")]
+    pub exclude_files: Vec<String>,
     /// Arguments for the program.
     #[arg(last = true)]
     pub args: Vec<String>,
+}
+
+/// The `--exclude-files` patterns as one matcher.
+pub fn exclusions(globs: &[String]) -> Result<globset::GlobSet, UserError> {
+    let mut set = globset::GlobSetBuilder::new();
+    for g in globs {
+        if !g.starts_with('/') && !g.starts_with("**") {
+            return Err(UserError::bad_input(format!(
+                "--exclude-files {g:?} is not an absolute path pattern; write it from '/' (e.g. '/etc/shadow', '/data/**') or start it with '**/'"
+            )));
+        }
+        let glob = globset::GlobBuilder::new(g)
+            .literal_separator(true)
+            .build()
+            .map_err(|e| UserError::bad_input(format!("--exclude-files {g:?}: {e}")))?;
+        set.add(glob);
+    }
+    set.build()
+        .map_err(|e| UserError::bad_input(format!("--exclude-files: {e}")))
 }
 
 /// Parses durations like `10s`, `1m30s`, `500ms`.
@@ -107,6 +131,7 @@ impl TargetArgs {
         cfg.timeout = self.timeout;
         cfg.memory_mib = self.memory;
         cfg.shim = !self.no_shim;
+        cfg.exclude_files = exclusions(&self.exclude_files)?;
         cfg.snapshot_at = if self.no_snapshot {
             SnapshotAt::Never
         } else {

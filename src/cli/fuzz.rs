@@ -247,6 +247,22 @@ pub fn fuzz(a: FuzzArgs) -> Result<u8, UserError> {
     for f in &summary.findings {
         eprintln!("  {}  {}", f.path.display(), f.summary);
     }
+    // What handing the reproducers on hands on.
+    let mut held = std::collections::BTreeMap::new();
+    for f in &summary.findings {
+        if let Ok(r) = crate::rwd::Rwd::load(&f.path) {
+            for (path, size) in r.embedded_files() {
+                held.insert(path.to_string(), size);
+            }
+        }
+    }
+    if !held.is_empty() {
+        eprintln!(
+            "  the reproducers hold {} file(s) of this host ({:.1} MB): `rewind-fuzz show --files FILE` lists them; --exclude-files GLOB keeps files out",
+            held.len(),
+            held.values().sum::<u64>() as f64 / 1e6
+        );
+    }
     if let Some(u) = &summary.unsupported {
         eprintln!("rewind-fuzz: note: some runs stopped early: {u}");
     }

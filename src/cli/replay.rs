@@ -30,6 +30,9 @@ macro_rules! say {
 
 pub fn replay(a: ReplayArgs) -> Result<u8, UserError> {
     let rwd = load_rwd(&a.file)?;
+    if let Some(note) = rwd.for_display().host_files_note() {
+        eprintln!("rewind-fuzz: note: {note}");
+    }
     let r = rwd::replay(&rwd).map_err(vm_error)?;
     let mut sym = Symbols::from_mappings(r.facts.mappings.clone());
     let parted = r.divergence.as_ref().map(|d| {

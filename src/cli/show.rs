@@ -20,6 +20,10 @@ pub struct ShowArgs {
     /// Also draw the thread lanes as an SVG picture in FILE.
     #[arg(long, value_name = "FILE")]
     pub svg: Option<PathBuf>,
+    /// List the files the reproducer holds (path, size, digest) and those
+    /// left out of it, and nothing else.
+    #[arg(long)]
+    pub files: bool,
 }
 
 pub fn show(a: ShowArgs) -> Result<u8, UserError> {
@@ -28,6 +32,10 @@ pub fn show(a: ShowArgs) -> Result<u8, UserError> {
     let rwd = Rwd::load(&a.file).map_err(|e| UserError::bad_input(e.to_string()))?;
     // The story is told from strings anyone could have written.
     let rwd = rwd.for_display();
+    if a.files {
+        print!("{}", crate::escape::text(&files_table(&rwd)));
+        return Ok(0);
+    }
     let mut teller = StoryTeller::new(&rwd);
     let steps = a.steps as usize;
     print!("{}", crate::escape::text(&teller.text(steps)));
@@ -38,4 +46,44 @@ pub fn show(a: ShowArgs) -> Result<u8, UserError> {
         eprintln!("rewind-fuzz: drew the thread lanes in {}", svg.display());
     }
     Ok(0)
+}
+
+/// Every file the reproducer holds, with its size and digest, and those
+/// left out of it: what handing it to someone hands them.
+fn files_table(r: &Rwd) -> String {
+    use crate::rwd::format::WireNode;
+    use std::fmt::Write;
+    let mut out = String::new();
+    let (mut held, mut bytes, mut left_out) = (0usize, 0u64, 0usize);
+    let mut seen = std::collections::BTreeSet::new();
+    let _ = writeln!(out, "{:>12}  {:<32}  path", "bytes", "xxh3-128");
+    for f in &r.files {
+        if !seen.insert(f.path.as_str()) {
+            continue;
+        }
+        match &f.node {
+            WireNode::File { content, mode } => {
+                let size = r.blob(*content).map_or(0, |b| b.len() as u64);
+                let private = if mode & 0o004 == 0 { "  (private)" } else { "" };
+                let _ = writeln!(out, "{size:>12}  {content:032x}  {}{private}", f.path);
+                held += 1;
+                bytes += size;
+            }
+            WireNode::Host => {
+                let _ = writeln!(
+                    out,
+                    "{:>12}  {:<32}  {}",
+                    "-", "left out: read from the host", f.path
+                );
+                left_out += 1;
+            }
+            _ => {}
+        }
+    }
+    let _ = writeln!(
+        out,
+        "{held} file(s) held ({bytes} bytes before compression), {left_out} left out; mapped code: {} mapping(s)",
+        r.story.mappings.len()
+    );
+    out
 }

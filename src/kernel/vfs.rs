@@ -93,6 +93,9 @@ mod arc_bytes {
 pub struct FileSource {
     live: bool,
     nodes: BTreeMap<String, HostNode>,
+    /// Lookups a recording left to the host (files kept out of a
+    /// reproducer): made live, the first time they are needed.
+    from_host: std::collections::BTreeSet<String>,
 }
 
 /// A source shared by every run of one target (host lookups are cached, so
@@ -105,12 +108,26 @@ impl FileSource {
         Arc::new(Mutex::new(FileSource {
             live: true,
             nodes: BTreeMap::new(),
+            from_host: Default::default(),
         }))
     }
 
     /// Replays a recording; paths it lacks do not exist.
     pub fn recorded(nodes: BTreeMap<String, HostNode>) -> SharedSource {
-        Arc::new(Mutex::new(FileSource { live: false, nodes }))
+        Self::recorded_with_host(nodes, Default::default())
+    }
+
+    /// Replays a recording, but makes the lookups in `from_host` (keys as
+    /// in [`FileSource::recording`]) on the host.
+    pub fn recorded_with_host(
+        nodes: BTreeMap<String, HostNode>,
+        from_host: std::collections::BTreeSet<String>,
+    ) -> SharedSource {
+        Arc::new(Mutex::new(FileSource {
+            live: false,
+            nodes,
+            from_host,
+        }))
     }
 
     /// Provides a file the monitor itself supplies (the shim), recorded
@@ -147,7 +164,7 @@ impl FileSource {
         if let Some(n) = self.nodes.get(&key) {
             return n.clone();
         }
-        let node = if self.live {
+        let node = if self.live || self.from_host.contains(&key) {
             read_host(path, follow)
         } else {
             HostNode::Missing

@@ -31,8 +31,10 @@ use crate::sched::{Decision, Schedule};
 
 /// The first four bytes of every reproducer.
 pub const MAGIC: [u8; 4] = *b"RWD\0";
-/// The format version this code writes (it reads 1 too).
-pub const VERSION: u32 = 2;
+/// The newest format version this code writes and reads (it reads 1 and 2
+/// too). It writes 3 only for a reproducer with files left out
+/// (`WireNode::Host`), so others stay readable by older readers.
+pub const VERSION: u32 = 3;
 /// Bytes before the compressed payload.
 pub const HEADER_LEN: usize = 16;
 /// The largest payload a reader accepts (decompressed). With the decoding
@@ -163,6 +165,9 @@ pub enum WireNode {
         target: String,
     },
     Missing,
+    /// Left out by `--exclude-files` (version 3): a replay reads it from
+    /// its own host.
+    Host,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -392,7 +397,12 @@ impl Rwd {
             .expect("a reproducer always encodes");
         let mut out = Vec::with_capacity(HEADER_LEN + payload.len() / 3);
         out.extend_from_slice(&MAGIC);
-        out.extend_from_slice(&VERSION.to_le_bytes());
+        let version: u32 = if self.files.iter().any(|f| matches!(f.node, WireNode::Host)) {
+            3
+        } else {
+            2
+        };
+        out.extend_from_slice(&version.to_le_bytes());
         out.extend_from_slice(&(payload.len() as u64).to_le_bytes());
         let mut enc = zstd::stream::Encoder::new(out, 9).expect("zstd encoder");
         enc.include_checksum(true).expect("zstd parameter");
@@ -609,7 +619,7 @@ impl Rwd {
                         return Err(format!("the symlink {:?} has a bad target", f.path));
                     }
                 }
-                WireNode::Missing => {}
+                WireNode::Missing | WireNode::Host => {}
             }
         }
         if !self
@@ -695,9 +705,26 @@ impl Rwd {
                     WireNode::Symlink { target } => HostNode::Symlink {
                         target: target.clone(),
                     },
-                    WireNode::Missing => HostNode::Missing,
+                    WireNode::Missing | WireNode::Host => HostNode::Missing,
                 };
                 (key, node)
+            })
+            .filter(|(key, _)| !self.host_keys().contains(key))
+            .collect()
+    }
+
+    /// The lookups left out of the reproducer (`--exclude-files`), which a
+    /// replay makes on its own host: keys as in [`Rwd::file_nodes`].
+    pub fn host_keys(&self) -> std::collections::BTreeSet<String> {
+        self.files
+            .iter()
+            .filter(|f| matches!(f.node, WireNode::Host))
+            .map(|f| {
+                if f.follow {
+                    f.path.clone()
+                } else {
+                    format!("{}\0nofollow", f.path)
+                }
             })
             .collect()
     }
@@ -1191,7 +1218,7 @@ pub(crate) mod tests {
     /// A file around a payload, with a correct header.
     fn file_of(payload: &[u8]) -> Vec<u8> {
         let mut out = MAGIC.to_vec();
-        out.extend_from_slice(&VERSION.to_le_bytes());
+        out.extend_from_slice(&2u32.to_le_bytes());
         out.extend_from_slice(&(payload.len() as u64).to_le_bytes());
         out.extend(zstd::stream::encode_all(payload, 3).unwrap());
         out

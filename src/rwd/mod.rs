@@ -80,6 +80,9 @@ pub fn from_run(cfg: &RunConfig, vm: &Vm, report: &RunReport) -> Option<Rwd> {
     };
     let recording: BTreeMap<String, HostNode> =
         k.vfs().source().lock().unwrap().recording().clone();
+    // Paths kept out (`--exclude-files`); never the program itself, which a
+    // reproducer must hold.
+    let excluded = |path: &str| path != cfg.kernel.exe && cfg.exclude_files.is_match(path);
     let mut files = Vec::new();
     for (key, node) in &recording {
         let (path, follow) = match key.strip_suffix("\0nofollow") {
@@ -92,6 +95,7 @@ pub fn from_run(cfg: &RunConfig, vm: &Vm, report: &RunReport) -> Option<Rwd> {
             continue;
         }
         let node = match node {
+            HostNode::File { .. } if excluded(&path) => WireNode::Host,
             HostNode::File { data, mode } => WireNode::File {
                 content: add_blob(data),
                 mode: *mode & 0o7777,
@@ -115,6 +119,7 @@ pub fn from_run(cfg: &RunConfig, vm: &Vm, report: &RunReport) -> Option<Rwd> {
     let mappings = facts
         .mappings
         .iter()
+        .filter(|m| !excluded(&m.path))
         .map(|m| WireMapping {
             start: m.start,
             end: m.end,
@@ -204,12 +209,62 @@ impl Rwd {
         cfg.memory_mib = t.memory_mib;
         cfg.timeout = Duration::from_millis(t.timeout_ms);
         cfg.shim = t.shim;
+        // What was left out stays out of reproducers made from this one.
+        let mut left_out = globset::GlobSetBuilder::new();
+        for path in self.host_paths() {
+            if let Ok(g) = globset::Glob::new(&globset::escape(path)) {
+                left_out.add(g);
+            }
+        }
+        cfg.exclude_files = left_out
+            .build()
+            .unwrap_or_else(|_| globset::GlobSet::empty());
         cfg
+    }
+
+    /// The files the reproducer holds: path and size, each path once.
+    pub fn embedded_files(&self) -> Vec<(&str, u64)> {
+        let mut out: Vec<(&str, u64)> = self
+            .files
+            .iter()
+            .filter_map(|f| match &f.node {
+                format::WireNode::File { content, .. } => Some((
+                    f.path.as_str(),
+                    self.blob(*content).map_or(0, |b| b.len() as u64),
+                )),
+                _ => None,
+            })
+            .collect();
+        out.dedup_by_key(|(p, _)| *p);
+        out
+    }
+
+    /// The paths left out of the reproducer (`--exclude-files`), each once.
+    pub fn host_paths(&self) -> Vec<&str> {
+        let mut paths: Vec<&str> = self
+            .files
+            .iter()
+            .filter(|f| matches!(f.node, format::WireNode::Host))
+            .map(|f| f.path.as_str())
+            .collect();
+        paths.dedup();
+        paths
+    }
+
+    /// A note for people replaying it, when files were left out.
+    pub fn host_files_note(&self) -> Option<String> {
+        let paths = self.host_paths();
+        let first = paths.first()?;
+        Some(format!(
+            "{} file(s) were left out of this reproducer and are read from this host: {first}{}",
+            paths.len(),
+            if paths.len() > 1 { ", ..." } else { "" }
+        ))
     }
 
     /// A file source that serves the recorded files and nothing else.
     pub fn source(&self) -> SharedSource {
-        FileSource::recorded(self.file_nodes())
+        FileSource::recorded_with_host(self.file_nodes(), self.host_keys())
     }
 
     /// Why this monitor cannot run it faithfully, if it cannot.

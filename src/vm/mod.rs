@@ -53,6 +53,9 @@ pub struct RunConfig {
     pub hint_ring: bool,
     /// Ends runs from outside: a session's deadline, Ctrl-C.
     pub cancel: crate::machine::Cancel,
+    /// Files kept out of reproducers (`--exclude-files`): their replays
+    /// read them from the host.
+    pub exclude_files: globset::GlobSet,
 }
 
 /// Where a `Vm` takes its snapshot.
@@ -79,6 +82,7 @@ impl RunConfig {
             snapshot_at: SnapshotAt::FirstThread,
             hint_ring: true,
             cancel: crate::machine::Cancel::new(),
+            exclude_files: globset::GlobSet::empty(),
         }
     }
 }
