@@ -84,6 +84,12 @@ impl Server {
         Server::start(&args)
     }
 
+    /// `rewind-fuzz run --gdb` on `hello`, with `extra` arguments.
+    fn hello(dir: &Path, extra: &[&str]) -> Server {
+        common::require_kvm();
+        Server::replaying("hello", &Schedule::new("default", Vec::new()), dir, extra)
+    }
+
     fn next_line(&mut self) -> String {
         let l = self
             .lines
@@ -120,15 +126,25 @@ impl Drop for Server {
     }
 }
 
-/// gdb in batch mode with the command the server printed, then `commands`.
-fn gdb_command(attach: &str, commands: &[&str]) -> Command {
-    // The command is `gdb -q -ex 'target remote ADDR' [PROGRAM]`.
-    let addr = attach
+/// The address in the command the server printed, `gdb -q -ex 'target
+/// remote ADDR' [PROGRAM]`.
+fn server_address(attach: &str) -> &str {
+    attach
         .split("target remote ")
         .nth(1)
         .and_then(|s| s.split('\'').next())
-        .unwrap_or_else(|| panic!("no address in {attach:?}"));
-    let program = attach.rsplit('\'').next().unwrap().trim();
+        .unwrap_or_else(|| panic!("no address in {attach:?}"))
+}
+
+/// The program in the command the server printed.
+fn server_program(attach: &str) -> &str {
+    attach.rsplit('\'').next().unwrap().trim()
+}
+
+/// gdb in batch mode with the command the server printed, then `commands`.
+fn gdb_command(attach: &str, commands: &[&str]) -> Command {
+    let addr = server_address(attach);
+    let program = server_program(attach);
     let mut cmd = Command::new("gdb");
     cmd.args([
         "-batch",
@@ -428,4 +444,50 @@ fn ctrl_c_stops_a_continue_at_the_next_step_and_kill_ends_the_run_there() {
         last.contains(&format!("killed the run at step {second}")),
         "{last}"
     );
+}
+
+#[test]
+fn host_io_serves_the_files_the_run_read_and_nothing_else_of_the_host() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut server = Server::hello(dir.path(), &[]);
+    let attach = server.attach_command();
+    let exe = server_program(&attach).to_string();
+    let into = |name: &str| dir.path().join(name).to_string_lossy().into_owned();
+    let out = gdb(
+        &attach,
+        &[
+            &format!("remote get {exe} {}", into("exe")),
+            &format!("remote get /etc/passwd {}", into("passwd")),
+            // Out of the debug info directory by `..`.
+            &format!(
+                "remote get /usr/lib/debug/../../../etc/passwd {}",
+                into("passwd-from-debug")
+            ),
+            // The server's own environment.
+            &format!("remote get /proc/self/environ {}", into("environ")),
+            &mark("maps"),
+            "info proc mappings",
+            &mark("end"),
+            "disconnect",
+        ],
+    );
+    assert_eq!(
+        std::fs::read(into("exe")).ok(),
+        Some(std::fs::read(&exe).unwrap()),
+        "the program's own file is served: {out}"
+    );
+    for name in ["passwd", "passwd-from-debug", "environ"] {
+        assert!(
+            !dir.path().join(name).exists(),
+            "{name}: a file the run never read was served: {out}"
+        );
+    }
+    assert_eq!(
+        out.matches("No such file or directory").count(),
+        3,
+        "each is ENOENT: {out}"
+    );
+    // The guest's own mappings, not a host process's.
+    let maps = section(&out, "maps");
+    assert!(maps.contains(&exe), "{maps}");
 }
