@@ -7,7 +7,7 @@ use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::sync::mpsc::{Receiver, channel};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use rewind_fuzz::kernel::vfs::FileSource;
 use rewind_fuzz::observe::outcome::Outcome;
@@ -490,4 +490,83 @@ fn host_io_serves_the_files_the_run_read_and_nothing_else_of_the_host() {
     // The guest's own mappings, not a host process's.
     let maps = section(&out, "maps");
     assert!(maps.contains(&exe), "{maps}");
+}
+
+/// What a command that should end soon printed on stderr, and its exit
+/// code; None when it was still running after a minute.
+fn finishes(mut cmd: Command) -> Option<(Option<i32>, String)> {
+    let mut child = cmd
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let lines = line_channel(child.stderr.take().unwrap());
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while Instant::now() < deadline {
+        if let Some(status) = child.try_wait().unwrap() {
+            let text: Vec<String> = lines.iter().collect();
+            return Some((status.code(), text.join("\n")));
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let _ = child.kill();
+    let _ = child.wait();
+    None
+}
+
+#[test]
+fn an_address_other_hosts_can_reach_needs_the_flag_and_then_comes_with_a_warning() {
+    common::require_kvm();
+    let dir = tempfile::tempdir().unwrap();
+    let hello = common::harness("hello");
+    let cfg = common::config(&hello, &[]);
+    let schedule = Schedule::new("default", Vec::new());
+    let (rwd, _) = rewind_fuzz::rwd::record(&cfg, FileSource::host(), &schedule).unwrap();
+    let file = dir.path().join("hello.rwd");
+    rwd.save(&file).unwrap();
+    let file = file.to_string_lossy().into_owned();
+    let target = hello.to_string_lossy().into_owned();
+
+    let gdb_args = ["gdb", &file, "--listen", "0.0.0.0:0"];
+    let run_args = [
+        "run",
+        "--target",
+        &target,
+        "--gdb",
+        "--gdb-listen",
+        "[::]:0",
+    ];
+    for (args, flag) in [
+        (&gdb_args[..], "--listen-any-address"),
+        (&run_args[..], "--gdb-listen-any-address"),
+    ] {
+        let mut cmd = common::cli();
+        cmd.args(args);
+        let (code, err) = finishes(cmd)
+            .unwrap_or_else(|| panic!("{args:?} listens instead of refusing the address"));
+        assert_eq!(code, Some(2), "{args:?}: {err}");
+        assert_eq!(err.lines().count(), 1, "{args:?}: one line: {err}");
+        assert!(err.contains(flag), "{args:?} names {flag}: {err}");
+    }
+
+    // A loopback name is fine as it is, without a warning.
+    let mut server = Server::start(&["gdb", &file, "--listen", "localhost:0"]);
+    let first = server.next_line();
+    assert!(first.ends_with("attach with:"), "{first}");
+    drop(server);
+
+    let mut server = Server::start(&[
+        "gdb",
+        &file,
+        "--listen",
+        "0.0.0.0:0",
+        "--listen-any-address",
+    ]);
+    let warning = server.next_line();
+    assert!(
+        warning.contains("warning") && warning.contains("no authentication"),
+        "{warning}"
+    );
+    let attach = server.attach_command();
+    assert!(server_address(&attach).starts_with("0.0.0.0:"), "{attach}");
 }
