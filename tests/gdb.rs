@@ -3,7 +3,8 @@
 
 mod common;
 
-use std::io::{BufRead, BufReader};
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::TcpStream;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::sync::mpsc::{Receiver, channel};
@@ -569,4 +570,106 @@ fn an_address_other_hosts_can_reach_needs_the_flag_and_then_comes_with_a_warning
     );
     let attach = server.attach_command();
     assert!(server_address(&attach).starts_with("0.0.0.0:"), "{attach}");
+}
+
+/// One packet of the remote protocol: `$body#checksum`.
+fn packet(body: &str) -> Vec<u8> {
+    let sum = body.bytes().fold(0u8, |a, b| a.wrapping_add(b));
+    format!("${body}#{sum:02x}").into_bytes()
+}
+
+/// Sends `body` and returns the reply's body, run-length encoding undone.
+fn request(conn: &mut TcpStream, body: &str) -> String {
+    conn.write_all(&packet(body)).unwrap();
+    let mut byte = || {
+        let mut b = [0u8];
+        conn.read_exact(&mut b)
+            .unwrap_or_else(|e| panic!("no reply to {body:.40}: {e}"));
+        b[0]
+    };
+    // The acknowledgement, then the reply.
+    while byte() != b'$' {}
+    let mut reply = Vec::new();
+    loop {
+        match byte() {
+            b'#' => break,
+            b'*' => {
+                let n = byte() - 29;
+                let last = *reply.last().unwrap();
+                reply.extend(std::iter::repeat_n(last, n as usize));
+            }
+            b => reply.push(b),
+        }
+    }
+    let _checksum = [byte(), byte()];
+    conn.write_all(b"+").unwrap();
+    String::from_utf8(reply).unwrap()
+}
+
+#[test]
+fn a_memory_read_longer_than_the_packet_size_is_refused_at_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut server = Server::hello(dir.path(), &[]);
+    // At main, where libc is loaded: its code is megabytes of memory that
+    // reads, which a request without a bound would go through.
+    let attach = server.attach_command();
+    let out = gdb(
+        &attach,
+        &[
+            "break main",
+            "continue",
+            &mark("libs"),
+            "info sharedlibrary",
+            &mark("end"),
+            "disconnect",
+        ],
+    );
+    let libc = section(&out, "libs")
+        .lines()
+        .find(|l| l.contains("libc.so"))
+        .and_then(|l| l.split_whitespace().next())
+        .and_then(|a| u64::from_str_radix(a.trim_start_matches("0x"), 16).ok())
+        .unwrap_or_else(|| panic!("no libc: {out}"));
+
+    let attach = server.attach_command();
+    let mut conn = TcpStream::connect(server_address(&attach)).unwrap();
+    conn.set_read_timeout(Some(Duration::from_secs(60)))
+        .unwrap();
+    conn.write_all(b"+").unwrap();
+    let started = Instant::now();
+    let reply = request(&mut conn, &format!("m{libc:x},ffffffff"));
+    let took = started.elapsed();
+    assert!(took < Duration::from_secs(2), "answered after {took:?}");
+    assert!(
+        reply.starts_with('E') && reply.len() == 3,
+        "an error, not {} characters ending {:?}",
+        reply.len(),
+        &reply[reply.len().saturating_sub(8)..]
+    );
+    // As much as gdb asks at once (half its packet size) still reads, and
+    // the connection goes on.
+    let reply = request(&mut conn, &format!("m{libc:x},800"));
+    assert!(
+        reply.len() == 4096 && reply.bytes().all(|b| b.is_ascii_hexdigit()),
+        "{reply}"
+    );
+    // A packet longer than the packet size (a valid one, padded with
+    // zeros) ends the connection instead of growing the server's buffer.
+    let long = format!("m{libc:x},{}8", "0".repeat(8192));
+    conn.write_all(&packet(&long)).unwrap();
+    conn.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+    let mut rest = Vec::new();
+    let _ = conn.read_to_end(&mut rest);
+    assert!(
+        !String::from_utf8_lossy(&rest).contains('$'),
+        "no reply, the connection closed: {rest:?}"
+    );
+    // And the server waits for the next one.
+    let attach = server.attach_command();
+    let mut conn = TcpStream::connect(server_address(&attach)).unwrap();
+    conn.set_read_timeout(Some(Duration::from_secs(60)))
+        .unwrap();
+    conn.write_all(b"+").unwrap();
+    let reply = request(&mut conn, &format!("m{libc:x},8"));
+    assert_eq!(reply.len(), 16, "{reply}");
 }

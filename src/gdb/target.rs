@@ -62,6 +62,13 @@ enum Action {
 /// A stop, as gdbstub reports it.
 pub type StopReason = gdbstub::stub::MultiThreadStopReason<u64>;
 
+/// The most memory one `m` packet may read: its reply, two hex digits a
+/// byte, fills the packet size the stub advertises. gdb never asks for
+/// more; a longer request is refused at once instead of being read chunk
+/// after chunk (gdbstub hands the target chunks as long as its whole
+/// packet buffer, so any longer request shows in the first chunk).
+const MAX_MEMORY_READ: usize = super::PACKET_SIZE / 2;
+
 /// Where gdb looks for separate debug info (its `debug-file-directory`,
 /// under the `target:` sysroot): the only host files served that the run
 /// did not read.
@@ -311,6 +318,9 @@ impl MultiThreadBase for Session {
         data: &mut [u8],
         _tid: GdbTid,
     ) -> TargetResult<usize, Self> {
+        if data.len() > MAX_MEMORY_READ {
+            return Err(TargetError::NonFatal);
+        }
         let vm = self.tl.vm();
         if vm.debug_read(start, data) {
             return Ok(data.len());
