@@ -87,17 +87,8 @@ fn umask() -> u32 {
 /// corpus or sync entry): opened without blocking (a FIFO cannot stall the
 /// reader), and read only if it is a regular file of at most `limit` bytes.
 pub fn read_foreign(path: &Path, limit: u64) -> std::io::Result<Vec<u8>> {
-    let file = std::fs::OpenOptions::new()
-        .read(true)
-        .custom_flags(libc::O_NONBLOCK | libc::O_NOCTTY)
-        .open(path)?;
+    let file = open_foreign(path)?;
     let meta = file.metadata()?;
-    if !meta.is_file() {
-        return Err(std::io::Error::new(
-            std::io::ErrorKind::InvalidInput,
-            "not a regular file",
-        ));
-    }
     if meta.len() > limit {
         return Err(std::io::Error::new(
             std::io::ErrorKind::InvalidInput,
@@ -118,6 +109,22 @@ pub fn read_foreign(path: &Path, limit: u64) -> std::io::Result<Vec<u8>> {
         ));
     }
     Ok(data)
+}
+
+/// Opens a file someone else may have made, to read: without blocking (a
+/// FIFO cannot stall the reader) and only if it is a regular file.
+pub fn open_foreign(path: &Path) -> std::io::Result<std::fs::File> {
+    let file = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NONBLOCK | libc::O_NOCTTY)
+        .open(path)?;
+    if !file.metadata()?.is_file() {
+        return Err(std::io::Error::new(
+            std::io::ErrorKind::InvalidInput,
+            "not a regular file",
+        ));
+    }
+    Ok(file)
 }
 
 #[cfg(test)]

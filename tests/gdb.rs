@@ -3,11 +3,12 @@
 
 mod common;
 
-use std::io::{BufRead, BufReader};
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::TcpStream;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::sync::mpsc::{Receiver, channel};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use rewind_fuzz::kernel::vfs::FileSource;
 use rewind_fuzz::observe::outcome::Outcome;
@@ -84,6 +85,12 @@ impl Server {
         Server::start(&args)
     }
 
+    /// `rewind-fuzz run --gdb` on `hello`, with `extra` arguments.
+    fn hello(dir: &Path, extra: &[&str]) -> Server {
+        common::require_kvm();
+        Server::replaying("hello", &Schedule::new("default", Vec::new()), dir, extra)
+    }
+
     fn next_line(&mut self) -> String {
         let l = self
             .lines
@@ -120,15 +127,25 @@ impl Drop for Server {
     }
 }
 
-/// gdb in batch mode with the command the server printed, then `commands`.
-fn gdb_command(attach: &str, commands: &[&str]) -> Command {
-    // The command is `gdb -q -ex 'target remote ADDR' [PROGRAM]`.
-    let addr = attach
+/// The address in the command the server printed, `gdb -q -ex 'target
+/// remote ADDR' [PROGRAM]`.
+fn server_address(attach: &str) -> &str {
+    attach
         .split("target remote ")
         .nth(1)
         .and_then(|s| s.split('\'').next())
-        .unwrap_or_else(|| panic!("no address in {attach:?}"));
-    let program = attach.rsplit('\'').next().unwrap().trim();
+        .unwrap_or_else(|| panic!("no address in {attach:?}"))
+}
+
+/// The program in the command the server printed.
+fn server_program(attach: &str) -> &str {
+    attach.rsplit('\'').next().unwrap().trim()
+}
+
+/// gdb in batch mode with the command the server printed, then `commands`.
+fn gdb_command(attach: &str, commands: &[&str]) -> Command {
+    let addr = server_address(attach);
+    let program = server_program(attach);
     let mut cmd = Command::new("gdb");
     cmd.args([
         "-batch",
@@ -428,4 +445,231 @@ fn ctrl_c_stops_a_continue_at_the_next_step_and_kill_ends_the_run_there() {
         last.contains(&format!("killed the run at step {second}")),
         "{last}"
     );
+}
+
+#[test]
+fn host_io_serves_the_files_the_run_read_and_nothing_else_of_the_host() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut server = Server::hello(dir.path(), &[]);
+    let attach = server.attach_command();
+    let exe = server_program(&attach).to_string();
+    let into = |name: &str| dir.path().join(name).to_string_lossy().into_owned();
+    let out = gdb(
+        &attach,
+        &[
+            &format!("remote get {exe} {}", into("exe")),
+            &format!("remote get /etc/passwd {}", into("passwd")),
+            // Out of the debug info directory by `..`.
+            &format!(
+                "remote get /usr/lib/debug/../../../etc/passwd {}",
+                into("passwd-from-debug")
+            ),
+            // The server's own environment.
+            &format!("remote get /proc/self/environ {}", into("environ")),
+            &mark("maps"),
+            "info proc mappings",
+            &mark("end"),
+            "disconnect",
+        ],
+    );
+    assert_eq!(
+        std::fs::read(into("exe")).ok(),
+        Some(std::fs::read(&exe).unwrap()),
+        "the program's own file is served: {out}"
+    );
+    for name in ["passwd", "passwd-from-debug", "environ"] {
+        assert!(
+            !dir.path().join(name).exists(),
+            "{name}: a file the run never read was served: {out}"
+        );
+    }
+    assert_eq!(
+        out.matches("No such file or directory").count(),
+        3,
+        "each is ENOENT: {out}"
+    );
+    // The guest's own mappings, not a host process's.
+    let maps = section(&out, "maps");
+    assert!(maps.contains(&exe), "{maps}");
+}
+
+/// What a command that should end soon printed on stderr, and its exit
+/// code; None when it was still running after a minute.
+fn finishes(mut cmd: Command) -> Option<(Option<i32>, String)> {
+    let mut child = cmd
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let lines = line_channel(child.stderr.take().unwrap());
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while Instant::now() < deadline {
+        if let Some(status) = child.try_wait().unwrap() {
+            let text: Vec<String> = lines.iter().collect();
+            return Some((status.code(), text.join("\n")));
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let _ = child.kill();
+    let _ = child.wait();
+    None
+}
+
+#[test]
+fn an_address_other_hosts_can_reach_needs_the_flag_and_then_comes_with_a_warning() {
+    common::require_kvm();
+    let dir = tempfile::tempdir().unwrap();
+    let hello = common::harness("hello");
+    let cfg = common::config(&hello, &[]);
+    let schedule = Schedule::new("default", Vec::new());
+    let (rwd, _) = rewind_fuzz::rwd::record(&cfg, FileSource::host(), &schedule).unwrap();
+    let file = dir.path().join("hello.rwd");
+    rwd.save(&file).unwrap();
+    let file = file.to_string_lossy().into_owned();
+    let target = hello.to_string_lossy().into_owned();
+
+    let gdb_args = ["gdb", &file, "--listen", "0.0.0.0:0"];
+    let run_args = [
+        "run",
+        "--target",
+        &target,
+        "--gdb",
+        "--gdb-listen",
+        "[::]:0",
+    ];
+    for (args, flag) in [
+        (&gdb_args[..], "--listen-any-address"),
+        (&run_args[..], "--gdb-listen-any-address"),
+    ] {
+        let mut cmd = common::cli();
+        cmd.args(args);
+        let (code, err) = finishes(cmd)
+            .unwrap_or_else(|| panic!("{args:?} listens instead of refusing the address"));
+        assert_eq!(code, Some(2), "{args:?}: {err}");
+        assert_eq!(err.lines().count(), 1, "{args:?}: one line: {err}");
+        assert!(err.contains(flag), "{args:?} names {flag}: {err}");
+    }
+
+    // A loopback name is fine as it is, without a warning.
+    let mut server = Server::start(&["gdb", &file, "--listen", "localhost:0"]);
+    let first = server.next_line();
+    assert!(first.ends_with("attach with:"), "{first}");
+    drop(server);
+
+    let mut server = Server::start(&[
+        "gdb",
+        &file,
+        "--listen",
+        "0.0.0.0:0",
+        "--listen-any-address",
+    ]);
+    let warning = server.next_line();
+    assert!(
+        warning.contains("warning") && warning.contains("no authentication"),
+        "{warning}"
+    );
+    let attach = server.attach_command();
+    assert!(server_address(&attach).starts_with("0.0.0.0:"), "{attach}");
+}
+
+/// One packet of the remote protocol: `$body#checksum`.
+fn packet(body: &str) -> Vec<u8> {
+    let sum = body.bytes().fold(0u8, |a, b| a.wrapping_add(b));
+    format!("${body}#{sum:02x}").into_bytes()
+}
+
+/// Sends `body` and returns the reply's body, run-length encoding undone.
+fn request(conn: &mut TcpStream, body: &str) -> String {
+    conn.write_all(&packet(body)).unwrap();
+    let mut byte = || {
+        let mut b = [0u8];
+        conn.read_exact(&mut b)
+            .unwrap_or_else(|e| panic!("no reply to {body:.40}: {e}"));
+        b[0]
+    };
+    // The acknowledgement, then the reply.
+    while byte() != b'$' {}
+    let mut reply = Vec::new();
+    loop {
+        match byte() {
+            b'#' => break,
+            b'*' => {
+                let n = byte() - 29;
+                let last = *reply.last().unwrap();
+                reply.extend(std::iter::repeat_n(last, n as usize));
+            }
+            b => reply.push(b),
+        }
+    }
+    let _checksum = [byte(), byte()];
+    conn.write_all(b"+").unwrap();
+    String::from_utf8(reply).unwrap()
+}
+
+#[test]
+fn a_memory_read_longer_than_the_packet_size_is_refused_at_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut server = Server::hello(dir.path(), &[]);
+    // At main, where libc is loaded: its code is megabytes of memory that
+    // reads, which a request without a bound would go through.
+    let attach = server.attach_command();
+    let out = gdb(
+        &attach,
+        &[
+            "break main",
+            "continue",
+            &mark("libs"),
+            "info sharedlibrary",
+            &mark("end"),
+            "disconnect",
+        ],
+    );
+    let libc = section(&out, "libs")
+        .lines()
+        .find(|l| l.contains("libc.so"))
+        .and_then(|l| l.split_whitespace().next())
+        .and_then(|a| u64::from_str_radix(a.trim_start_matches("0x"), 16).ok())
+        .unwrap_or_else(|| panic!("no libc: {out}"));
+
+    let attach = server.attach_command();
+    let mut conn = TcpStream::connect(server_address(&attach)).unwrap();
+    conn.set_read_timeout(Some(Duration::from_secs(60)))
+        .unwrap();
+    conn.write_all(b"+").unwrap();
+    let started = Instant::now();
+    let reply = request(&mut conn, &format!("m{libc:x},ffffffff"));
+    let took = started.elapsed();
+    assert!(took < Duration::from_secs(2), "answered after {took:?}");
+    assert!(
+        reply.starts_with('E') && reply.len() == 3,
+        "an error, not {} characters ending {:?}",
+        reply.len(),
+        &reply[reply.len().saturating_sub(8)..]
+    );
+    // As much as gdb asks at once (half its packet size) still reads, and
+    // the connection goes on.
+    let reply = request(&mut conn, &format!("m{libc:x},800"));
+    assert!(
+        reply.len() == 4096 && reply.bytes().all(|b| b.is_ascii_hexdigit()),
+        "{reply}"
+    );
+    // A packet longer than the packet size (a valid one, padded with
+    // zeros) ends the connection instead of growing the server's buffer.
+    let long = format!("m{libc:x},{}8", "0".repeat(8192));
+    conn.write_all(&packet(&long)).unwrap();
+    conn.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+    let mut rest = Vec::new();
+    let _ = conn.read_to_end(&mut rest);
+    assert!(
+        !String::from_utf8_lossy(&rest).contains('$'),
+        "no reply, the connection closed: {rest:?}"
+    );
+    // And the server waits for the next one.
+    let attach = server.attach_command();
+    let mut conn = TcpStream::connect(server_address(&attach)).unwrap();
+    conn.set_read_timeout(Some(Duration::from_secs(60)))
+        .unwrap();
+    conn.write_all(b"+").unwrap();
+    let reply = request(&mut conn, &format!("m{libc:x},8"));
+    assert_eq!(reply.len(), 16, "{reply}");
 }

@@ -2,7 +2,7 @@
 //! replayed to a step and served to gdb there.
 
 use std::io::Write;
-use std::net::TcpListener;
+use std::net::{SocketAddr, TcpListener, ToSocketAddrs};
 use std::path::PathBuf;
 
 use clap::Args;
@@ -23,17 +23,59 @@ pub struct GdbArgs {
     /// instruction) or `end` (the failure).
     #[arg(long, value_name = "STEP|end", default_value = "end")]
     pub at: StartAt,
-    /// The address gdb connects to (port 0: any free port).
+    /// The address gdb connects to (port 0: any free port); a loopback
+    /// address unless --listen-any-address.
     #[arg(long, value_name = "ADDR", default_value = "127.0.0.1:0")]
     pub listen: String,
+    /// Allow a --listen address other hosts can reach. The gdb protocol
+    /// has no authentication: whoever reaches the port reads the run's
+    /// memory and recorded files.
+    #[arg(long)]
+    pub listen_any_address: bool,
 }
 
 pub fn gdb(a: GdbArgs) -> Result<u8, UserError> {
+    let listener = listen(&a.listen, a.listen_any_address, "--listen-any-address")?;
     let rwd = load_rwd(&a.file)?;
     let cfg = rwd.run_config();
     let source = rwd.source();
     let symbols = symbol_file(&cfg.kernel.exe, &source)?;
-    serve(&cfg, source, rwd.schedule(), a.at, &a.listen, &symbols)
+    serve(&cfg, source, rwd.schedule(), a.at, listener, &symbols)
+}
+
+/// The gdb server's socket on `addr`. An address other hosts can reach
+/// (one that is not loopback, as `0.0.0.0` or a host's name may be) is
+/// refused unless `any_address` (the option `flag`) allows it, and then
+/// comes with a warning: anyone who connects can read the run.
+pub fn listen(addr: &str, any_address: bool, flag: &str) -> Result<TcpListener, UserError> {
+    let cannot =
+        |e: &dyn std::fmt::Display| UserError::bad_input(format!("cannot listen on {addr}: {e}"));
+    let addrs: Vec<SocketAddr> = addr.to_socket_addrs().map_err(|e| cannot(&e))?.collect();
+    if addrs.is_empty() {
+        return Err(cannot(&"the name has no address"));
+    }
+    // Every address the name has: the socket is bound to one of them.
+    let open = addrs.iter().any(|a| !a.ip().to_canonical().is_loopback());
+    if open && !any_address {
+        return Err(UserError::bad_input(format!(
+            "{addr} is not a loopback address and the gdb protocol has no authentication; \
+             pass {flag} to let anyone who can reach it debug the run"
+        )));
+    }
+    // The addresses resolved above, not the name again: what was checked
+    // is what is bound.
+    let listener = TcpListener::bind(&addrs[..]).map_err(|e| cannot(&e))?;
+    if open {
+        let bound = listener
+            .local_addr()
+            .map_or_else(|_| addr.to_string(), |a| a.to_string());
+        eprintln!(
+            "rewind-fuzz: warning: the gdb server listens on {bound}, which is not loopback; \
+             the gdb protocol has no authentication: anyone who can reach the port can read \
+             the run's memory and recorded files"
+        );
+    }
+    Ok(listener)
 }
 
 /// The program's file for gdb's symbols: the host's own when it holds the
@@ -55,21 +97,19 @@ fn symbol_file(exe: &str, source: &SharedSource) -> Result<String, UserError> {
     Ok(path.to_string_lossy().into_owned())
 }
 
-/// Replays `schedule` to `at`, serves gdb on `listen` until it detaches
+/// Replays `schedule` to `at`, serves gdb on `listener` until it detaches
 /// (the run then goes on to its end) or kills the run; says how it ended.
 pub fn serve(
     cfg: &RunConfig,
     source: SharedSource,
     schedule: Schedule,
     at: StartAt,
-    listen: &str,
+    listener: TcpListener,
     symbols: &str,
 ) -> Result<u8, UserError> {
     let mut cfg = cfg.clone();
     // Replays after a jump back would print the same output again.
     cfg.stream_output = false;
-    let listener = TcpListener::bind(listen)
-        .map_err(|e| UserError::bad_input(format!("cannot listen on {listen}: {e}")))?;
     let session = crate::gdb::prepare(&cfg, source, schedule, at).map_err(vm_error)?;
     let ending = crate::gdb::serve(session, listener, |addr, s| {
         let k = s.timeline_ref().vm().debug_kernel();
@@ -109,7 +149,7 @@ pub fn run_under_gdb(
     spec: &crate::sched::StrategySpec,
     seed: u64,
     at: StartAt,
-    listen: &str,
+    listener: TcpListener,
 ) -> Result<u8, UserError> {
     let schedule = match spec {
         crate::sched::StrategySpec::Schedule(f) => {
@@ -128,5 +168,5 @@ pub fn run_under_gdb(
         }
     };
     let exe = cfg.kernel.exe.clone();
-    serve(cfg, source, schedule, at, listen, &exe)
+    serve(cfg, source, schedule, at, listener, &exe)
 }

@@ -44,9 +44,15 @@ pub struct RunArgs {
     /// instruction) or `end`.
     #[arg(long, value_name = "STEP|end", default_value = "0")]
     pub gdb_at: crate::gdb::StartAt,
-    /// The address gdb connects to (port 0: any free port).
+    /// The address gdb connects to (port 0: any free port); a loopback
+    /// address unless --gdb-listen-any-address.
     #[arg(long, value_name = "ADDR", default_value = "127.0.0.1:0")]
     pub gdb_listen: String,
+    /// Allow a --gdb-listen address other hosts can reach. The gdb
+    /// protocol has no authentication: whoever reaches the port reads the
+    /// run's memory and recorded files.
+    #[arg(long)]
+    pub gdb_listen_any_address: bool,
 }
 
 pub fn run(a: RunArgs) -> Result<u8, UserError> {
@@ -65,14 +71,12 @@ pub fn run(a: RunArgs) -> Result<u8, UserError> {
     }
     let source = FileSource::host();
     if a.gdb {
-        return super::gdb::run_under_gdb(
-            &cfg,
-            source,
-            &spec,
-            a.target.seed,
-            a.gdb_at,
+        let listener = super::gdb::listen(
             &a.gdb_listen,
-        );
+            a.gdb_listen_any_address,
+            "--gdb-listen-any-address",
+        )?;
+        return super::gdb::run_under_gdb(&cfg, source, &spec, a.target.seed, a.gdb_at, listener);
     }
     let steps = estimate_steps(&cfg, &spec, &source)?;
     let strategy = spec

@@ -31,6 +31,10 @@ use crate::kernel::vfs::SharedSource;
 use crate::sched::{Replay, Schedule};
 use crate::vm::{RunConfig, RunReport, SnapshotAt, Vm, VmError};
 
+/// The packet size the stub advertises (its packet buffer): the longest
+/// packet gdb sends, framing included, and the longest reply it asks for.
+pub const PACKET_SIZE: usize = 4096;
+
 /// Where the debugger first stops.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum StartAt {
@@ -130,7 +134,14 @@ pub fn serve(
         };
         let _ = stream.set_nodelay(true);
         session.reset_connection();
-        match GdbStub::new(stream).run_blocking::<Loop>(&mut session) {
+        // A borrowed buffer: an owned one would grow with whatever packet
+        // comes, however long; this one ends the connection past it.
+        let mut packet_buffer = [0u8; PACKET_SIZE];
+        let stub = GdbStub::builder(stream)
+            .with_packet_buffer(&mut packet_buffer)
+            .build()
+            .expect("a packet buffer given");
+        match stub.run_blocking::<Loop>(&mut session) {
             Ok(DisconnectReason::Kill) => {
                 let step = session.timeline().vm().debug_kernel().step();
                 return Ok(Ending::Killed { step });

@@ -6,10 +6,13 @@
 //! run is read-only: register and memory writes are refused, so nothing
 //! gdb does can change it. Files gdb asks for (`target:` sysroot, the
 //! default) are the bytes the guest itself loaded, from the run's file
-//! source, so shared libraries and the pthread shim resolve exactly.
+//! source, so shared libraries and the pthread shim resolve exactly; no
+//! other host file is served, but for separate debug info.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::num::NonZeroUsize;
+use std::os::unix::fs::FileExt;
+use std::path::Path;
 use std::sync::Arc;
 
 use gdbstub::common::{Pid, Signal, Tid as GdbTid};
@@ -59,6 +62,29 @@ enum Action {
 /// A stop, as gdbstub reports it.
 pub type StopReason = gdbstub::stub::MultiThreadStopReason<u64>;
 
+/// The most memory one `m` packet may read: its reply, two hex digits a
+/// byte, fills the packet size the stub advertises. gdb never asks for
+/// more; a longer request is refused at once instead of being read chunk
+/// after chunk (gdbstub hands the target chunks as long as its whole
+/// packet buffer, so any longer request shows in the first chunk).
+const MAX_MEMORY_READ: usize = super::PACKET_SIZE / 2;
+
+/// Where gdb looks for separate debug info (its `debug-file-directory`,
+/// under the `target:` sysroot): the only host files served that the run
+/// did not read.
+const DEBUG_INFO_DIR: &str = "/usr/lib/debug/";
+
+/// Files one connection may hold open (gdb holds a few).
+const MAX_OPEN_FILES: usize = 64;
+
+/// A file gdb opened.
+enum OpenFile {
+    /// Bytes of the run: its file source, or its own state (`maps`).
+    Run(Arc<Vec<u8>>),
+    /// A separate debug info file of the host, read where gdb asks.
+    DebugInfo(std::fs::File),
+}
+
 /// The debugged run as gdb's target.
 pub struct Session {
     tl: Timeline,
@@ -67,7 +93,7 @@ pub struct Session {
     source: SharedSource,
     exe: String,
     /// Files gdb opened, by descriptor.
-    open_files: BTreeMap<u32, Arc<Vec<u8>>>,
+    open_files: BTreeMap<u32, OpenFile>,
     next_fd: u32,
     /// Whether the ending signal of a crashed run was reported already.
     crash_reported: bool,
@@ -292,6 +318,9 @@ impl MultiThreadBase for Session {
         data: &mut [u8],
         _tid: GdbTid,
     ) -> TargetResult<usize, Self> {
+        if data.len() > MAX_MEMORY_READ {
+            return Err(TargetError::NonFatal);
+        }
         let vm = self.tl.vm();
         if vm.debug_read(start, data) {
             return Ok(data.len());
@@ -538,14 +567,34 @@ impl ExecFile for Session {
 }
 
 impl Session {
-    /// A file as the guest saw it: from the run's file source (never
-    /// looking anything new up in it, which would change a recording), or
-    /// from the host for files the guest never read (debug info).
-    fn file(&self, path: &str) -> Option<Arc<Vec<u8>>> {
+    /// The file gdb may read at `filename`: one the run read (from its file
+    /// source, never looking anything new up in it, which would change a
+    /// recording), the guest's `/proc/1/maps`, or separate debug info.
+    /// Nothing else of the host: gdb's peer may be anyone who can reach
+    /// the port.
+    fn open_file(&self, filename: &[u8]) -> Option<OpenFile> {
+        // Recorded paths are UTF-8 without NULs (a NUL would reach the
+        // recording's `\0nofollow` keys).
+        let path = std::str::from_utf8(filename)
+            .ok()
+            .filter(|p| !p.contains('\0'))?;
+        if let Some(data) = self.recorded_file(path) {
+            return Some(OpenFile::Run(data));
+        }
+        // `info proc mappings` reads it (the guest is pid 1, as gdbstub says).
+        if path == "/proc/1/maps" || path == "/proc/self/maps" {
+            let text = self.tl.vm().debug_kernel().mm().maps_text();
+            return Some(OpenFile::Run(Arc::new(text.into_bytes())));
+        }
+        debug_info_file(path).map(OpenFile::DebugInfo)
+    }
+
+    /// A file of the run's recording, following a recorded symlink.
+    fn recorded_file(&self, path: &str) -> Option<Arc<Vec<u8>>> {
         let src = self.source.lock().unwrap();
-        match src.recording().get(path) {
-            Some(HostNode::File { data, .. }) => Some(data.clone()),
-            Some(HostNode::Symlink { target }) => {
+        match src.recording().get(path)? {
+            HostNode::File { data, .. } => Some(data.clone()),
+            HostNode::Symlink { target } => {
                 let t = crate::kernel::vfs::parent_of(path);
                 let full = if target.starts_with('/') {
                     target.clone()
@@ -557,10 +606,27 @@ impl Session {
                     _ => None,
                 }
             }
-            Some(_) => None,
-            None => std::fs::read(path).ok().map(Arc::new),
+            _ => None,
         }
     }
+}
+
+/// A separate debug info file of the host (see [`DEBUG_INFO_DIR`]).
+fn debug_info_file(path: &str) -> Option<std::fs::File> {
+    regular_file_under(Path::new(DEBUG_INFO_DIR), path)
+}
+
+/// The regular file at `path` if it is under `dir` once every link and
+/// `..` is resolved, opened without blocking.
+fn regular_file_under(dir: &Path, path: &str) -> Option<std::fs::File> {
+    if !Path::new(path).starts_with(dir) {
+        return None;
+    }
+    let real = std::fs::canonicalize(path).ok()?;
+    if !real.starts_with(dir) {
+        return None;
+    }
+    crate::fsutil::open_foreign(&real).ok()
 }
 
 impl HostIo for Session {
@@ -591,16 +657,24 @@ impl HostIoOpen for Session {
         flags: HostIoOpenFlags,
         _mode: HostIoOpenMode,
     ) -> HostIoResult<u32, Self> {
-        if flags.intersects(HostIoOpenFlags::O_WRONLY | HostIoOpenFlags::O_RDWR) {
+        let writes = HostIoOpenFlags::O_WRONLY
+            | HostIoOpenFlags::O_RDWR
+            | HostIoOpenFlags::O_APPEND
+            | HostIoOpenFlags::O_CREAT
+            | HostIoOpenFlags::O_TRUNC
+            | HostIoOpenFlags::O_EXCL;
+        if flags.intersects(writes) {
             return Err(HostIoError::Errno(HostIoErrno::EROFS));
         }
-        let path = String::from_utf8_lossy(filename).into_owned();
-        let data = self
-            .file(&path)
+        if self.open_files.len() >= MAX_OPEN_FILES {
+            return Err(HostIoError::Errno(HostIoErrno::EMFILE));
+        }
+        let file = self
+            .open_file(filename)
             .ok_or(HostIoError::Errno(HostIoErrno::ENOENT))?;
         let fd = self.next_fd;
         self.next_fd += 1;
-        self.open_files.insert(fd, data);
+        self.open_files.insert(fd, file);
         Ok(fd)
     }
 }
@@ -622,23 +696,27 @@ impl HostIoPread for Session {
         offset: u64,
         buf: &mut [u8],
     ) -> HostIoResult<usize, Self> {
-        let data = self
-            .open_files
-            .get(&fd)
-            .ok_or(HostIoError::Errno(HostIoErrno::EBADF))?;
-        let start = (offset as usize).min(data.len());
-        let n = count.min(buf.len()).min(data.len() - start);
-        buf[..n].copy_from_slice(&data[start..start + n]);
-        Ok(n)
+        let buf_len = count.min(buf.len());
+        match self.open_files.get(&fd) {
+            Some(OpenFile::Run(data)) => {
+                let start = offset.min(data.len() as u64) as usize;
+                let n = buf_len.min(data.len() - start);
+                buf[..n].copy_from_slice(&data[start..start + n]);
+                Ok(n)
+            }
+            Some(OpenFile::DebugInfo(file)) => Ok(file.read_at(&mut buf[..buf_len], offset)?),
+            None => Err(HostIoError::Errno(HostIoErrno::EBADF)),
+        }
     }
 }
 
 impl HostIoFstat for Session {
     fn fstat(&mut self, fd: u32) -> HostIoResult<HostIoStat, Self> {
-        let data = self
-            .open_files
-            .get(&fd)
-            .ok_or(HostIoError::Errno(HostIoErrno::EBADF))?;
+        let size = match self.open_files.get(&fd) {
+            Some(OpenFile::Run(data)) => data.len() as u64,
+            Some(OpenFile::DebugInfo(file)) => file.metadata()?.len(),
+            None => return Err(HostIoError::Errno(HostIoErrno::EBADF)),
+        };
         Ok(HostIoStat {
             st_dev: 0,
             st_ino: 0,
@@ -650,9 +728,9 @@ impl HostIoFstat for Session {
             st_uid: 0,
             st_gid: 0,
             st_rdev: 0,
-            st_size: data.len() as u64,
+            st_size: size,
             st_blksize: 4096,
-            st_blocks: (data.len() as u64).div_ceil(512),
+            st_blocks: size.div_ceil(512),
             st_atime: 0,
             st_mtime: 0,
             st_ctime: 0,
@@ -672,8 +750,12 @@ impl HostIoReadlink for Session {
                 _ => return Err(HostIoError::Errno(HostIoErrno::EINVAL)),
             }
         };
-        let n = target.len().min(buf.len());
-        buf[..n].copy_from_slice(&target.as_bytes()[..n]);
+        // A cut link would read as another path: too long is an error.
+        let n = target.len();
+        if n > buf.len() {
+            return Err(HostIoError::Errno(HostIoErrno::ENAMETOOLONG));
+        }
+        buf[..n].copy_from_slice(target.as_bytes());
         Ok(n)
     }
 }
@@ -681,5 +763,38 @@ impl HostIoReadlink for Session {
 impl HostIoSetfs for Session {
     fn setfs(&mut self, _fs: FsKind) -> HostIoResult<(), Self> {
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_regular_files_really_under_the_directory_are_opened() {
+        let root = tempfile::tempdir().unwrap();
+        let root = root.path().canonicalize().unwrap();
+        let dir = root.join("debug");
+        std::fs::create_dir(&dir).unwrap();
+        std::fs::write(dir.join("lib.debug"), b"dwarf").unwrap();
+        std::fs::write(root.join("secret"), b"key").unwrap();
+        std::os::unix::fs::symlink(root.join("secret"), dir.join("out")).unwrap();
+        std::os::unix::fs::symlink("lib.debug", dir.join("in")).unwrap();
+        let fifo = std::ffi::CString::new(dir.join("fifo").to_str().unwrap()).unwrap();
+        // SAFETY: a valid NUL-terminated path.
+        assert_eq!(unsafe { libc::mkfifo(fifo.as_ptr(), 0o644) }, 0);
+        let at = |p: &str| regular_file_under(&dir, &format!("{}/{p}", dir.display()));
+
+        assert!(at("lib.debug").is_some());
+        assert!(at("in").is_some(), "a link that stays inside");
+        assert!(at("out").is_none(), "a link that leads out");
+        assert!(at("../secret").is_none());
+        assert!(at("fifo").is_none(), "a FIFO, refused without blocking");
+        assert!(at(".").is_none(), "a directory");
+        assert!(at("missing").is_none());
+        let outside = root.join("secret");
+        assert!(regular_file_under(&dir, outside.to_str().unwrap()).is_none());
+        let sibling = format!("{}-other/x", dir.display());
+        assert!(regular_file_under(&dir, &sibling).is_none());
     }
 }
