@@ -37,6 +37,9 @@ pub struct GdbArgs {
 pub fn gdb(a: GdbArgs) -> Result<u8, UserError> {
     let listener = listen(&a.listen, a.listen_any_address, "--listen-any-address")?;
     let rwd = load_rwd(&a.file)?;
+    if let Some(note) = rwd.for_display().host_files_note() {
+        eprintln!("rewind-fuzz: note: {note}");
+    }
     let cfg = rwd.run_config();
     let source = rwd.source();
     let symbols = symbol_file(&cfg.kernel.exe, &source)?;
