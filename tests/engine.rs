@@ -343,3 +343,126 @@ fn the_time_stamp_counter_is_virtual_and_the_same_in_every_run() {
         "virtual, not the host's counter: {text}"
     );
 }
+
+/// Builds a C program written here into `dir`.
+fn build_c(dir: &std::path::Path, name: &str, source: &str) -> std::path::PathBuf {
+    let src = dir.join(format!("{name}.c"));
+    std::fs::write(&src, source).unwrap();
+    let exe = dir.join(name);
+    let out = Command::new("gcc")
+        .args(["-O1", "-o"])
+        .arg(&exe)
+        .arg(&src)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    exe
+}
+
+#[test]
+fn a_32_bit_system_call_is_sigsegv_as_without_ia32_emulation() {
+    let dir = tempfile::tempdir().unwrap();
+    let exe = build_c(
+        dir.path(),
+        "int80",
+        "int main(void) { long r; __asm__ volatile(\"int $0x80\" : \"=a\"(r) : \"a\"(20L) : \"memory\"); return (int)r; }",
+    );
+    let r = run(&exe, &[]);
+    let Outcome::Crashed {
+        signal, fault_addr, ..
+    } = &r.outcome
+    else {
+        panic!("{:?}", r.outcome)
+    };
+    assert_eq!(signal, "SIGSEGV");
+    assert_eq!(*fault_addr, None, "no address: it was no memory access");
+}
+
+#[test]
+fn a_signal_the_program_sends_itself_has_no_fault_address() {
+    let dir = tempfile::tempdir().unwrap();
+    let exe = build_c(
+        dir.path(),
+        "raise",
+        "#include <signal.h>\nint main(void) { raise(SIGSEGV); return 0; }",
+    );
+    let r = run(&exe, &[]);
+    let Outcome::Crashed {
+        signal, fault_addr, ..
+    } = &r.outcome
+    else {
+        panic!("{:?}", r.outcome)
+    };
+    assert_eq!(signal, "SIGSEGV");
+    assert_eq!(*fault_addr, None, "{}", r.outcome.summary());
+    assert!(
+        !r.outcome.summary().contains("0x0 "),
+        "{}",
+        r.outcome.summary()
+    );
+    // A real NULL dereference keeps its address.
+    let r = run(&harness("null-deref"), &[]);
+    assert!(
+        matches!(
+            r.outcome,
+            Outcome::Crashed {
+                fault_addr: Some(0),
+                ..
+            }
+        ),
+        "{:?}",
+        r.outcome
+    );
+}
+
+#[test]
+fn json_output_says_when_the_programs_output_was_cut() {
+    let dir = tempfile::tempdir().unwrap();
+    let exe = build_c(
+        dir.path(),
+        "big",
+        "#include <stdio.h>\n#include <string.h>\nint main(void) { static char b[1 << 20]; memset(b, 'x', sizeof b); for (int i = 0; i < 17; i++) fwrite(b, 1, sizeof b, stdout); return 0; }",
+    );
+    let out = cli()
+        .args(["run", "--json", "--target"])
+        .arg(&exe)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0));
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v["stdout_bytes"], 17 << 20);
+    assert_eq!(v["stdout_truncated"], true);
+    assert_eq!(v["stderr_truncated"], false);
+    assert_eq!(v["stdout"].as_str().unwrap().len(), 16 << 20);
+    assert!(String::from_utf8_lossy(&out.stderr).contains("warning"));
+}
+
+#[test]
+fn guest_memory_the_host_refuses_is_a_usage_error() {
+    use std::os::unix::process::CommandExt;
+    common::require_kvm();
+    let mut c = cli();
+    c.args(["run", "--memory", "65536", "--target"])
+        .arg(harness("hello"));
+    // SAFETY: setrlimit is async-signal-safe and touches nothing of the
+    // parent.
+    unsafe {
+        c.pre_exec(|| {
+            let lim = libc::rlimit {
+                rlim_cur: 4 << 30,
+                rlim_max: 4 << 30,
+            };
+            libc::setrlimit(libc::RLIMIT_AS, &lim);
+            Ok(())
+        });
+    }
+    let out = c.output().unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(err.contains("--memory"), "{err}");
+    assert_eq!(err.trim_end().lines().count(), 1, "{err}");
+}

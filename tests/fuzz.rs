@@ -599,3 +599,27 @@ fn resume_refuses_another_targets_directory_and_keeps_counting() {
         );
     }
 }
+
+#[test]
+fn statistics_that_cannot_be_written_are_warned_about_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("out");
+    let child = spawn_session("1", "6s", &out, &[]);
+    wait_until("the session never started", || {
+        out.join("fuzzer_stats").exists()
+    });
+    // What a full disk does to the next write of fuzzer_stats, here by
+    // putting a directory in its way.
+    std::fs::remove_file(out.join("fuzzer_stats")).unwrap();
+    std::fs::create_dir(out.join("fuzzer_stats")).unwrap();
+    let r = child.wait_with_output().unwrap();
+    let err = stderr(&r);
+    assert!(matches!(r.status.code(), Some(0 | 1)), "{err}");
+    assert_eq!(
+        err.matches("cannot update")
+            .filter(|_| err.contains("fuzzer_stats"))
+            .count(),
+        1,
+        "{err}"
+    );
+}

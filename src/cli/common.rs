@@ -272,6 +272,10 @@ pub fn vm_error(e: VmError) -> UserError {
             UserError::bad_input(m.to_string())
         }
         VmError::Load(l) => UserError::bad_input(l.to_string()),
+        // The size asked for with --memory is the user's to change.
+        VmError::Memory(m @ crate::memory::phys::PhysError::Reserve(..)) => {
+            UserError::bad_input(m.to_string())
+        }
         VmError::Cancelled => UserError {
             message: "interrupted before the run ended; nothing was written".into(),
             code: 130,

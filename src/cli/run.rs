@@ -109,6 +109,18 @@ pub fn run(a: RunArgs) -> Result<u8, UserError> {
         }
         v["potential_deadlocks"] = sym.inversions_json(&report.potential_deadlocks);
         v["outcome"]["details"] = sym.outcome_details_json(&report.outcome);
+        for (name, kept, wrote) in [
+            ("stdout", report.stdout.len(), report.stdout_bytes),
+            ("stderr", report.stderr.len(), report.stderr_bytes),
+        ] {
+            let cut = wrote > kept as u64;
+            v[format!("{name}_truncated")] = serde_json::Value::Bool(cut);
+            if cut {
+                eprintln!(
+                    "rewind-fuzz: warning: the program wrote {wrote} bytes to {name}; the JSON holds the first {kept} (see {name}_bytes)"
+                );
+            }
+        }
         println!("{v}");
     } else {
         if let Some(ev) = &report.events {

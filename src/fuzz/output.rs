@@ -364,7 +364,7 @@ impl Output {
         self.findings.push(finding);
     }
 
-    fn write_plot_data(&self) {
+    fn write_plot_data(&mut self) {
         let names: Vec<&str> = FeatureKind::ALL.iter().map(|k| k.name()).collect();
         let mut s = format!(
             "# relative_time, execs_done, corpus_count, {}, findings\n",
@@ -381,10 +381,26 @@ impl Output {
                 x.findings
             ));
         }
-        let _ = write_atomically(&self.out.join("plot_data"), s.as_bytes());
+        let r = write_atomically(&self.out.join("plot_data"), s.as_bytes());
+        self.warn_if_unwritten("plot_data", r);
     }
 
-    fn write_stats(&self, cfg: &FuzzConfig, s: &Sample, progress: &Progress) {
+    /// Says once per file that it could not be written (a full disk):
+    /// fuzzing goes on, but the file stops being current.
+    fn warn_if_unwritten(&mut self, name: &str, r: std::io::Result<()>) {
+        if let Err(e) = r {
+            let path = self.out.join(name);
+            self.warn_once(
+                format!("write {name}"),
+                format!(
+                    "cannot update {}: {e}; fuzzing goes on, but it is no longer current (free space in --out)",
+                    path.display()
+                ),
+            );
+        }
+    }
+
+    fn write_stats(&mut self, cfg: &FuzzConfig, s: &Sample, progress: &Progress) {
         let now = SystemTime::now()
             .duration_since(UNIX_EPOCH)
             .map_or(0, |d| d.as_secs());
@@ -472,7 +488,8 @@ impl Output {
         for (k, v) in lines {
             text.push_str(&format!("{k:<28}: {v}\n"));
         }
-        let _ = write_atomically(&self.out.join("fuzzer_stats"), text.as_bytes());
+        let r = write_atomically(&self.out.join("fuzzer_stats"), text.as_bytes());
+        self.warn_if_unwritten("fuzzer_stats", r);
     }
 
     fn show(&mut self, cfg: &FuzzConfig, s: &Sample, progress: &Progress) {
@@ -559,10 +576,11 @@ impl Output {
         self.samples.push(s);
         self.write_plot_data();
         self.write_stats(cfg, &s, progress);
-        let _ = write_atomically(
+        let r = write_atomically(
             &self.out.join("coverage.svg"),
             coverage_svg(&self.samples).as_bytes(),
         );
+        self.warn_if_unwritten("coverage.svg", r);
     }
 }
 

@@ -584,6 +584,9 @@ impl Kernel {
             1 | 3 => sig(libc::SIGTRAP as u32, 1, rip), // TRAP_BRKPT
             4 => sig(libc::SIGSEGV as u32, 0x80, 0),
             5 => sig(libc::SIGSEGV as u32, 0x80, 0),
+            // `int $0x80`, a 32-bit system call: Linux without IA-32
+            // emulation answers with SIGSEGV, and so does this kernel.
+            6 if self.int80_at(rip) => sig(libc::SIGSEGV as u32, signal::SI_KERNEL, 0),
             6 => sig(libc::SIGILL as u32, 2, rip), // ILL_ILLOPN
             17 => sig(libc::SIGBUS as u32, 1, fault_addr), // BUS_ADRALN
             _ => sig(libc::SIGSEGV as u32, 0x80, 0),
@@ -591,6 +594,12 @@ impl Kernel {
         self.cur().pending.push(signal);
         self.deliver_signals(cpu);
         false
+    }
+
+    /// Whether the instruction at `rip` is `int $0x80`.
+    fn int80_at(&mut self, rip: u64) -> bool {
+        let mut insn = [0u8; 2];
+        self.read(rip, &mut insn).is_ok() && insn == [0xcd, 0x80]
     }
 
     /// Emulates the instructions user code may not run here (`rdtsc`, which

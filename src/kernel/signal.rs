@@ -110,6 +110,9 @@ pub fn send_to_process(k: &mut Kernel, s: PendingSignal) {
     }
 }
 
+/// `si_code` of a signal the kernel raised without a fault address.
+pub const SI_KERNEL: i32 = 0x80;
+
 /// Delivers one signal to the current thread.
 pub fn deliver(k: &mut Kernel, s: PendingSignal, cpu: &mut dyn FpuAccess) {
     let act = k.signals.get(s.signo);
@@ -119,7 +122,11 @@ pub fn deliver(k: &mut Kernel, s: PendingSignal, cpu: &mut dyn FpuAccess) {
         if default_ignores(s.signo) && !s.forced {
             return;
         }
-        let addr = matches!(s.signo, 4 | 7 | 8 | 11).then_some(s.addr);
+        // Only a fault has an address: a signal sent by a process (raise,
+        // kill: code <= 0) or by the kernel itself (SI_KERNEL) has none,
+        // and saying "at address 0x0" would read as a NULL dereference.
+        let from_a_fault = s.sender == 0 && s.code > 0 && s.code != SI_KERNEL;
+        let addr = (matches!(s.signo, 4 | 7 | 8 | 11) && from_a_fault).then_some(s.addr);
         k.crash(s.signo, addr);
         return;
     }

@@ -329,7 +329,18 @@ fn write_bytes(k: &mut Kernel, fd: i32, data: &[u8], at: Option<u64>) -> Result<
     }
 }
 
+/// Linux's `access_ok`: the range lies below the end of user space. It is
+/// checked before anything is read, so a read at the end of a file into a
+/// kernel address is EFAULT, not 0.
+fn access_ok(buf: u64, len: u64) -> bool {
+    buf.checked_add(len)
+        .is_some_and(|end| end <= crate::arch::layout::USER_END)
+}
+
 fn do_read(k: &mut Kernel, fd: u64, buf: u64, len: u64, at: Option<u64>) -> SysResult {
+    if k.files.get(fd as i32).is_some() && !access_ok(buf, len) {
+        return err(libc::EFAULT);
+    }
     match read_bytes(k, fd as i32, len as usize, at) {
         Ok(d) => match k.write(buf, &d) {
             Ok(()) => SysResult::Ret(d.len() as i64),

@@ -18,7 +18,7 @@ type Mem = vm_memory::GuestMemoryMmap<AtomicBitmap>;
 #[derive(Debug, thiserror::Error)]
 pub enum PhysError {
     /// The host refused the mapping.
-    #[error("cannot reserve {0} MiB of host memory for the guest: {1}")]
+    #[error("cannot reserve {0} MiB of host memory for the guest: {1}; give a smaller --memory")]
     Reserve(u64, String),
     /// Every guest page is in use.
     #[error("the guest ran out of physical memory ({0} MiB); raise --memory")]

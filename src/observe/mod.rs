@@ -176,6 +176,12 @@ impl Observer {
         &self.output.stderr
     }
 
+    /// Bytes the program wrote to stdout and stderr, including those
+    /// beyond the capture's cap.
+    pub fn output_written(&self) -> (u64, u64) {
+        (self.output.written[0], self.output.written[1])
+    }
+
     /// Whether output is copied to the monitor's own stdout and stderr as
     /// it comes.
     pub fn streams_output(&self) -> bool {
@@ -196,6 +202,8 @@ struct Output {
     stream: bool,
     /// Keep at most this many bytes of each stream.
     cap: usize,
+    /// Bytes written to each stream, kept or not.
+    written: [u64; 2],
 }
 
 impl Output {
@@ -209,6 +217,7 @@ impl Output {
                 let _ = std::io::stderr().write_all(data);
             }
         }
+        self.written[usize::from(fd != 1)] += data.len() as u64;
         let buf = if fd == 1 {
             &mut self.stdout
         } else {

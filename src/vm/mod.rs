@@ -118,6 +118,10 @@ pub struct RunReport {
     pub stdout: Vec<u8>,
     #[serde(serialize_with = "lossy")]
     pub stderr: Vec<u8>,
+    /// Bytes the program wrote to stdout and stderr: more than `stdout` and
+    /// `stderr` hold when it wrote past the capture's cap (16 MiB each).
+    pub stdout_bytes: u64,
+    pub stderr_bytes: u64,
     /// Exits from the guest to the monitor.
     pub exits: u64,
     /// Page faults served by filling memory on demand.
@@ -336,6 +340,8 @@ impl Vm {
             live_at_end: k.live_threads(),
             stdout: obs.stdout().to_vec(),
             stderr: obs.stderr().to_vec(),
+            stdout_bytes: obs.output_written().0,
+            stderr_bytes: obs.output_written().1,
             exits: self.machine.exits - exits0,
             demand_faults: k.mm().demand_faults,
             invalidations: self.machine.invalidations - inval0,

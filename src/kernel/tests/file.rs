@@ -12,6 +12,11 @@ cases! {
     read_returns_the_files_bytes: SYS_read,
         |b| [b.open("/data/hello.txt", O_RDONLY), super::SCRATCH + 4096, 64, 0, 0, 0], Want::Ret(13),
         then |b| assert_eq!(b.read(super::SCRATCH + 4096, 13), b"hello, world\n");
+    read_at_the_end_of_a_file_into_a_kernel_address_is_efault: SYS_read, |b| {
+        let fd = b.open("/data/hello.txt", O_RDONLY);
+        b.ret(SYS_lseek, [fd, 0, SEEK_END as u64, 0, 0, 0]);
+        [fd, 0xffff_8000_0000_0000, 8, 0, 0, 0]
+    }, Want::Err(EFAULT);
     read_at_the_end_of_a_file_returns_zero: SYS_read, |b| {
         let fd = b.open("/data/hello.txt", O_RDONLY);
         b.ret(SYS_lseek, [fd, 0, SEEK_END as u64, 0, 0, 0]);
