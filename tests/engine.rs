@@ -466,3 +466,32 @@ fn guest_memory_the_host_refuses_is_a_usage_error() {
     assert!(err.contains("--memory"), "{err}");
     assert_eq!(err.trim_end().lines().count(), 1, "{err}");
 }
+
+#[test]
+fn dev_stdout_is_the_guests_stdout_wherever_the_monitors_goes() {
+    common::require_kvm();
+    let dir = tempfile::tempdir().unwrap();
+    let input = dir.path().join("small.txt");
+    std::fs::write(&input, "a line through /dev/stdout\n").unwrap();
+    let args = |out: std::process::Stdio| {
+        cli()
+            .args(["run", "--json", "--target", "/usr/bin/dd", "--"])
+            .arg(format!("if={}", input.display()))
+            .args(["of=/dev/stdout", "status=none"])
+            .stdout(out)
+            .output()
+            .unwrap()
+    };
+    // stdout a pipe (captured here), then a file.
+    let piped = args(std::process::Stdio::piped());
+    let file = dir.path().join("out.json");
+    let _ = args(std::fs::File::create(&file).unwrap().into());
+    let a: serde_json::Value = serde_json::from_slice(&piped.stdout).unwrap();
+    let b: serde_json::Value = serde_json::from_slice(&std::fs::read(&file).unwrap()).unwrap();
+    assert_eq!(a["stdout"], "a line through /dev/stdout\n", "{a}");
+    assert_eq!(a["outcome"]["kind"], "exited");
+    assert_eq!(
+        a["trace_hash"], b["trace_hash"],
+        "the monitor's stdout leaked in"
+    );
+}

@@ -97,6 +97,21 @@ fn cpuinfo(cpus: u32) -> String {
     s
 }
 
+/// The guest's own descriptors under their `/dev` names: `/dev/stdin`,
+/// `/dev/stdout`, `/dev/stderr` and `/dev/fd/N` are Linux's links into
+/// `/proc/self/fd`. Looked up on the host they would name the monitor's
+/// own descriptors (a file or a pipe, depending on how it was started).
+pub(super) fn fd_alias(path: &str) -> Option<String> {
+    let n = match path {
+        "/dev/stdin" => "0",
+        "/dev/stdout" => "1",
+        "/dev/stderr" => "2",
+        "/dev/fd" => return Some("/proc/self/fd".into()),
+        p => p.strip_prefix("/dev/fd/")?,
+    };
+    Some(format!("/proc/self/fd/{n}"))
+}
+
 /// The special files of `/dev`.
 pub(super) fn device(path: &str) -> Option<FileKind> {
     Some(match path {

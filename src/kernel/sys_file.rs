@@ -83,7 +83,8 @@ pub(super) fn path_at(k: &mut Kernel, dirfd: i32, ptr: u64) -> Result<String, i3
         return Err(libc::ENOENT);
     }
     if p.starts_with('/') || dirfd == AT_FDCWD {
-        return Ok(k.vfs.normalize(None, &p));
+        let p = k.vfs.normalize(None, &p);
+        return Ok(super::synth::fd_alias(&p).unwrap_or(p));
     }
     let f = k.files.get(dirfd).ok_or(libc::EBADF)?;
     if !matches!(f.kind, FileKind::Dir(_) | FileKind::PathOnly) {

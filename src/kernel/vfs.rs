@@ -9,6 +9,7 @@
 
 use std::collections::BTreeMap;
 use std::os::unix::fs::PermissionsExt;
+use std::path::Path;
 use std::sync::{Arc, Mutex};
 
 use serde::{Deserialize, Serialize};
@@ -213,6 +214,16 @@ impl FileSource {
 }
 
 fn read_host(path: &str, follow: bool) -> HostNode {
+    // The host's /proc and /sys describe the monitor, not the guest (the
+    // guest's are made up): a path there, or a link that leads there, is
+    // not part of the guest's world.
+    let monitors_own =
+        |p: &Path| p.starts_with("/proc") || p.starts_with("/sys") || p.starts_with("/dev/fd");
+    if monitors_own(Path::new(path))
+        || (follow && std::fs::canonicalize(path).is_ok_and(|c| monitors_own(&c)))
+    {
+        return HostNode::Missing;
+    }
     let meta = if follow {
         std::fs::metadata(path)
     } else {

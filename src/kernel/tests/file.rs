@@ -26,6 +26,13 @@ cases! {
         |b| [b.open("/data/hello.txt", O_RDONLY), b.bytes(b"x"), 1, 0, 0, 0], Want::Err(EBADF);
     write_to_stdout_is_captured: SYS_write, |b| [1, b.bytes(b"hi"), 2, 0, 0, 0], Want::Ret(2),
         then |b| assert_eq!(b.k.observer().stdout(), b"hi");
+    dev_stdout_names_the_guests_own_stdout: SYS_openat,
+        |b| [FDCWD, b.str("/dev/stdout"), O_WRONLY as u64, 0, 0, 0], Want::Ret(3),
+        then |b| {
+            let via = b.bytes(b"via /dev/stdout");
+            b.ret(SYS_write, [3, via, 15, 0, 0, 0]);
+            assert_eq!(b.k.observer().stdout(), b"via /dev/stdout");
+        };
     write_from_an_unmapped_buffer_is_efault: SYS_write, |_b| [1, UNMAPPED, 2, 0, 0, 0], Want::Err(EFAULT);
     opening_a_missing_file_is_enoent: SYS_openat,
         |b| [FDCWD, b.str("/data/nope"), O_RDONLY as u64, 0, 0, 0], Want::Err(ENOENT);
