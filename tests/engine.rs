@@ -495,3 +495,59 @@ fn dev_stdout_is_the_guests_stdout_wherever_the_monitors_goes() {
         "the monitor's stdout leaked in"
     );
 }
+
+#[test]
+fn argv0_is_the_target_as_given_so_multi_call_programs_pick_their_mode() {
+    common::require_kvm();
+    let dir = tempfile::tempdir().unwrap();
+    let plain = dir.path().join("z.txt");
+    std::fs::write(&plain, "through zstdcat\n").unwrap();
+    let packed = dir.path().join("z.txt.zst");
+    let st = Command::new("zstd")
+        .args(["-q", "-f"])
+        .arg(&plain)
+        .arg("-o")
+        .arg(&packed)
+        .status()
+        .unwrap();
+    assert!(st.success());
+    // zstdcat is a link to zstd, which decompresses when called zstdcat.
+    let out = cli()
+        .args(["run", "--target", "/usr/bin/zstdcat", "--"])
+        .arg(&packed)
+        .output()
+        .unwrap();
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(String::from_utf8_lossy(&out.stdout), "through zstdcat\n");
+}
+
+#[test]
+fn running_out_of_guest_memory_is_no_crash_of_the_program() {
+    let dir = tempfile::tempdir().unwrap();
+    let exe = build_c(
+        dir.path(),
+        "oom",
+        "#include <stdlib.h>\nint main(void) { size_t n = (size_t)200 << 20; volatile char *p = malloc(n); if (!p) return 1; for (size_t i = 0; i < n; i += 4096) p[i] = 1; return 0; }",
+    );
+    let mut c = config(&exe, &[]);
+    c.memory_mib = 64;
+    let r = run_config(&c);
+    let Outcome::Unsupported {
+        syscall, detail, ..
+    } = &r.outcome
+    else {
+        panic!("{:?}", r.outcome)
+    };
+    assert_eq!(syscall, "guest-memory");
+    assert!(detail.contains("--memory"), "{detail}");
+    assert!(
+        r.outcome.summary().contains("64 MiB"),
+        "{}",
+        r.outcome.summary()
+    );
+}

@@ -110,6 +110,11 @@ impl TargetArgs {
                 .unwrap_or_else(|_| "/".into()),
         };
         let mut k = KernelConfig::new(&exe, &self.args);
+        // argv[0] is the path as given, as a shell passes it: programs
+        // installed under several names (zstdcat, gcc) look at it.
+        if !self.target.starts_with("harness:") {
+            k.argv[0] = self.target.clone();
+        }
         k.cwd = cwd;
         k.cpus = self.cpus;
         k.seed = self.seed;

@@ -53,6 +53,9 @@ pub const TSC_PER_NS: u64 = 1;
 /// Thread id of the main thread (and the process id).
 pub const MAIN_TID: Tid = Tid(1);
 /// Bytes of each output stream a run keeps.
+/// The name an `Unsupported` outcome gives guest memory running out.
+pub const OUT_OF_MEMORY: &str = "guest-memory";
+
 pub const OUTPUT_CAP: usize = 16 << 20;
 
 /// Everything about a run that is not the schedule: the inputs that make it
@@ -569,7 +572,22 @@ impl Kernel {
                 match self.mm.fault(&self.mem, fault_addr, access) {
                     Ok(()) => return false,
                     Err(MemError::Denied) => sig(libc::SIGSEGV as u32, 2, fault_addr), // SEGV_ACCERR
-                    Err(MemError::NoMemory) => sig(libc::SIGBUS as u32, 2, fault_addr),
+                    // The guest's memory, not the program, ran out: no bug
+                    // of the program's to report (Linux would use swap).
+                    Err(MemError::NoMemory) => {
+                        let mib = self.mem.size() >> 20;
+                        let thread = self.current.0;
+                        self.end(Outcome::Unsupported {
+                            syscall: OUT_OF_MEMORY.into(),
+                            nr: 0,
+                            thread,
+                            rip,
+                            detail: format!(
+                                "the program needs more than the {mib} MiB of guest memory: raise --memory"
+                            ),
+                        });
+                        return false;
+                    }
                     Err(_) => sig(libc::SIGSEGV as u32, 1, fault_addr), // SEGV_MAPERR
                 }
             }

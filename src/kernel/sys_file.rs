@@ -148,6 +148,15 @@ fn open(k: &mut Kernel, path: &str, flags: i32, mode: u32) -> Result<i64, i32> {
             .install(file(FileKind::Synthetic(Arc::new(data))), cloexec, 0)
             .map(i64::from);
     }
+    // Writing through a link writes its target (copied up under the
+    // target's path), and creating through a dangling one creates it.
+    let target;
+    let path = if flags & libc::O_NOFOLLOW == 0 && (writes || flags & libc::O_CREAT != 0) {
+        target = k.vfs.final_path(path);
+        target.as_str()
+    } else {
+        path
+    };
     let r = k.vfs.resolve(path, flags & libc::O_NOFOLLOW == 0);
     if r.exists() && flags & libc::O_CREAT != 0 && flags & libc::O_EXCL != 0 {
         return Err(libc::EEXIST);
@@ -198,7 +207,10 @@ fn open(k: &mut Kernel, path: &str, flags: i32, mode: u32) -> Result<i64, i32> {
             FileKind::Overlay
         }
     };
-    k.files.install(file(kind), cloexec, 0).map(i64::from)
+    // Named by the path written, which for a link is its target's.
+    let mut f = file(kind);
+    f.path = path.to_string();
+    k.files.install(f, cloexec, 0).map(i64::from)
 }
 
 fn openat(k: &mut Kernel, dirfd: i32, ptr: u64, flags: u64, mode: u64) -> SysResult {

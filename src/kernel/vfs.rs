@@ -384,6 +384,23 @@ impl Vfs {
         Resolved::Missing
     }
 
+    /// The path a chain of symlinks at `path` ends at (the path itself when
+    /// it is no symlink): where a write through a link must go, so that the
+    /// link stays a link. Stops after 40 links, as Linux does.
+    pub fn final_path(&mut self, path: &str) -> String {
+        let mut path = path.to_string();
+        for _ in 0..40 {
+            match self.resolve(&path, false) {
+                Resolved::Symlink { target } => {
+                    let parent = parent_of(&path);
+                    path = self.normalize(Some(&parent), &target);
+                }
+                _ => return path,
+            }
+        }
+        path
+    }
+
     /// The errno for a path that does not resolve: `ENOTDIR` when one of
     /// its ancestors is not a directory (`file.txt/x`), else `ENOENT`.
     pub fn absent_errno(&mut self, path: &str) -> i32 {

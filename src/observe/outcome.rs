@@ -185,6 +185,9 @@ impl Outcome {
                 rip,
                 detail,
             } => {
+                if syscall == "guest-memory" {
+                    return format!("unsupported: {detail} (thread {thread} at rip {rip:#x})");
+                }
                 let d = if detail.is_empty() {
                     String::new()
                 } else {

@@ -33,6 +33,19 @@ cases! {
             b.ret(SYS_write, [3, via, 15, 0, 0, 0]);
             assert_eq!(b.k.observer().stdout(), b"via /dev/stdout");
         };
+    writing_through_a_symlink_writes_its_target_and_keeps_the_link: SYS_openat,
+        |b| [FDCWD, b.str("/data/link"), (O_WRONLY | O_TRUNC) as u64, 0, 0, 0], Want::Ret(3),
+        then |b| {
+            let new = b.bytes(b"new");
+            b.ret(SYS_write, [3, new, 3, 0, 0, 0]);
+            let buf = b.buf(16);
+            let link = b.str("/data/link");
+            let n = b.ret(SYS_readlink, [link, buf, 16, 0, 0, 0]);
+            assert_eq!(b.read(buf, n as usize), b"hello.txt", "still a link");
+            let fd = b.open("/data/hello.txt", O_RDONLY);
+            let n = b.ret(SYS_read, [fd, buf, 16, 0, 0, 0]);
+            assert_eq!(b.read(buf, n as usize), b"new", "the target was written");
+        };
     write_from_an_unmapped_buffer_is_efault: SYS_write, |_b| [1, UNMAPPED, 2, 0, 0, 0], Want::Err(EFAULT);
     opening_a_missing_file_is_enoent: SYS_openat,
         |b| [FDCWD, b.str("/data/nope"), O_RDONLY as u64, 0, 0, 0], Want::Err(ENOENT);
