@@ -551,3 +551,34 @@ fn running_out_of_guest_memory_is_no_crash_of_the_program() {
         r.outcome.summary()
     );
 }
+
+#[test]
+fn user_and_group_lookups_fall_back_as_without_nscd() {
+    // glibc asks the name service cache's socket first; with nobody
+    // listening it reads /etc/passwd, as on a host without nscd.
+    common::require_kvm();
+    for (exe, args) in [
+        ("/usr/bin/whoami", &[][..]),
+        ("/usr/bin/id", &[][..]),
+        ("/usr/bin/ls", &["-ln", "/usr/bin/env"][..]),
+    ] {
+        let native = Command::new(exe).args(args).output().unwrap();
+        let out = cli()
+            .args(["run", "--target", exe, "--"])
+            .args(args)
+            .output()
+            .unwrap();
+        assert_eq!(
+            out.status.code(),
+            Some(0),
+            "{exe}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let ours = String::from_utf8_lossy(&out.stdout).into_owned();
+        let theirs = String::from_utf8_lossy(&native.stdout).into_owned();
+        // ls shows times, which the guest's clock sets: compare the rest.
+        let fields =
+            |s: &str| -> Vec<String> { s.split_whitespace().take(5).map(str::to_string).collect() };
+        assert_eq!(fields(&ours), fields(&theirs), "{exe}");
+    }
+}

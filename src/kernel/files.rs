@@ -32,6 +32,8 @@ pub enum FileKind {
     Random,
     /// An `O_PATH` descriptor: names a file, cannot be read.
     PathOnly,
+    /// A socket that never connects (`sys_net`): its domain and type.
+    Socket { domain: i32, kind: i32 },
 }
 
 /// An open file description.

@@ -19,6 +19,7 @@ mod synth;
 mod sys_file;
 mod sys_info;
 mod sys_mm;
+mod sys_net;
 mod sys_poll;
 mod sys_signal;
 mod sys_stat;

@@ -297,6 +297,8 @@ fn read_bytes(k: &mut Kernel, fd: i32, len: usize, at: Option<u64>) -> Result<Ve
             v
         }
         FileKind::Output(_) | FileKind::PathOnly => return Err(libc::EBADF),
+        // Nothing ever connects.
+        FileKind::Socket { .. } => return Err(libc::ENOTCONN),
     };
     if at.is_none() {
         if let Some(f) = k.files.get_mut(fd) {
@@ -338,6 +340,7 @@ fn write_bytes(k: &mut Kernel, fd: i32, data: &[u8], at: Option<u64>) -> Result<
             Ok(data.len())
         }
         FileKind::Dir(_) => Err(libc::EISDIR),
+        FileKind::Socket { .. } => Err(libc::ENOTCONN),
         _ => Err(libc::EBADF),
     }
 }

@@ -6,6 +6,7 @@
 mod file;
 mod info;
 mod mm;
+mod net;
 mod poll;
 mod signal;
 mod stat;
