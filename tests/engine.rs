@@ -582,3 +582,41 @@ fn user_and_group_lookups_fall_back_as_without_nscd() {
         assert_eq!(fields(&ours), fields(&theirs), "{exe}");
     }
 }
+
+#[test]
+fn sigsuspend_waits_with_a_temporary_mask_under_every_schedule() {
+    let dir = tempfile::tempdir().unwrap();
+    let exe = build_c(
+        dir.path(),
+        "susp",
+        r#"#include <pthread.h>
+#include <signal.h>
+#include <stdio.h>
+static volatile sig_atomic_t got;
+static void on_usr1(int s) { (void)s; got++; }
+static pthread_t main_thread;
+static void *sender(void *arg) { (void)arg; pthread_kill(main_thread, SIGUSR1); return NULL; }
+int main(void) {
+    struct sigaction sa = {0}; sa.sa_handler = on_usr1; sigaction(SIGUSR1, &sa, NULL);
+    sigset_t block, wait, now; sigemptyset(&block); sigaddset(&block, SIGUSR1);
+    sigprocmask(SIG_BLOCK, &block, NULL);
+    main_thread = pthread_self();
+    pthread_t t; pthread_create(&t, NULL, sender, NULL);
+    sigemptyset(&wait);
+    while (!got) sigsuspend(&wait);
+    sigprocmask(SIG_SETMASK, NULL, &now);
+    printf("got %d, blocked again %d\n", (int)got, sigismember(&now, SIGUSR1));
+    pthread_join(t, NULL);
+    return 0;
+}"#,
+    );
+    let c = config(&exe, &[]);
+    let mut vm =
+        rewind_fuzz::vm::Vm::new(&c, rewind_fuzz::kernel::vfs::FileSource::host()).unwrap();
+    for seed in 0..50 {
+        vm.set_strategy(Box::new(rewind_fuzz::sched::RandomWalk::new(seed)));
+        let r = vm.run().unwrap();
+        assert_eq!(r.outcome, Outcome::Exited { code: 0 }, "seed {seed}");
+        assert_eq!(r.stdout, b"got 1, blocked again 1\n", "seed {seed}");
+    }
+}

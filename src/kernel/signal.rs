@@ -158,7 +158,9 @@ fn build_frame(
 ) -> Result<(), MemError> {
     let t = k.cur();
     let regs = t.regs;
-    let old_mask = t.sigmask;
+    // After rt_sigsuspend, the handler's return restores the mask it
+    // replaced, not the one it waited with.
+    let old_mask = t.suspend_mask.take().unwrap_or(t.sigmask);
     let alt = t.altstack;
     let on_alt = alt.size != 0 && regs.rsp > alt.sp && regs.rsp <= alt.sp + alt.size;
     let mut sp =

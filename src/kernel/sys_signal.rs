@@ -16,6 +16,7 @@ pub const CALLS: &[SyscallDef] = &[
     def(libc::SYS_sigaltstack, sys_sigaltstack, ""),
     def(libc::SYS_rt_sigpending, sys_rt_sigpending, ""),
     def(libc::SYS_pause, sys_pause, ""),
+    def(libc::SYS_rt_sigsuspend, sys_rt_sigsuspend, ""),
     def(libc::SYS_kill, sys_kill, "this process only"),
     def(libc::SYS_tgkill, sys_tgkill, ""),
     def(libc::SYS_tkill, sys_tkill, ""),
@@ -166,6 +167,29 @@ fn sys_rt_sigpending(k: &mut Kernel, _: &mut dyn FpuAccess, a: [u64; 6]) -> SysR
 }
 
 fn sys_pause(_: &mut Kernel, _: &mut dyn FpuAccess, _: [u64; 6]) -> SysResult {
+    SysResult::Block(Wait::Signal)
+}
+
+/// Waits for a signal with a temporary mask, which the handler's return
+/// takes back.
+fn sys_rt_sigsuspend(k: &mut Kernel, _: &mut dyn FpuAccess, a: [u64; 6]) -> SysResult {
+    if a[1] != 8 {
+        return err(libc::EINVAL);
+    }
+    let Ok(mask) = k.read_u64(a[0]) else {
+        return err(libc::EFAULT);
+    };
+    let t = k.cur();
+    t.suspend_mask = Some(t.sigmask);
+    t.sigmask = mask & !UNBLOCKABLE;
+    // A signal already pending that the new mask lets through ends it now.
+    let deliverable = t
+        .pending
+        .iter()
+        .any(|s| s.forced || t.sigmask & signal::bit(s.signo) == 0);
+    if deliverable {
+        return err(libc::EINTR);
+    }
     SysResult::Block(Wait::Signal)
 }
 

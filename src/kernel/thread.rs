@@ -95,6 +95,9 @@ pub struct Thread {
     /// A sync site whose step the thread took and whose instruction it has
     /// not executed yet (it runs when the thread is next entered).
     pub pending_site: Option<PendingSite>,
+    /// The mask `rt_sigsuspend` replaced, which the handler of the signal
+    /// that ends it restores on return.
+    pub suspend_mask: Option<u64>,
 }
 
 /// A sync site a thread stopped at.
@@ -125,6 +128,7 @@ impl Thread {
             name,
             yielded: false,
             pending_site: None,
+            suspend_mask: None,
         }
     }
 
