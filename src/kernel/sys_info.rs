@@ -16,6 +16,11 @@ pub const CALLS: &[SyscallDef] = &[
     def(libc::SYS_getsid, sys_pid, ""),
     def(libc::SYS_setpgid, sys_zero, ""),
     def(libc::SYS_uname, sys_uname, ""),
+    def(
+        libc::SYS_capget,
+        sys_capget,
+        "root's capabilities, every one up to CAP_LAST_CAP (40)",
+    ),
     def(libc::SYS_sysinfo, sys_sysinfo, ""),
     def(
         libc::SYS_prlimit64,
@@ -187,4 +192,41 @@ fn sys_personality(_: &mut Kernel, _: &mut dyn FpuAccess, a: [u64; 6]) -> SysRes
 fn sys_getpriority(_: &mut Kernel, _: &mut dyn FpuAccess, _: [u64; 6]) -> SysResult {
     // The raw call returns 20 - nice; nice is 0.
     SysResult::Ret(20)
+}
+
+/// `_LINUX_CAPABILITY_VERSION_3`, the version with two 32-bit words.
+const CAPABILITY_VERSION_3: u32 = 0x2008_0522;
+
+/// The capabilities of root: every one Linux 6.1 has (0 to 40), effective
+/// and permitted; none inheritable.
+fn sys_capget(k: &mut Kernel, _: &mut dyn FpuAccess, a: [u64; 6]) -> SysResult {
+    let mut header = [0u8; 8];
+    if k.read(a[0], &mut header).is_err() {
+        return err(libc::EFAULT);
+    }
+    let version = u32::from_le_bytes(header[0..4].try_into().unwrap());
+    let pid = i32::from_le_bytes(header[4..8].try_into().unwrap());
+    if version != CAPABILITY_VERSION_3 {
+        // Linux writes the version it prefers back and refuses.
+        if k.write(a[0], &CAPABILITY_VERSION_3.to_le_bytes()).is_err() {
+            return err(libc::EFAULT);
+        }
+        return err(libc::EINVAL);
+    }
+    if pid < 0 {
+        return err(libc::EINVAL);
+    }
+    if pid > 1 {
+        return err(libc::ESRCH);
+    }
+    if a[1] == 0 {
+        return SysResult::Ret(0);
+    }
+    // Two {effective, permitted, inheritable} triples: bits 0-31, 32-40.
+    let words: [u32; 6] = [u32::MAX, u32::MAX, 0, 0x1ff, 0x1ff, 0];
+    let bytes: Vec<u8> = words.iter().flat_map(|w| w.to_le_bytes()).collect();
+    match k.write(a[1], &bytes) {
+        Ok(()) => SysResult::Ret(0),
+        Err(_) => err(libc::EFAULT),
+    }
 }

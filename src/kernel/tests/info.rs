@@ -28,4 +28,14 @@ cases! {
     }, Want::Ret(0), then |b| assert_eq!(b.u64_at(super::SCRATCH + 4096), 64);
     umask_returns_the_previous_mask: SYS_umask, |_b| [0o077, 0, 0, 0, 0, 0], Want::Ret(0o022);
     sysinfo_into_an_unmapped_buffer_is_efault: SYS_sysinfo, |_b| [UNMAPPED, 0, 0, 0, 0, 0], Want::Err(EFAULT);
+    capget_gives_roots_capabilities: SYS_capget, |b| {
+        let mut h = 0x2008_0522u32.to_le_bytes().to_vec();
+        h.extend_from_slice(&0i32.to_le_bytes());
+        [b.bytes(&h), b.buf(24), 0, 0, 0, 0]
+    }, Want::Ret(0);
+    capget_with_an_old_version_says_which_it_takes: SYS_capget, |b| {
+        let mut h = 0x1998_0330u32.to_le_bytes().to_vec();
+        h.extend_from_slice(&0i32.to_le_bytes());
+        [b.bytes(&h), 0, 0, 0, 0, 0]
+    }, Want::Err(EINVAL);
 }
