@@ -489,6 +489,8 @@ impl ThreadExtraInfo for Session {
             ThreadState::Blocked(Wait::Sleep { .. }) => "sleeping".into(),
             ThreadState::Blocked(Wait::Poll { .. }) => "blocked in poll".into(),
             ThreadState::Blocked(Wait::Signal) => "waiting for a signal".into(),
+            ThreadState::Blocked(Wait::Pipe { write: false, .. }) => "reading an empty pipe".into(),
+            ThreadState::Blocked(Wait::Pipe { write: true, .. }) => "writing a full pipe".into(),
             ThreadState::Exited => "exited".into(),
         };
         let text = format!("{}, {state}", t.name);

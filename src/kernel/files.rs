@@ -34,6 +34,8 @@ pub enum FileKind {
     PathOnly,
     /// A socket that never connects (`sys_net`): its domain and type.
     Socket { domain: i32, kind: i32 },
+    /// An end of a pipe (`sys_pipe`).
+    Pipe { id: u64, write: bool },
 }
 
 /// An open file description.

@@ -20,6 +20,7 @@ mod sys_file;
 mod sys_info;
 mod sys_mm;
 mod sys_net;
+mod sys_pipe;
 mod sys_poll;
 mod sys_signal;
 mod sys_stat;
@@ -168,6 +169,7 @@ pub struct Kernel {
     obs: Observer,
     /// Things the user should know about how the run was made.
     notes: Vec<String>,
+    pipes: sys_pipe::Pipes,
 }
 
 impl Kernel {
@@ -220,6 +222,7 @@ impl Kernel {
             next_tid: MAIN_TID.0 + 1,
             obs: Observer::new(OUTPUT_CAP),
             notes: Vec::new(),
+            pipes: Default::default(),
         };
         k.map_ring()?;
         k.threads
@@ -436,6 +439,8 @@ impl Kernel {
                 0
             }
         };
+        // Calls waiting on a pipe that can go on now are taken up again.
+        sys_pipe::settle(self);
         let event = Event {
             step: self.obs.step(),
             thread: tid.0,
@@ -685,6 +690,20 @@ impl Kernel {
     }
 
     /// Wakes a blocked thread with `result` as its call's return value.
+    /// Takes up a blocked system call again from its start: the thread
+    /// re-executes its `syscall` instruction (two bytes) with `nr` in rax,
+    /// as Linux restarts a call.
+    pub fn restart(&mut self, tid: Tid, nr: u64) {
+        if let Some(t) = self.threads.get_mut(&tid) {
+            if matches!(t.state, ThreadState::Blocked(_)) {
+                t.state = ThreadState::Runnable;
+                t.regs.rax = nr;
+                t.regs.rip = t.regs.rip.wrapping_sub(2);
+                self.obs.woke(tid, 0);
+            }
+        }
+    }
+
     pub fn wake(&mut self, tid: Tid, result: i64) {
         if let Some(t) = self.threads.get_mut(&tid) {
             if let ThreadState::Blocked(w) = &t.state {
@@ -781,6 +800,8 @@ impl Kernel {
                     (Wait::Futex { addr, .. }, ..) => format!("futex {addr:#x}"),
                     (Wait::Sleep { .. }, ..) => "sleep".into(),
                     (Wait::Poll { .. }, ..) => "poll".into(),
+                    (Wait::Pipe { write: false, .. }, ..) => "a read of an empty pipe".into(),
+                    (Wait::Pipe { write: true, .. }, ..) => "a write to a full pipe".into(),
                     (Wait::Signal, ..) => "a signal".into(),
                 };
                 Some(BlockedThread {

@@ -299,6 +299,8 @@ fn read_bytes(k: &mut Kernel, fd: i32, len: usize, at: Option<u64>) -> Result<Ve
         FileKind::Output(_) | FileKind::PathOnly => return Err(libc::EBADF),
         // Nothing ever connects.
         FileKind::Socket { .. } => return Err(libc::ENOTCONN),
+        // Pipes are read by `sys_pipe` (readv of one is not supported).
+        FileKind::Pipe { .. } => return Err(libc::EINVAL),
     };
     if at.is_none() {
         if let Some(f) = k.files.get_mut(fd) {
@@ -357,6 +359,18 @@ fn do_read(k: &mut Kernel, fd: u64, buf: u64, len: u64, at: Option<u64>) -> SysR
     if k.files.get(fd as i32).is_some() && !access_ok(buf, len) {
         return err(libc::EFAULT);
     }
+    if let Some(f) = k.files.get(fd as i32) {
+        if let FileKind::Pipe { id, write } = f.kind {
+            let nonblock = f.flags & libc::O_NONBLOCK != 0;
+            return match (write, at) {
+                (true, _) => err(libc::EBADF),
+                (false, Some(_)) => err(libc::ESPIPE),
+                (false, None) => {
+                    super::sys_pipe::read(k, id, nonblock, buf, len, libc::SYS_read as u64)
+                }
+            };
+        }
+    }
     match read_bytes(k, fd as i32, len as usize, at) {
         Ok(d) => match k.write(buf, &d) {
             Ok(()) => SysResult::Ret(d.len() as i64),
@@ -373,6 +387,18 @@ fn do_write(k: &mut Kernel, fd: u64, buf: u64, len: u64, at: Option<u64>) -> Sys
     let mut data = vec![0u8; (len as usize).min(MAX_IO)];
     if k.read(buf, &mut data).is_err() {
         return err(libc::EFAULT);
+    }
+    if let Some(f) = k.files.get(fd as i32) {
+        if let FileKind::Pipe { id, write } = f.kind {
+            let nonblock = f.flags & libc::O_NONBLOCK != 0;
+            return match (write, at) {
+                (false, _) => err(libc::EBADF),
+                (true, Some(_)) => err(libc::ESPIPE),
+                (true, None) => {
+                    super::sys_pipe::write(k, id, nonblock, &data, libc::SYS_write as u64)
+                }
+            };
+        }
     }
     ret(write_bytes(k, fd as i32, &data, at).map(|n| n as i64))
 }

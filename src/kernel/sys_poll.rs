@@ -9,7 +9,7 @@ pub const CALLS: &[SyscallDef] = &[
     def(
         libc::SYS_poll,
         sys_poll,
-        "only timers end a wait: there are no pipes or sockets",
+        "pipes end a wait too (the call is taken again); sockets never become ready",
     ),
     def(
         libc::SYS_ppoll,
@@ -22,9 +22,11 @@ pub const CALLS: &[SyscallDef] = &[
 
 const POLLIN: i16 = 0x1;
 const POLLOUT: i16 = 0x4;
+const POLLERR: i16 = 0x8;
+const POLLHUP: i16 = 0x10;
 const POLLNVAL: i16 = 0x20;
 
-fn poll(k: &mut Kernel, fds: u64, n: u64, deadline: Option<Option<u64>>) -> SysResult {
+fn poll(k: &mut Kernel, fds: u64, n: u64, deadline: Option<Option<u64>>, nr: u64) -> SysResult {
     if n > k.files.limit as u64 {
         return err(libc::EINVAL);
     }
@@ -42,16 +44,34 @@ fn poll(k: &mut Kernel, fds: u64, n: u64, deadline: Option<Option<u64>>) -> SysR
         } else {
             match k.files.get(fd) {
                 None => POLLNVAL,
-                Some(f) => {
-                    let mut r = 0;
-                    if f.readable() && !matches!(f.kind, FileKind::Stdin) {
-                        r |= POLLIN;
+                Some(f) => match f.kind {
+                    FileKind::Pipe { id, write } => {
+                        let (can_read, can_write, other_end_closed) =
+                            super::sys_pipe::poll_state(k, id, write);
+                        let mut r = 0;
+                        if can_read {
+                            r |= POLLIN & events;
+                        }
+                        if can_write {
+                            r |= POLLOUT & events;
+                        }
+                        // Reported whatever was asked for, as Linux does.
+                        if other_end_closed {
+                            r |= if write { POLLERR } else { POLLHUP };
+                        }
+                        r
                     }
-                    if f.writable() {
-                        r |= POLLOUT;
+                    _ => {
+                        let mut r = 0;
+                        if f.readable() && !matches!(f.kind, FileKind::Stdin) {
+                            r |= POLLIN;
+                        }
+                        if f.writable() {
+                            r |= POLLOUT;
+                        }
+                        r & events
                     }
-                    r & events
-                }
+                },
             }
         };
         if revents != 0 {
@@ -64,7 +84,7 @@ fn poll(k: &mut Kernel, fds: u64, n: u64, deadline: Option<Option<u64>>) -> SysR
     match deadline {
         _ if ready > 0 => SysResult::Ret(ready),
         Some(Some(d)) if d <= k.now => SysResult::Ret(0),
-        Some(d) => SysResult::Block(Wait::Poll { deadline: d }),
+        Some(d) => SysResult::Block(Wait::Poll { deadline: d, nr }),
         None => SysResult::Ret(0),
     }
 }
@@ -76,7 +96,7 @@ fn sys_poll(k: &mut Kernel, _: &mut dyn FpuAccess, a: [u64; 6]) -> SysResult {
         ms if ms < 0 => Some(None),
         ms => Some(Some(k.now + ms as u64 * 1_000_000)),
     };
-    poll(k, a[0], a[1], deadline)
+    poll(k, a[0], a[1], deadline, libc::SYS_poll as u64)
 }
 
 fn sys_ppoll(k: &mut Kernel, _: &mut dyn FpuAccess, a: [u64; 6]) -> SysResult {
@@ -89,5 +109,5 @@ fn sys_ppoll(k: &mut Kernel, _: &mut dyn FpuAccess, a: [u64; 6]) -> SysResult {
             Err(e) => return err(e),
         }
     };
-    poll(k, a[0], a[1], deadline)
+    poll(k, a[0], a[1], deadline, libc::SYS_ppoll as u64)
 }

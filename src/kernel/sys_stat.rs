@@ -207,6 +207,13 @@ fn meta_of_fd(k: &mut Kernel, fd: i32) -> Result<Meta, i32> {
             })
         }
         FileKind::Null | FileKind::Zero | FileKind::Random => meta_of_path(k, &f.path, true),
+        FileKind::Pipe { id, .. } => Ok(Meta {
+            mode: libc::S_IFIFO | 0o600,
+            size: 0,
+            ino: 3000 + *id,
+            rdev: 0,
+            nlink: 1,
+        }),
         FileKind::Socket { .. } => Ok(Meta {
             mode: libc::S_IFSOCK | 0o777,
             size: 0,

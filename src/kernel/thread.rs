@@ -17,8 +17,17 @@ pub enum Wait {
     },
     /// `nanosleep` / `clock_nanosleep`.
     Sleep { deadline: Nanos },
-    /// `poll` / `ppoll` with nothing ready.
-    Poll { deadline: Option<Nanos> },
+    /// `poll` / `ppoll` with nothing ready; taken up again (system call
+    /// `nr` re-executed) when a pipe changes.
+    Poll { deadline: Option<Nanos>, nr: u64 },
+    /// A read of an empty pipe or a write that does not fit (`len` bytes);
+    /// taken up again (system call `nr` re-executed) when it can go on.
+    Pipe {
+        id: u64,
+        write: bool,
+        len: usize,
+        nr: u64,
+    },
     /// `rt_sigsuspend` / `pause`: waits for a signal.
     Signal,
 }
@@ -27,9 +36,9 @@ impl Wait {
     /// When a timer ends the wait, if ever.
     pub fn deadline(&self) -> Option<Nanos> {
         match self {
-            Wait::Futex { deadline, .. } | Wait::Poll { deadline } => *deadline,
+            Wait::Futex { deadline, .. } | Wait::Poll { deadline, .. } => *deadline,
             Wait::Sleep { deadline } => Some(*deadline),
-            Wait::Signal => None,
+            Wait::Signal | Wait::Pipe { .. } => None,
         }
     }
 
@@ -38,7 +47,7 @@ impl Wait {
         match self {
             Wait::Futex { .. } => -(libc::ETIMEDOUT as i64),
             Wait::Sleep { .. } | Wait::Poll { .. } => 0,
-            Wait::Signal => -(libc::EINTR as i64),
+            Wait::Signal | Wait::Pipe { .. } => -(libc::EINTR as i64),
         }
     }
 }

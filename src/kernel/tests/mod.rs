@@ -7,6 +7,7 @@ mod file;
 mod info;
 mod mm;
 mod net;
+mod pipe;
 mod poll;
 mod signal;
 mod stat;

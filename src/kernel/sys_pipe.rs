@@ -1,0 +1,257 @@
+//! Pipes between the threads of the process.
+//!
+//! A pipe is a buffer of at most [`CAPACITY`] bytes in the kernel; its ends
+//! are open file descriptions. A read of an empty pipe whose write end is
+//! still open blocks, as does a write that does not fit while the read end
+//! is open: each is a scheduling point, and the other threads run. A
+//! blocked call is taken again from the start once the pipe can serve it
+//! (its thread re-executes the `syscall` instruction: another step, as
+//! deterministic as any). Reads at the end of the data with no writer left
+//! return 0; writes with no reader left raise SIGPIPE and fail with EPIPE.
+
+use std::collections::VecDeque;
+
+use super::files::{FileKind, OpenFile};
+use super::signal;
+use super::table::{SyscallDef, def};
+use super::thread::{PendingSignal, ThreadState, Wait};
+use super::{FpuAccess, Kernel, SysResult, err};
+
+pub const CALLS: &[SyscallDef] = &[
+    def(libc::SYS_pipe, sys_pipe, ""),
+    def(
+        libc::SYS_pipe2,
+        sys_pipe2,
+        "O_CLOEXEC and O_NONBLOCK; not O_DIRECT",
+    ),
+];
+
+/// Bytes a pipe holds, as Linux's default.
+pub const CAPACITY: usize = 65536;
+/// Writes up to this size are atomic (all or nothing).
+const PIPE_BUF: usize = 4096;
+
+/// The pipes of the process, by id.
+#[derive(Clone, Debug, Default)]
+pub struct Pipes {
+    buffers: std::collections::BTreeMap<u64, VecDeque<u8>>,
+    next: u64,
+    /// Whether data moved or an end closed since polls were last taken
+    /// up again (a poll is retried only then: retrying it at every step
+    /// would restart its timeout forever).
+    activity: bool,
+    /// Pipe ends open at the last look, to see closes however they came.
+    ends_open: usize,
+}
+
+fn sys_pipe(k: &mut Kernel, cpu: &mut dyn FpuAccess, a: [u64; 6]) -> SysResult {
+    sys_pipe2(k, cpu, [a[0], 0, 0, 0, 0, 0])
+}
+
+fn sys_pipe2(k: &mut Kernel, _: &mut dyn FpuAccess, a: [u64; 6]) -> SysResult {
+    let flags = a[1] as i32;
+    if flags & !(libc::O_CLOEXEC | libc::O_NONBLOCK) != 0 {
+        return err(libc::EINVAL);
+    }
+    let id = k.pipes.next;
+    let end = |write: bool| OpenFile {
+        kind: FileKind::Pipe { id, write },
+        path: String::new(),
+        offset: 0,
+        flags: (if write {
+            libc::O_WRONLY
+        } else {
+            libc::O_RDONLY
+        }) | (flags & libc::O_NONBLOCK),
+    };
+    let cloexec = flags & libc::O_CLOEXEC != 0;
+    let read = match k.files.install(end(false), cloexec, 0) {
+        Ok(fd) => fd,
+        Err(e) => return err(e),
+    };
+    let write = match k.files.install(end(true), cloexec, 0) {
+        Ok(fd) => fd,
+        Err(e) => {
+            k.files.close(read);
+            return err(e);
+        }
+    };
+    let mut fds = read.to_le_bytes().to_vec();
+    fds.extend_from_slice(&write.to_le_bytes());
+    if k.write(a[0], &fds).is_err() {
+        k.files.close(read);
+        k.files.close(write);
+        return err(libc::EFAULT);
+    }
+    k.pipes.next += 1;
+    k.pipes.buffers.insert(id, VecDeque::new());
+    SysResult::Ret(0)
+}
+
+/// Whether any description of pipe `id`'s read (or write) end is open.
+fn end_open(k: &Kernel, id: u64, write: bool) -> bool {
+    k.files
+        .list()
+        .any(|(_, f)| matches!(f.kind, FileKind::Pipe { id: i, write: w } if i == id && w == write))
+}
+
+/// What a read of pipe `id` would do now: `Some(n)` bytes (0 at the end),
+/// `None` when it has to wait.
+fn readable(k: &Kernel, id: u64) -> Option<usize> {
+    let n = k.pipes.buffers.get(&id).map_or(0, VecDeque::len);
+    (n > 0 || !end_open(k, id, true)).then_some(n)
+}
+
+/// Room for a write of `len` bytes now, or `None` when it has to wait (a
+/// closed read end never waits: the write fails).
+fn writable(k: &Kernel, id: u64, len: usize) -> Option<usize> {
+    if !end_open(k, id, false) {
+        return Some(0);
+    }
+    let room = CAPACITY - k.pipes.buffers.get(&id).map_or(0, VecDeque::len);
+    // Small writes go in whole; larger ones take what fits.
+    let fits = if len <= PIPE_BUF {
+        room >= len
+    } else {
+        room > 0
+    };
+    fits.then_some(room)
+}
+
+/// `read` on a pipe's read end.
+pub fn read(k: &mut Kernel, id: u64, nonblock: bool, buf: u64, len: u64, nr: u64) -> SysResult {
+    if len == 0 {
+        return SysResult::Ret(0);
+    }
+    let Some(available) = readable(k, id) else {
+        return if nonblock {
+            err(libc::EAGAIN)
+        } else {
+            SysResult::Block(Wait::Pipe {
+                id,
+                write: false,
+                len: 0,
+                nr,
+            })
+        };
+    };
+    let n = available.min(len as usize);
+    k.pipes.activity = true;
+    let data: Vec<u8> = k
+        .pipes
+        .buffers
+        .get_mut(&id)
+        .map(|b| b.drain(..n).collect())
+        .unwrap_or_default();
+    if k.write(buf, &data).is_err() {
+        // Put back what could not be delivered.
+        if let Some(b) = k.pipes.buffers.get_mut(&id) {
+            for byte in data.into_iter().rev() {
+                b.push_front(byte);
+            }
+        }
+        return err(libc::EFAULT);
+    }
+    SysResult::Ret(n as i64)
+}
+
+/// `write` on a pipe's write end.
+pub fn write(k: &mut Kernel, id: u64, nonblock: bool, data: &[u8], nr: u64) -> SysResult {
+    if data.is_empty() {
+        return SysResult::Ret(0);
+    }
+    if !end_open(k, id, false) {
+        let tid = k.current;
+        let sigpipe = PendingSignal {
+            signo: libc::SIGPIPE as u32,
+            code: 0,
+            addr: 0,
+            sender: 0,
+            forced: false,
+        };
+        signal::send_to_thread(k, tid, sigpipe);
+        return err(libc::EPIPE);
+    }
+    let Some(room) = writable(k, id, data.len()) else {
+        return if nonblock {
+            err(libc::EAGAIN)
+        } else {
+            SysResult::Block(Wait::Pipe {
+                id,
+                write: true,
+                len: data.len(),
+                nr,
+            })
+        };
+    };
+    let n = room.min(data.len());
+    k.pipes.activity = true;
+    if let Some(b) = k.pipes.buffers.get_mut(&id) {
+        b.extend(&data[..n]);
+    }
+    SysResult::Ret(n as i64)
+}
+
+/// Poll readiness of a pipe end: `(readable or at its end, writable,
+/// the other end closed)`.
+pub fn poll_state(k: &Kernel, id: u64, write: bool) -> (bool, bool, bool) {
+    if write {
+        let readers = end_open(k, id, false);
+        (false, !readers || writable(k, id, 1).is_some(), !readers)
+    } else {
+        let writers = end_open(k, id, true);
+        (readable(k, id).is_some(), false, !writers)
+    }
+}
+
+/// Takes up again the calls that waited on a pipe (and the polls) once
+/// they can go on: each re-executes its `syscall` instruction. Called after
+/// every system call while any thread waits so.
+pub fn settle(k: &mut Kernel) {
+    if k.pipes.buffers.is_empty() {
+        return;
+    }
+    let ends = k
+        .files
+        .list()
+        .filter(|(_, f)| matches!(f.kind, FileKind::Pipe { .. }))
+        .count();
+    if ends != k.pipes.ends_open {
+        k.pipes.ends_open = ends;
+        k.pipes.activity = true;
+    }
+    let activity = std::mem::take(&mut k.pipes.activity);
+    let ready: Vec<(super::Tid, u64)> = k
+        .threads
+        .values()
+        .filter_map(|t| match &t.state {
+            ThreadState::Blocked(Wait::Pipe { id, write, len, nr }) => {
+                let go = if *write {
+                    writable(k, *id, *len).is_some()
+                } else {
+                    readable(k, *id).is_some()
+                };
+                go.then_some((t.tid, *nr))
+            }
+            ThreadState::Blocked(Wait::Poll { nr, .. }) if activity => Some((t.tid, *nr)),
+            _ => None,
+        })
+        .collect();
+    for (tid, nr) in ready {
+        k.restart(tid, nr);
+    }
+    collect(k);
+}
+
+/// Forgets pipes with no end left open.
+fn collect(k: &mut Kernel) {
+    let open: std::collections::BTreeSet<u64> = k
+        .files
+        .list()
+        .filter_map(|(_, f)| match f.kind {
+            FileKind::Pipe { id, .. } => Some(id),
+            _ => None,
+        })
+        .collect();
+    k.pipes.buffers.retain(|id, _| open.contains(id));
+}

@@ -1,0 +1,47 @@
+//! Pipes between the threads of the process.
+
+use super::{Want, cases};
+use libc::*;
+
+/// Makes a pipe (fds 3 and 4) with `flags`.
+fn pipe_at(b: &mut super::Bench, flags: i32) -> (u64, u64) {
+    let fds = b.buf(8);
+    assert_eq!(b.ret(SYS_pipe2, [fds, flags as u64, 0, 0, 0, 0]), 0);
+    let raw = b.read(fds, 8);
+    let r = i32::from_le_bytes(raw[0..4].try_into().unwrap());
+    let w = i32::from_le_bytes(raw[4..8].try_into().unwrap());
+    (r as u64, w as u64)
+}
+
+cases! {
+    pipe2_makes_two_descriptors: SYS_pipe2, |b| [b.buf(8), O_CLOEXEC as u64, 0, 0, 0, 0], Want::Ret(0);
+    pipe2_with_an_unknown_flag_is_einval: SYS_pipe2, |b| [b.buf(8), O_APPEND as u64, 0, 0, 0, 0], Want::Err(EINVAL);
+    reading_an_empty_nonblocking_pipe_is_eagain: SYS_read, |b| {
+        let (r, _) = pipe_at(b, O_NONBLOCK);
+        [r, b.buf(8), 8, 0, 0, 0]
+    }, Want::Err(EAGAIN);
+    what_is_written_is_read: SYS_read, |b| {
+        let (r, w) = pipe_at(b, 0);
+        let hi = b.bytes(b"hi there");
+        assert_eq!(b.ret(SYS_write, [w, hi, 8, 0, 0, 0]), 8);
+        [r, super::SCRATCH + 4096, 64, 0, 0, 0]
+    }, Want::Ret(8), then |b| assert_eq!(b.read(super::SCRATCH + 4096, 8), b"hi there");
+    reading_with_no_writer_left_is_the_end: SYS_read, |b| {
+        let (r, w) = pipe_at(b, 0);
+        assert_eq!(b.ret(SYS_close, [w, 0, 0, 0, 0, 0]), 0);
+        [r, b.buf(8), 8, 0, 0, 0]
+    }, Want::Ret(0);
+    writing_with_no_reader_left_is_epipe: SYS_write, |b| {
+        let (r, w) = pipe_at(b, 0);
+        assert_eq!(b.ret(SYS_close, [r, 0, 0, 0, 0, 0]), 0);
+        [w, b.bytes(b"x"), 1, 0, 0, 0]
+    }, Want::Err(EPIPE);
+    a_pipe_cannot_seek_or_pread: SYS_pread64, |b| {
+        let (r, _) = pipe_at(b, 0);
+        [r, b.buf(8), 8, 0, 0, 0]
+    }, Want::Err(ESPIPE);
+    writing_the_read_end_is_ebadf: SYS_write, |b| {
+        let (r, _) = pipe_at(b, 0);
+        [r, b.bytes(b"x"), 1, 0, 0, 0]
+    }, Want::Err(EBADF);
+}
