@@ -744,3 +744,43 @@ fn xz_compresses_with_two_threads_as_natively() {
     let back = unxz.wait_with_output().unwrap();
     assert_eq!(String::from_utf8_lossy(&back.stdout), text);
 }
+
+#[test]
+fn a_thread_waiting_on_an_event_counter_wakes_under_every_schedule() {
+    let dir = tempfile::tempdir().unwrap();
+    let exe = build_c(
+        dir.path(),
+        "efd",
+        r#"#include <pthread.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <sys/eventfd.h>
+#include <unistd.h>
+static int efd;
+static void *waiter(void *a) { (void)a; uint64_t v = 0; read(efd, &v, 8); printf("woke with %lu\n", (unsigned long)v); return 0; }
+int main(void) {
+    efd = eventfd(0, EFD_CLOEXEC);
+    pthread_t t; pthread_create(&t, 0, waiter, 0);
+    uint64_t one = 1; write(efd, &one, 8); write(efd, &one, 8);
+    pthread_join(t, 0);
+    return 0;
+}"#,
+    );
+    let c = config(&exe, &[]);
+    let mut vm =
+        rewind_fuzz::vm::Vm::new(&c, rewind_fuzz::kernel::vfs::FileSource::host()).unwrap();
+    let mut seen = BTreeSet::new();
+    for seed in 0..40 {
+        vm.set_strategy(Box::new(rewind_fuzz::sched::RandomWalk::new(seed)));
+        let r = vm.run().unwrap();
+        assert_eq!(r.outcome, Outcome::Exited { code: 0 }, "seed {seed}");
+        seen.insert(String::from_utf8_lossy(&r.stdout).into_owned());
+    }
+    // Woken after one write or after both, depending on the schedule.
+    assert!(
+        seen.iter()
+            .all(|s| s == "woke with 1\n" || s == "woke with 2\n"),
+        "{seen:?}"
+    );
+    assert_eq!(seen.len(), 2, "{seen:?}");
+}

@@ -36,6 +36,8 @@ pub enum FileKind {
     Socket { domain: i32, kind: i32 },
     /// An end of a pipe (`sys_pipe`).
     Pipe { id: u64, write: bool },
+    /// An event counter (`eventfd`, in `sys_pipe`).
+    EventFd { id: u64, semaphore: bool },
 }
 
 /// An open file description.

@@ -800,6 +800,9 @@ impl Kernel {
                     (Wait::Futex { addr, .. }, ..) => format!("futex {addr:#x}"),
                     (Wait::Sleep { .. }, ..) => "sleep".into(),
                     (Wait::Poll { .. }, ..) => "poll".into(),
+                    (Wait::Pipe { id, .. }, ..) if id & sys_pipe::COUNTER != 0 => {
+                        "an event counter".into()
+                    }
                     (Wait::Pipe { write: false, .. }, ..) => "a read of an empty pipe".into(),
                     (Wait::Pipe { write: true, .. }, ..) => "a write to a full pipe".into(),
                     (Wait::Signal, ..) => "a signal".into(),

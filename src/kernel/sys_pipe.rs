@@ -1,4 +1,5 @@
-//! Pipes between the threads of the process.
+//! Pipes between the threads of the process, and event counters
+//! (`eventfd`), which block and wake the same way.
 //!
 //! A pipe is a buffer of at most [`CAPACITY`] bytes in the kernel; its ends
 //! are open file descriptions. A read of an empty pipe whose write end is
@@ -24,7 +25,15 @@ pub const CALLS: &[SyscallDef] = &[
         sys_pipe2,
         "O_CLOEXEC and O_NONBLOCK; not O_DIRECT",
     ),
+    def(libc::SYS_eventfd, sys_eventfd, ""),
+    def(libc::SYS_eventfd2, sys_eventfd2, ""),
 ];
+
+/// Waits on event counters carry their id with this bit set, to share
+/// [`Wait::Pipe`] with pipes.
+pub const COUNTER: u64 = 1 << 63;
+/// The largest value an event counter holds.
+const COUNTER_MAX: u64 = u64::MAX - 1;
 
 /// Bytes a pipe holds, as Linux's default.
 pub const CAPACITY: usize = 65536;
@@ -42,6 +51,8 @@ pub struct Pipes {
     activity: bool,
     /// Pipe ends open at the last look, to see closes however they came.
     ends_open: usize,
+    /// Event counters, by id.
+    counters: std::collections::BTreeMap<u64, u64>,
 }
 
 fn sys_pipe(k: &mut Kernel, cpu: &mut dyn FpuAccess, a: [u64; 6]) -> SysResult {
@@ -86,6 +97,107 @@ fn sys_pipe2(k: &mut Kernel, _: &mut dyn FpuAccess, a: [u64; 6]) -> SysResult {
     k.pipes.next += 1;
     k.pipes.buffers.insert(id, VecDeque::new());
     SysResult::Ret(0)
+}
+
+fn sys_eventfd(k: &mut Kernel, cpu: &mut dyn FpuAccess, a: [u64; 6]) -> SysResult {
+    sys_eventfd2(k, cpu, [a[0], 0, 0, 0, 0, 0])
+}
+
+fn sys_eventfd2(k: &mut Kernel, _: &mut dyn FpuAccess, a: [u64; 6]) -> SysResult {
+    let flags = a[1] as i32;
+    if flags & !(libc::EFD_CLOEXEC | libc::EFD_NONBLOCK | libc::EFD_SEMAPHORE) != 0 {
+        return err(libc::EINVAL);
+    }
+    let id = k.pipes.next;
+    let file = OpenFile {
+        kind: FileKind::EventFd {
+            id,
+            semaphore: flags & libc::EFD_SEMAPHORE != 0,
+        },
+        path: String::new(),
+        offset: 0,
+        flags: libc::O_RDWR | (flags & libc::O_NONBLOCK),
+    };
+    match k.files.install(file, flags & libc::EFD_CLOEXEC != 0, 0) {
+        Ok(fd) => {
+            k.pipes.next += 1;
+            k.pipes.counters.insert(id, a[0] & 0xffff_ffff);
+            SysResult::Ret(fd.into())
+        }
+        Err(e) => err(e),
+    }
+}
+
+/// `read` of an event counter: its value (or 1, as a semaphore), which
+/// waits while it is 0.
+pub fn read_counter(
+    k: &mut Kernel,
+    id: u64,
+    semaphore: bool,
+    nonblock: bool,
+    buf: u64,
+    len: u64,
+    nr: u64,
+) -> SysResult {
+    if len < 8 {
+        return err(libc::EINVAL);
+    }
+    let value = k.pipes.counters.get(&id).copied().unwrap_or(0);
+    if value == 0 {
+        return if nonblock {
+            err(libc::EAGAIN)
+        } else {
+            SysResult::Block(Wait::Pipe {
+                id: id | COUNTER,
+                write: false,
+                len: 0,
+                nr,
+            })
+        };
+    }
+    let taken = if semaphore { 1 } else { value };
+    if k.write(buf, &taken.to_le_bytes()).is_err() {
+        return err(libc::EFAULT);
+    }
+    k.pipes.counters.insert(id, value - taken);
+    k.pipes.activity = true;
+    SysResult::Ret(8)
+}
+
+/// `write` to an event counter: adds to it, waiting while that would pass
+/// the largest value.
+pub fn write_counter(k: &mut Kernel, id: u64, nonblock: bool, data: &[u8], nr: u64) -> SysResult {
+    let Some(add) = data
+        .get(..8)
+        .map(|b| u64::from_le_bytes(b.try_into().unwrap()))
+    else {
+        return err(libc::EINVAL);
+    };
+    if add == u64::MAX {
+        return err(libc::EINVAL);
+    }
+    let value = k.pipes.counters.get(&id).copied().unwrap_or(0);
+    if add > COUNTER_MAX - value {
+        return if nonblock {
+            err(libc::EAGAIN)
+        } else {
+            SysResult::Block(Wait::Pipe {
+                id: id | COUNTER,
+                write: true,
+                len: add as usize,
+                nr,
+            })
+        };
+    }
+    k.pipes.counters.insert(id, value + add);
+    k.pipes.activity = true;
+    SysResult::Ret(8)
+}
+
+/// Poll readiness of an event counter: `(readable, writable)`.
+pub fn counter_state(k: &Kernel, id: u64) -> (bool, bool) {
+    let value = k.pipes.counters.get(&id).copied().unwrap_or(0);
+    (value > 0, value < COUNTER_MAX)
 }
 
 /// Whether any description of pipe `id`'s read (or write) end is open.
@@ -208,7 +320,7 @@ pub fn poll_state(k: &Kernel, id: u64, write: bool) -> (bool, bool, bool) {
 /// they can go on: each re-executes its `syscall` instruction. Called after
 /// every system call while any thread waits so.
 pub fn settle(k: &mut Kernel) {
-    if k.pipes.buffers.is_empty() {
+    if k.pipes.buffers.is_empty() && k.pipes.counters.is_empty() {
         return;
     }
     let ends = k
@@ -225,6 +337,15 @@ pub fn settle(k: &mut Kernel) {
         .threads
         .values()
         .filter_map(|t| match &t.state {
+            ThreadState::Blocked(Wait::Pipe { id, write, len, nr }) if id & COUNTER != 0 => {
+                let value = k.pipes.counters.get(&(id & !COUNTER)).copied().unwrap_or(0);
+                let go = if *write {
+                    *len as u64 <= COUNTER_MAX - value
+                } else {
+                    value > 0
+                };
+                go.then_some((t.tid, *nr))
+            }
             ThreadState::Blocked(Wait::Pipe { id, write, len, nr }) => {
                 let go = if *write {
                     writable(k, *id, *len).is_some()
@@ -254,4 +375,13 @@ fn collect(k: &mut Kernel) {
         })
         .collect();
     k.pipes.buffers.retain(|id, _| open.contains(id));
+    let counters: std::collections::BTreeSet<u64> = k
+        .files
+        .list()
+        .filter_map(|(_, f)| match f.kind {
+            FileKind::EventFd { id, .. } => Some(id),
+            _ => None,
+        })
+        .collect();
+    k.pipes.counters.retain(|id, _| counters.contains(id));
 }

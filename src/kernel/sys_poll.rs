@@ -45,6 +45,11 @@ fn poll(k: &mut Kernel, fds: u64, n: u64, deadline: Option<Option<u64>>, nr: u64
             match k.files.get(fd) {
                 None => POLLNVAL,
                 Some(f) => match f.kind {
+                    FileKind::EventFd { id, .. } => {
+                        let (can_read, can_write) = super::sys_pipe::counter_state(k, id);
+                        (if can_read { POLLIN } else { 0 } | if can_write { POLLOUT } else { 0 })
+                            & events
+                    }
                     FileKind::Pipe { id, write } => {
                         let (can_read, can_write, other_end_closed) =
                             super::sys_pipe::poll_state(k, id, write);

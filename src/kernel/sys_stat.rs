@@ -207,6 +207,14 @@ fn meta_of_fd(k: &mut Kernel, fd: i32) -> Result<Meta, i32> {
             })
         }
         FileKind::Null | FileKind::Zero | FileKind::Random => meta_of_path(k, &f.path, true),
+        // An anonymous inode, as Linux's eventfd.
+        FileKind::EventFd { id, .. } => Ok(Meta {
+            mode: 0o600,
+            size: 0,
+            ino: 4000 + *id,
+            rdev: 0,
+            nlink: 1,
+        }),
         FileKind::Pipe { id, .. } => Ok(Meta {
             mode: libc::S_IFIFO | 0o600,
             size: 0,

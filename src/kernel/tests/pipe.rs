@@ -44,4 +44,22 @@ cases! {
         let (r, _) = pipe_at(b, 0);
         [r, b.bytes(b"x"), 1, 0, 0, 0]
     }, Want::Err(EBADF);
+    an_event_counter_reads_its_sum_and_resets: SYS_read, |b| {
+        let fd = b.ret(SYS_eventfd2, [2, 0, 0, 0, 0, 0]) as u64;
+        let three = b.bytes(&3u64.to_le_bytes());
+        assert_eq!(b.ret(SYS_write, [fd, three, 8, 0, 0, 0]), 8);
+        [fd, super::SCRATCH + 4096, 8, 0, 0, 0]
+    }, Want::Ret(8), then |b| assert_eq!(b.u64_at(super::SCRATCH + 4096), 5);
+    a_semaphore_counter_reads_one_at_a_time: SYS_read, |b| {
+        let fd = b.ret(SYS_eventfd2, [2, EFD_SEMAPHORE as u64, 0, 0, 0, 0]) as u64;
+        [fd, super::SCRATCH + 4096, 8, 0, 0, 0]
+    }, Want::Ret(8), then |b| assert_eq!(b.u64_at(super::SCRATCH + 4096), 1);
+    an_empty_nonblocking_counter_is_eagain: SYS_read, |b| {
+        let fd = b.ret(SYS_eventfd2, [0, EFD_NONBLOCK as u64, 0, 0, 0, 0]) as u64;
+        [fd, b.buf(8), 8, 0, 0, 0]
+    }, Want::Err(EAGAIN);
+    a_short_counter_read_is_einval: SYS_read, |b| {
+        let fd = b.ret(SYS_eventfd2, [1, 0, 0, 0, 0, 0]) as u64;
+        [fd, b.buf(8), 4, 0, 0, 0]
+    }, Want::Err(EINVAL);
 }
