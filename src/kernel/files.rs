@@ -38,6 +38,11 @@ pub enum FileKind {
     Pipe { id: u64, write: bool },
     /// An event counter (`eventfd`, in `sys_pipe`).
     EventFd { id: u64, semaphore: bool },
+    /// An epoll instance (`sys_epoll`).
+    Epoll { id: u64 },
+    /// One end of a connected unix socket pair (`socketpair`): it reads
+    /// pipe `rx` and writes pipe `tx` (`sys_pipe`).
+    SocketPair { rx: u64, tx: u64 },
 }
 
 /// An open file description.

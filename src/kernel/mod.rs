@@ -16,6 +16,7 @@ pub mod thread;
 pub mod vfs;
 
 mod synth;
+mod sys_epoll;
 mod sys_file;
 mod sys_info;
 mod sys_mm;
@@ -170,6 +171,7 @@ pub struct Kernel {
     /// Things the user should know about how the run was made.
     notes: Vec<String>,
     pipes: sys_pipe::Pipes,
+    epolls: sys_epoll::Instances,
 }
 
 impl Kernel {
@@ -223,6 +225,7 @@ impl Kernel {
             obs: Observer::new(OUTPUT_CAP),
             notes: Vec::new(),
             pipes: Default::default(),
+            epolls: Default::default(),
         };
         k.map_ring()?;
         k.threads

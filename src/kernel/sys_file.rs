@@ -300,7 +300,12 @@ fn read_bytes(k: &mut Kernel, fd: i32, len: usize, at: Option<u64>) -> Result<Ve
         // Nothing ever connects.
         FileKind::Socket { .. } => return Err(libc::ENOTCONN),
         // Pipes are read by `sys_pipe` (readv of one is not supported).
-        FileKind::Pipe { .. } | FileKind::EventFd { .. } => return Err(libc::EINVAL),
+        FileKind::Pipe { .. }
+        | FileKind::EventFd { .. }
+        | FileKind::Epoll { .. }
+        | FileKind::SocketPair { .. } => {
+            return Err(libc::EINVAL);
+        }
     };
     if at.is_none() {
         if let Some(f) = k.files.get_mut(fd) {
@@ -361,6 +366,10 @@ fn do_read(k: &mut Kernel, fd: u64, buf: u64, len: u64, at: Option<u64>) -> SysR
     }
     if let Some(f) = k.files.get(fd as i32) {
         let nonblock = f.flags & libc::O_NONBLOCK != 0;
+        if let FileKind::SocketPair { rx, .. } = f.kind {
+            let nr = libc::SYS_read as u64;
+            return super::sys_pipe::read(k, rx, nonblock, buf, len, nr);
+        }
         if let FileKind::EventFd { id, semaphore } = f.kind {
             let nr = libc::SYS_read as u64;
             return super::sys_pipe::read_counter(k, id, semaphore, nonblock, buf, len, nr);
@@ -394,6 +403,10 @@ fn do_write(k: &mut Kernel, fd: u64, buf: u64, len: u64, at: Option<u64>) -> Sys
     }
     if let Some(f) = k.files.get(fd as i32) {
         let nonblock = f.flags & libc::O_NONBLOCK != 0;
+        if let FileKind::SocketPair { tx, .. } = f.kind {
+            let nr = libc::SYS_write as u64;
+            return super::sys_pipe::write(k, tx, nonblock, &data, nr);
+        }
         if let FileKind::EventFd { id, .. } = f.kind {
             let nr = libc::SYS_write as u64;
             return super::sys_pipe::write_counter(k, id, nonblock, &data, nr);

@@ -16,6 +16,16 @@ pub const CALLS: &[SyscallDef] = &[
     def(libc::SYS_munmap, sys_munmap, ""),
     def(libc::SYS_mprotect, sys_mprotect, ""),
     def(
+        libc::SYS_pkey_alloc,
+        sys_pkey_alloc,
+        "ENOSPC: the CPU model has no protection keys",
+    ),
+    def(
+        libc::SYS_pkey_free,
+        sys_pkey_free,
+        "EINVAL: no key was ever given",
+    ),
+    def(
         libc::SYS_mremap,
         sys_mremap,
         "MREMAP_DONTUNMAP is not supported",
@@ -194,4 +204,17 @@ fn sys_membarrier(_: &mut Kernel, _: &mut dyn FpuAccess, a: [u64; 6]) -> SysResu
         return SysResult::Ret(0x1 | 0x8 | 0x10 | 0x20 | 0x40);
     }
     SysResult::Ret(0)
+}
+
+/// Protection keys: the CPU model has none, so none can be had (Linux
+/// answers ENOSPC without them), and none can be freed.
+fn sys_pkey_alloc(_: &mut Kernel, _: &mut dyn FpuAccess, a: [u64; 6]) -> SysResult {
+    if a[0] != 0 || a[1] > 3 {
+        return err(libc::EINVAL);
+    }
+    err(libc::ENOSPC)
+}
+
+fn sys_pkey_free(_: &mut Kernel, _: &mut dyn FpuAccess, _: [u64; 6]) -> SysResult {
+    err(libc::EINVAL)
 }

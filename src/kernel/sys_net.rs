@@ -41,6 +41,16 @@ pub const CALLS: &[SyscallDef] = &[
     ),
     def(libc::SYS_setsockopt, sys_setsockopt, "accepted and ignored"),
     def(
+        libc::SYS_getsockname,
+        sys_getsockname,
+        "unnamed: unix sockets are never bound, inet ones have the any address",
+    ),
+    def(
+        libc::SYS_getpeername,
+        sys_getpeername,
+        "a socket pair's peer is unnamed; other sockets have none",
+    ),
+    def(
         libc::SYS_getsockopt,
         sys_getsockopt,
         "SO_ERROR, SO_TYPE and SO_DOMAIN",
@@ -51,6 +61,7 @@ pub const CALLS: &[SyscallDef] = &[
 fn socket_of(k: &Kernel, fd: u64) -> Result<(i32, i32), i32> {
     match k.files.get(fd as i32).map(|f| &f.kind) {
         Some(FileKind::Socket { domain, kind }) => Ok((*domain, *kind)),
+        Some(FileKind::SocketPair { .. }) => Ok((libc::AF_UNIX, libc::SOCK_STREAM)),
         Some(_) => Err(libc::ENOTSOCK),
         None => Err(libc::EBADF),
     }
@@ -137,7 +148,25 @@ fn sys_connect(k: &mut Kernel, _: &mut dyn FpuAccess, a: [u64; 6]) -> SysResult 
     }
 }
 
+/// A socket pair's end behind `fd` and whether a call on it must not wait
+/// (O_NONBLOCK, or MSG_DONTWAIT in `flags`).
+fn pair_of(k: &Kernel, fd: u64, flags: u64) -> Option<(u64, u64, bool)> {
+    let f = k.files.get(fd as i32)?;
+    let FileKind::SocketPair { rx, tx } = f.kind else {
+        return None;
+    };
+    let nonblock = f.flags & libc::O_NONBLOCK != 0 || flags as i32 & libc::MSG_DONTWAIT != 0;
+    Some((rx, tx, nonblock))
+}
+
 fn sys_sendto(k: &mut Kernel, _: &mut dyn FpuAccess, a: [u64; 6]) -> SysResult {
+    if let Some((_, tx, nonblock)) = pair_of(k, a[0], a[3]) {
+        let mut data = vec![0u8; (a[2] as usize).min(1 << 20)];
+        if k.read(a[1], &mut data).is_err() {
+            return err(libc::EFAULT);
+        }
+        return super::sys_pipe::write(k, tx, nonblock, &data, libc::SYS_sendto as u64);
+    }
     match socket_of(k, a[0]) {
         Ok((domain, libc::SOCK_DGRAM)) if a[4] != 0 => err(reach(k, domain, a[4], a[5])),
         Ok(_) => err(libc::ENOTCONN),
@@ -146,6 +175,13 @@ fn sys_sendto(k: &mut Kernel, _: &mut dyn FpuAccess, a: [u64; 6]) -> SysResult {
 }
 
 fn sys_recvfrom(k: &mut Kernel, _: &mut dyn FpuAccess, a: [u64; 6]) -> SysResult {
+    if let Some((rx, _, nonblock)) = pair_of(k, a[0], a[3]) {
+        // The peer's address, if asked for, is unnamed: length 0.
+        if a[5] != 0 && k.write(a[5], &0u32.to_le_bytes()).is_err() {
+            return err(libc::EFAULT);
+        }
+        return super::sys_pipe::read(k, rx, nonblock, a[1], a[2], libc::SYS_recvfrom as u64);
+    }
     match socket_of(k, a[0]) {
         Ok(_) => err(libc::ENOTCONN),
         Err(e) => err(e),
@@ -153,6 +189,49 @@ fn sys_recvfrom(k: &mut Kernel, _: &mut dyn FpuAccess, a: [u64; 6]) -> SysResult
 }
 
 fn sys_shutdown(k: &mut Kernel, _: &mut dyn FpuAccess, a: [u64; 6]) -> SysResult {
+    match socket_of(k, a[0]) {
+        Ok(_) => err(libc::ENOTCONN),
+        Err(e) => err(e),
+    }
+}
+
+/// Writes the unnamed address of `domain` to `addr`, as much as `*len`
+/// allows, and its full length to `*len`.
+fn write_unnamed(k: &mut Kernel, domain: i32, addr: u64, len_at: u64) -> SysResult {
+    let mut len = [0u8; 4];
+    if k.read(len_at, &mut len).is_err() {
+        return err(libc::EFAULT);
+    }
+    let room = i32::from_le_bytes(len);
+    if room < 0 {
+        return err(libc::EINVAL);
+    }
+    let mut name = (domain as u16).to_le_bytes().to_vec();
+    match domain {
+        libc::AF_INET => name.resize(16, 0),
+        libc::AF_INET6 => name.resize(28, 0),
+        _ => {}
+    }
+    let n = name.len().min(room as usize);
+    if k.write(addr, &name[..n]).is_err()
+        || k.write(len_at, &(name.len() as u32).to_le_bytes()).is_err()
+    {
+        return err(libc::EFAULT);
+    }
+    SysResult::Ret(0)
+}
+
+fn sys_getsockname(k: &mut Kernel, _: &mut dyn FpuAccess, a: [u64; 6]) -> SysResult {
+    match socket_of(k, a[0]) {
+        Ok((domain, _)) => write_unnamed(k, domain, a[1], a[2]),
+        Err(e) => err(e),
+    }
+}
+
+fn sys_getpeername(k: &mut Kernel, _: &mut dyn FpuAccess, a: [u64; 6]) -> SysResult {
+    if pair_of(k, a[0], 0).is_some() {
+        return write_unnamed(k, libc::AF_UNIX, a[1], a[2]);
+    }
     match socket_of(k, a[0]) {
         Ok(_) => err(libc::ENOTCONN),
         Err(e) => err(e),

@@ -25,6 +25,11 @@ pub const CALLS: &[SyscallDef] = &[
         sys_pipe2,
         "O_CLOEXEC and O_NONBLOCK; not O_DIRECT",
     ),
+    def(
+        libc::SYS_socketpair,
+        sys_socketpair,
+        "AF_UNIX stream and datagram pairs, as two pipes (message bounds are not kept)",
+    ),
     def(libc::SYS_eventfd, sys_eventfd, ""),
     def(libc::SYS_eventfd2, sys_eventfd2, ""),
 ];
@@ -53,6 +58,21 @@ pub struct Pipes {
     ends_open: usize,
     /// Event counters, by id.
     counters: std::collections::BTreeMap<u64, u64>,
+    /// How often data moved or ends closed: what edge-triggered epoll
+    /// interests compare against.
+    activity_count: u64,
+}
+
+impl Pipes {
+    fn note_activity(&mut self) {
+        self.activity = true;
+        self.activity_count += 1;
+    }
+
+    /// How often data moved or an end closed so far.
+    pub fn activity_count(&self) -> u64 {
+        self.activity_count
+    }
 }
 
 fn sys_pipe(k: &mut Kernel, cpu: &mut dyn FpuAccess, a: [u64; 6]) -> SysResult {
@@ -96,6 +116,50 @@ fn sys_pipe2(k: &mut Kernel, _: &mut dyn FpuAccess, a: [u64; 6]) -> SysResult {
     }
     k.pipes.next += 1;
     k.pipes.buffers.insert(id, VecDeque::new());
+    SysResult::Ret(0)
+}
+
+/// A connected pair of unix sockets: two pipes, one each way.
+fn sys_socketpair(k: &mut Kernel, _: &mut dyn FpuAccess, a: [u64; 6]) -> SysResult {
+    let kind = a[1] as i32 & !(libc::SOCK_NONBLOCK | libc::SOCK_CLOEXEC);
+    if a[0] as i32 != libc::AF_UNIX {
+        return err(libc::EAFNOSUPPORT);
+    }
+    if !matches!(
+        kind,
+        libc::SOCK_STREAM | libc::SOCK_DGRAM | libc::SOCK_SEQPACKET
+    ) {
+        return err(libc::EINVAL);
+    }
+    let (one, two) = (k.pipes.next, k.pipes.next + 1);
+    let end = |rx: u64, tx: u64| OpenFile {
+        kind: FileKind::SocketPair { rx, tx },
+        path: String::new(),
+        offset: 0,
+        flags: libc::O_RDWR | (a[1] as i32 & libc::SOCK_NONBLOCK),
+    };
+    let cloexec = a[1] as i32 & libc::SOCK_CLOEXEC != 0;
+    let first = match k.files.install(end(one, two), cloexec, 0) {
+        Ok(fd) => fd,
+        Err(e) => return err(e),
+    };
+    let second = match k.files.install(end(two, one), cloexec, 0) {
+        Ok(fd) => fd,
+        Err(e) => {
+            k.files.close(first);
+            return err(e);
+        }
+    };
+    let mut fds = first.to_le_bytes().to_vec();
+    fds.extend_from_slice(&second.to_le_bytes());
+    if k.write(a[3], &fds).is_err() {
+        k.files.close(first);
+        k.files.close(second);
+        return err(libc::EFAULT);
+    }
+    k.pipes.next += 2;
+    k.pipes.buffers.insert(one, VecDeque::new());
+    k.pipes.buffers.insert(two, VecDeque::new());
     SysResult::Ret(0)
 }
 
@@ -160,7 +224,7 @@ pub fn read_counter(
         return err(libc::EFAULT);
     }
     k.pipes.counters.insert(id, value - taken);
-    k.pipes.activity = true;
+    k.pipes.note_activity();
     SysResult::Ret(8)
 }
 
@@ -190,8 +254,19 @@ pub fn write_counter(k: &mut Kernel, id: u64, nonblock: bool, data: &[u8], nr: u
         };
     }
     k.pipes.counters.insert(id, value + add);
-    k.pipes.activity = true;
+    k.pipes.note_activity();
     SysResult::Ret(8)
+}
+
+/// Poll readiness of a socket pair's end: `(readable, writable, the other
+/// end closed)`.
+pub fn pair_state(k: &Kernel, rx: u64, tx: u64) -> (bool, bool, bool) {
+    let peer_open = end_open(k, rx, true);
+    (
+        readable(k, rx).is_some(),
+        writable(k, tx, 1).is_some(),
+        !peer_open,
+    )
 }
 
 /// Poll readiness of an event counter: `(readable, writable)`.
@@ -202,9 +277,11 @@ pub fn counter_state(k: &Kernel, id: u64) -> (bool, bool) {
 
 /// Whether any description of pipe `id`'s read (or write) end is open.
 fn end_open(k: &Kernel, id: u64, write: bool) -> bool {
-    k.files
-        .list()
-        .any(|(_, f)| matches!(f.kind, FileKind::Pipe { id: i, write: w } if i == id && w == write))
+    k.files.list().any(|(_, f)| match f.kind {
+        FileKind::Pipe { id: i, write: w } => i == id && w == write,
+        FileKind::SocketPair { rx, tx } => (if write { tx } else { rx }) == id,
+        _ => false,
+    })
 }
 
 /// What a read of pipe `id` would do now: `Some(n)` bytes (0 at the end),
@@ -248,7 +325,7 @@ pub fn read(k: &mut Kernel, id: u64, nonblock: bool, buf: u64, len: u64, nr: u64
         };
     };
     let n = available.min(len as usize);
-    k.pipes.activity = true;
+    k.pipes.note_activity();
     let data: Vec<u8> = k
         .pipes
         .buffers
@@ -297,7 +374,7 @@ pub fn write(k: &mut Kernel, id: u64, nonblock: bool, data: &[u8], nr: u64) -> S
         };
     };
     let n = room.min(data.len());
-    k.pipes.activity = true;
+    k.pipes.note_activity();
     if let Some(b) = k.pipes.buffers.get_mut(&id) {
         b.extend(&data[..n]);
     }
@@ -326,11 +403,11 @@ pub fn settle(k: &mut Kernel) {
     let ends = k
         .files
         .list()
-        .filter(|(_, f)| matches!(f.kind, FileKind::Pipe { .. }))
+        .filter(|(_, f)| matches!(f.kind, FileKind::Pipe { .. } | FileKind::SocketPair { .. }))
         .count();
     if ends != k.pipes.ends_open {
         k.pipes.ends_open = ends;
-        k.pipes.activity = true;
+        k.pipes.note_activity();
     }
     let activity = std::mem::take(&mut k.pipes.activity);
     let ready: Vec<(super::Tid, u64)> = k
@@ -362,6 +439,7 @@ pub fn settle(k: &mut Kernel) {
         k.restart(tid, nr);
     }
     collect(k);
+    super::sys_epoll::collect(k);
 }
 
 /// Forgets pipes with no end left open.
@@ -369,9 +447,10 @@ fn collect(k: &mut Kernel) {
     let open: std::collections::BTreeSet<u64> = k
         .files
         .list()
-        .filter_map(|(_, f)| match f.kind {
-            FileKind::Pipe { id, .. } => Some(id),
-            _ => None,
+        .flat_map(|(_, f)| match f.kind {
+            FileKind::Pipe { id, .. } => vec![id],
+            FileKind::SocketPair { rx, tx } => vec![rx, tx],
+            _ => Vec::new(),
         })
         .collect();
     k.pipes.buffers.retain(|id, _| open.contains(id));

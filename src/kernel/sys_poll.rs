@@ -26,6 +26,50 @@ const POLLERR: i16 = 0x8;
 const POLLHUP: i16 = 0x10;
 const POLLNVAL: i16 = 0x20;
 
+/// What descriptor `fd` is ready for now, as poll bits (POLLERR and
+/// POLLHUP included); `None` for a descriptor not open. Sockets never
+/// become ready (nothing connects); other files always are.
+pub(super) fn readiness(k: &Kernel, fd: i32) -> Option<i16> {
+    let f = k.files.get(fd)?;
+    Some(match f.kind {
+        FileKind::EventFd { id, .. } => {
+            let (can_read, can_write) = super::sys_pipe::counter_state(k, id);
+            (if can_read { POLLIN } else { 0 }) | (if can_write { POLLOUT } else { 0 })
+        }
+        FileKind::Pipe { id, write } => {
+            let (can_read, can_write, other_end_closed) = super::sys_pipe::poll_state(k, id, write);
+            let mut r = 0;
+            if can_read {
+                r |= POLLIN;
+            }
+            if can_write {
+                r |= POLLOUT;
+            }
+            if other_end_closed {
+                r |= if write { POLLERR } else { POLLHUP };
+            }
+            r
+        }
+        FileKind::SocketPair { rx, tx } => {
+            let (can_read, can_write, peer_closed) = super::sys_pipe::pair_state(k, rx, tx);
+            (if can_read { POLLIN } else { 0 })
+                | (if can_write { POLLOUT } else { 0 })
+                | (if peer_closed { POLLHUP } else { 0 })
+        }
+        FileKind::Socket { .. } | FileKind::Epoll { .. } => 0,
+        _ => {
+            let mut r = 0;
+            if f.readable() && !matches!(f.kind, FileKind::Stdin) {
+                r |= POLLIN;
+            }
+            if f.writable() {
+                r |= POLLOUT;
+            }
+            r
+        }
+    })
+}
+
 fn poll(k: &mut Kernel, fds: u64, n: u64, deadline: Option<Option<u64>>, nr: u64) -> SysResult {
     if n > k.files.limit as u64 {
         return err(libc::EINVAL);
@@ -42,42 +86,7 @@ fn poll(k: &mut Kernel, fds: u64, n: u64, deadline: Option<Option<u64>>, nr: u64
         let revents = if fd < 0 {
             0
         } else {
-            match k.files.get(fd) {
-                None => POLLNVAL,
-                Some(f) => match f.kind {
-                    FileKind::EventFd { id, .. } => {
-                        let (can_read, can_write) = super::sys_pipe::counter_state(k, id);
-                        (if can_read { POLLIN } else { 0 } | if can_write { POLLOUT } else { 0 })
-                            & events
-                    }
-                    FileKind::Pipe { id, write } => {
-                        let (can_read, can_write, other_end_closed) =
-                            super::sys_pipe::poll_state(k, id, write);
-                        let mut r = 0;
-                        if can_read {
-                            r |= POLLIN & events;
-                        }
-                        if can_write {
-                            r |= POLLOUT & events;
-                        }
-                        // Reported whatever was asked for, as Linux does.
-                        if other_end_closed {
-                            r |= if write { POLLERR } else { POLLHUP };
-                        }
-                        r
-                    }
-                    _ => {
-                        let mut r = 0;
-                        if f.readable() && !matches!(f.kind, FileKind::Stdin) {
-                            r |= POLLIN;
-                        }
-                        if f.writable() {
-                            r |= POLLOUT;
-                        }
-                        r & events
-                    }
-                },
-            }
+            readiness(k, fd).map_or(POLLNVAL, |r| r & (events | POLLERR | POLLHUP))
         };
         if revents != 0 {
             ready += 1;

@@ -207,8 +207,8 @@ fn meta_of_fd(k: &mut Kernel, fd: i32) -> Result<Meta, i32> {
             })
         }
         FileKind::Null | FileKind::Zero | FileKind::Random => meta_of_path(k, &f.path, true),
-        // An anonymous inode, as Linux's eventfd.
-        FileKind::EventFd { id, .. } => Ok(Meta {
+        // Anonymous inodes, as Linux's eventfd and epoll.
+        FileKind::EventFd { id, .. } | FileKind::Epoll { id } => Ok(Meta {
             mode: 0o600,
             size: 0,
             ino: 4000 + *id,
@@ -222,7 +222,7 @@ fn meta_of_fd(k: &mut Kernel, fd: i32) -> Result<Meta, i32> {
             rdev: 0,
             nlink: 1,
         }),
-        FileKind::Socket { .. } => Ok(Meta {
+        FileKind::Socket { .. } | FileKind::SocketPair { .. } => Ok(Meta {
             mode: libc::S_IFSOCK | 0o777,
             size: 0,
             ino: 2000 + fd as u64,

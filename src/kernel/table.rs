@@ -40,13 +40,14 @@ pub const fn def(nr: i64, handler: Handler, note: &'static str) -> SyscallDef {
 }
 
 fn build() -> Vec<Option<SyscallDef>> {
-    let families: [(&str, &[SyscallDef]); 11] = [
+    let families: [(&str, &[SyscallDef]); 12] = [
         ("file", super::sys_file::CALLS),
         ("stat", super::sys_stat::CALLS),
         ("tree", super::sys_tree::CALLS),
         ("poll", super::sys_poll::CALLS),
         ("net", super::sys_net::CALLS),
         ("pipe", super::sys_pipe::CALLS),
+        ("epoll", super::sys_epoll::CALLS),
         ("info", super::sys_info::CALLS),
         ("mm", super::sys_mm::CALLS),
         ("signal", super::sys_signal::CALLS),

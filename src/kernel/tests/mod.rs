@@ -3,6 +3,7 @@
 //! tree served from memory, and tables of (call, arguments, expected
 //! result or errno) per family, each row its own test.
 
+mod epoll;
 mod file;
 mod info;
 mod mm;

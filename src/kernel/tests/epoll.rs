@@ -1,0 +1,68 @@
+//! epoll over pipes and event counters, and socket pairs.
+
+use super::{Want, cases};
+use libc::*;
+
+/// A packed `struct epoll_event`.
+fn event(events: u32, data: u64) -> Vec<u8> {
+    let mut e = events.to_le_bytes().to_vec();
+    e.extend_from_slice(&data.to_le_bytes());
+    e
+}
+
+/// Makes an epoll instance watching a new event counter for `events`;
+/// returns (epoll fd, counter fd).
+fn watched_counter(b: &mut super::Bench, initial: u64, events: u32) -> (u64, u64) {
+    let ep = b.ret(SYS_epoll_create1, [EPOLL_CLOEXEC as u64, 0, 0, 0, 0, 0]) as u64;
+    let efd = b.ret(SYS_eventfd2, [initial, EFD_NONBLOCK as u64, 0, 0, 0, 0]) as u64;
+    let e = event(events, 42);
+    let ev = b.bytes(&e);
+    assert_eq!(
+        b.ret(SYS_epoll_ctl, [ep, EPOLL_CTL_ADD as u64, efd, ev, 0, 0]),
+        0
+    );
+    (ep, efd)
+}
+
+cases! {
+    a_ready_counter_is_reported_with_its_data: SYS_epoll_wait, |b| {
+        let (ep, _) = watched_counter(b, 1, EPOLLIN as u32);
+        [ep, super::SCRATCH + 4096, 8, 0, 0, 0]
+    }, Want::Ret(1), then |b| {
+        let raw = b.read(super::SCRATCH + 4096, 12);
+        assert_eq!(u32::from_le_bytes(raw[0..4].try_into().unwrap()), EPOLLIN as u32);
+        assert_eq!(u64::from_le_bytes(raw[4..12].try_into().unwrap()), 42);
+    };
+    nothing_ready_and_no_timeout_is_zero: SYS_epoll_wait, |b| {
+        let (ep, _) = watched_counter(b, 0, EPOLLIN as u32);
+        [ep, b.buf(12), 8, 0, 0, 0]
+    }, Want::Ret(0);
+    an_edge_is_reported_once: SYS_epoll_wait, |b| {
+        let (ep, _) = watched_counter(b, 1, (EPOLLIN | EPOLLET) as u32);
+        let out = b.buf(12);
+        assert_eq!(b.ret(SYS_epoll_wait, [ep, out, 8, 0, 0, 0]), 1);
+        [ep, out, 8, 0, 0, 0]
+    }, Want::Ret(0);
+    adding_twice_is_eexist: SYS_epoll_ctl, |b| {
+        let (ep, efd) = watched_counter(b, 0, EPOLLIN as u32);
+        let e = event(EPOLLIN as u32, 1);
+        [ep, EPOLL_CTL_ADD as u64, efd, b.bytes(&e), 0, 0]
+    }, Want::Err(EEXIST);
+    a_regular_file_cannot_be_watched: SYS_epoll_ctl, |b| {
+        let ep = b.ret(SYS_epoll_create1, [0, 0, 0, 0, 0, 0]) as u64;
+        let fd = b.open("/data/hello.txt", O_RDONLY);
+        let e = event(EPOLLIN as u32, 1);
+        [ep, EPOLL_CTL_ADD as u64, fd, b.bytes(&e), 0, 0]
+    }, Want::Err(EPERM);
+    a_socket_pair_carries_bytes_both_ways: SYS_read, |b| {
+        let fds = b.buf(8);
+        assert_eq!(b.ret(SYS_socketpair, [AF_UNIX as u64, SOCK_STREAM as u64, 0, fds, 0, 0]), 0);
+        let raw = b.read(fds, 8);
+        let one = i32::from_le_bytes(raw[0..4].try_into().unwrap()) as u64;
+        let two = i32::from_le_bytes(raw[4..8].try_into().unwrap()) as u64;
+        let ping = b.bytes(b"ping");
+        assert_eq!(b.ret(SYS_write, [one, ping, 4, 0, 0, 0]), 4);
+        [two, super::SCRATCH + 4096, 16, 0, 0, 0]
+    }, Want::Ret(4), then |b| assert_eq!(b.read(super::SCRATCH + 4096, 4), b"ping");
+    pkey_alloc_finds_no_key: SYS_pkey_alloc, |_b| [0, 0, 0, 0, 0, 0], Want::Err(ENOSPC);
+}
