@@ -357,7 +357,19 @@ pub fn fuzz(mut cfg: FuzzConfig, cancel: crate::machine::Cancel) -> Result<FuzzS
                 std::thread::Builder::new()
                     .name(format!("fuzz-{id}"))
                     .spawn_scoped(scope, move || {
-                        let r = worker::run(id, cfg, source, steps, shared, hub, progress.clone());
+                        let r = match worker::run(
+                            id,
+                            cfg,
+                            source,
+                            steps,
+                            shared,
+                            hub,
+                            progress.clone(),
+                        ) {
+                            // The session ended in the middle of a run.
+                            Err(FuzzError::Vm(VmError::Cancelled)) => Ok(()),
+                            r => r,
+                        };
                         if r.is_err() {
                             progress.stop.store(true, Ordering::Relaxed);
                         }

@@ -39,24 +39,9 @@ const HAVOC_STACK_POW: usize = 3;
 /// Most mutations of one corpus entry per round.
 const MUTATIONS_PER_ROUND: std::num::NonZeroUsize = std::num::NonZeroUsize::new(8).unwrap();
 
-/// Runs one worker until the stop flag or the budget ends it.
+/// Runs one worker until the stop flag or the budget ends it. A session
+/// that ends in the middle of a run ends it with `VmError::Cancelled`.
 pub fn run(
-    id: usize,
-    cfg: &FuzzConfig,
-    source: SharedSource,
-    steps: u64,
-    shared: Arc<Mutex<Shared>>,
-    hub: &Hub,
-    progress: Arc<Progress>,
-) -> Result<(), FuzzError> {
-    match work(id, cfg, source, steps, shared, hub, progress) {
-        // The session ended in the middle of a run.
-        Err(FuzzError::Vm(crate::vm::VmError::Cancelled)) => Ok(()),
-        r => r,
-    }
-}
-
-fn work(
     id: usize,
     cfg: &FuzzConfig,
     source: SharedSource,
