@@ -821,3 +821,42 @@ fn event_loops_of_python_and_node_run_to_their_end() {
         assert_eq!(String::from_utf8_lossy(&out.stdout), want, "{exe}");
     }
 }
+
+#[test]
+fn sigtimedwait_takes_a_blocked_signal_or_times_out() {
+    let dir = tempfile::tempdir().unwrap();
+    let exe = build_c(
+        dir.path(),
+        "sigwait",
+        r#"#include <errno.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdio.h>
+#include <time.h>
+static pthread_t main_thread;
+static void *sender(void *a) { (void)a; pthread_kill(main_thread, SIGUSR1); return NULL; }
+int main(void) {
+    sigset_t set; sigemptyset(&set); sigaddset(&set, SIGUSR1);
+    pthread_sigmask(SIG_BLOCK, &set, NULL);
+    main_thread = pthread_self();
+    pthread_t t; pthread_create(&t, NULL, sender, NULL);
+    struct timespec second = {1, 0}, moment = {0, 10000000};
+    siginfo_t info;
+    int got = sigtimedwait(&set, &info, &second);
+    int again = sigtimedwait(&set, &info, &moment);
+    printf("got %d (%s), then %d (%s)\n", got, got == SIGUSR1 ? "SIGUSR1" : "?", again, again < 0 && errno == EAGAIN ? "EAGAIN" : "?");
+    pthread_join(t, NULL);
+    return 0;
+}"#,
+    );
+    let native = Command::new(&exe).output().unwrap();
+    let c = config(&exe, &[]);
+    let mut vm =
+        rewind_fuzz::vm::Vm::new(&c, rewind_fuzz::kernel::vfs::FileSource::host()).unwrap();
+    for seed in 0..40 {
+        vm.set_strategy(Box::new(rewind_fuzz::sched::RandomWalk::new(seed)));
+        let r = vm.run().unwrap();
+        assert_eq!(r.outcome, Outcome::Exited { code: 0 }, "seed {seed}");
+        assert_eq!(r.stdout, native.stdout, "seed {seed}");
+    }
+}

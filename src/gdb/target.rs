@@ -488,7 +488,9 @@ impl ThreadExtraInfo for Session {
             ThreadState::Blocked(Wait::Futex { addr, .. }) => format!("blocked on futex {addr:#x}"),
             ThreadState::Blocked(Wait::Sleep { .. }) => "sleeping".into(),
             ThreadState::Blocked(Wait::Poll { .. }) => "blocked in poll".into(),
-            ThreadState::Blocked(Wait::Signal) => "waiting for a signal".into(),
+            ThreadState::Blocked(Wait::Signal | Wait::SigWait { .. }) => {
+                "waiting for a signal".into()
+            }
             ThreadState::Blocked(Wait::Pipe { write: false, .. }) => "reading an empty pipe".into(),
             ThreadState::Blocked(Wait::Pipe { write: true, .. }) => "writing a full pipe".into(),
             ThreadState::Exited => "exited".into(),

@@ -809,6 +809,7 @@ impl Kernel {
                     (Wait::Pipe { write: false, .. }, ..) => "a read of an empty pipe".into(),
                     (Wait::Pipe { write: true, .. }, ..) => "a write to a full pipe".into(),
                     (Wait::Signal, ..) => "a signal".into(),
+                    (Wait::SigWait { .. }, ..) => "a signal (sigtimedwait)".into(),
                 };
                 Some(BlockedThread {
                     thread: t.tid.0,

@@ -83,6 +83,13 @@ pub fn send_to_thread(k: &mut Kernel, tid: Tid, s: PendingSignal) {
         return;
     }
     t.pending.push(s);
+    // A thread waiting for this very signal takes it, blocked or not.
+    if let ThreadState::Blocked(Wait::SigWait { set, nr, .. }) = t.state {
+        if set & bit(s.signo) != 0 {
+            k.restart(tid, nr);
+            return;
+        }
+    }
     let blocked = t.sigmask & bit(s.signo) != 0;
     if !blocked {
         if let ThreadState::Blocked(w) = &t.state {

@@ -17,6 +17,11 @@ pub const CALLS: &[SyscallDef] = &[
     def(libc::SYS_rt_sigpending, sys_rt_sigpending, ""),
     def(libc::SYS_pause, sys_pause, ""),
     def(libc::SYS_rt_sigsuspend, sys_rt_sigsuspend, ""),
+    def(
+        libc::SYS_rt_sigtimedwait,
+        sys_rt_sigtimedwait,
+        "a wait taken up again restarts its timeout",
+    ),
     def(libc::SYS_kill, sys_kill, "this process only"),
     def(libc::SYS_tgkill, sys_tgkill, ""),
     def(libc::SYS_tkill, sys_tkill, ""),
@@ -191,6 +196,52 @@ fn sys_rt_sigsuspend(k: &mut Kernel, _: &mut dyn FpuAccess, a: [u64; 6]) -> SysR
         return err(libc::EINTR);
     }
     SysResult::Block(Wait::Signal)
+}
+
+/// Takes a pending signal of a set without running its handler, waiting
+/// for one (blocked or not) until the timeout.
+fn sys_rt_sigtimedwait(k: &mut Kernel, _: &mut dyn FpuAccess, a: [u64; 6]) -> SysResult {
+    if a[3] != 8 {
+        return err(libc::EINVAL);
+    }
+    let Ok(set) = k.read_u64(a[0]) else {
+        return err(libc::EFAULT);
+    };
+    let set = set & !UNBLOCKABLE;
+    let t = k.cur();
+    if let Some(i) = t
+        .pending
+        .iter()
+        .position(|s| set & signal::bit(s.signo) != 0)
+    {
+        let s = t.pending.remove(i);
+        if a[1] != 0 {
+            let mut info = [0u8; 128];
+            info[0..4].copy_from_slice(&(s.signo as i32).to_le_bytes());
+            info[8..12].copy_from_slice(&s.code.to_le_bytes());
+            info[16..20].copy_from_slice(&s.sender.to_le_bytes());
+            if k.write(a[1], &info).is_err() {
+                return err(libc::EFAULT);
+            }
+        }
+        return SysResult::Ret(s.signo.into());
+    }
+    let deadline = if a[2] == 0 {
+        None
+    } else {
+        match super::sys_thread::deadline(k, a[2], false, false) {
+            Ok(d) => d,
+            Err(e) => return err(e),
+        }
+    };
+    if deadline.is_some_and(|d| d <= k.now) {
+        return err(libc::EAGAIN);
+    }
+    SysResult::Block(Wait::SigWait {
+        set,
+        deadline,
+        nr: libc::SYS_rt_sigtimedwait as u64,
+    })
 }
 
 fn user_signal(k: &Kernel, signo: u32) -> PendingSignal {

@@ -30,13 +30,22 @@ pub enum Wait {
     },
     /// `rt_sigsuspend` / `pause`: waits for a signal.
     Signal,
+    /// `rt_sigtimedwait`: waits for a signal of `set`, blocked or not;
+    /// taken up again (system call `nr` re-executed) when one arrives.
+    SigWait {
+        set: u64,
+        deadline: Option<Nanos>,
+        nr: u64,
+    },
 }
 
 impl Wait {
     /// When a timer ends the wait, if ever.
     pub fn deadline(&self) -> Option<Nanos> {
         match self {
-            Wait::Futex { deadline, .. } | Wait::Poll { deadline, .. } => *deadline,
+            Wait::Futex { deadline, .. }
+            | Wait::Poll { deadline, .. }
+            | Wait::SigWait { deadline, .. } => *deadline,
             Wait::Sleep { deadline } => Some(*deadline),
             Wait::Signal | Wait::Pipe { .. } => None,
         }
@@ -46,6 +55,7 @@ impl Wait {
     pub fn timeout_result(&self) -> i64 {
         match self {
             Wait::Futex { .. } => -(libc::ETIMEDOUT as i64),
+            Wait::SigWait { .. } => -(libc::EAGAIN as i64),
             Wait::Sleep { .. } | Wait::Poll { .. } => 0,
             Wait::Signal | Wait::Pipe { .. } => -(libc::EINTR as i64),
         }

@@ -47,4 +47,9 @@ cases! {
     tgkill_of_a_missing_thread_is_esrch: SYS_tgkill, |_b| [1, 42, SIGUSR1 as u64, 0, 0, 0], Want::Err(ESRCH);
     rt_sigpending_reports_an_empty_set: SYS_rt_sigpending, |_b| [super::SCRATCH + 4096, 8, 0, 0, 0, 0], Want::Ret(0),
         then |b| assert_eq!(b.u64_at(super::SCRATCH + 4096), 0);
+    sigtimedwait_with_nothing_pending_and_no_time_is_eagain: SYS_rt_sigtimedwait, |b| {
+        let set = b.bytes(&(1u64 << (SIGUSR1 - 1)).to_le_bytes());
+        let zero = b.bytes(&[0u8; 16]);
+        [set, 0, zero, 8, 0, 0]
+    }, Want::Err(EAGAIN);
 }
