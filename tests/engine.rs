@@ -363,6 +363,22 @@ fn build_c(dir: &std::path::Path, name: &str, source: &str) -> std::path::PathBu
     exe
 }
 
+/// Runs `exe` under `seeds` random walks in one machine (from its
+/// snapshot after the first), each of which must exit 0; their reports.
+fn every_random_walk_exits_0(exe: &std::path::Path, seeds: u64) -> Vec<rewind_fuzz::vm::RunReport> {
+    let c = config(exe, &[]);
+    let mut vm =
+        rewind_fuzz::vm::Vm::new(&c, rewind_fuzz::kernel::vfs::FileSource::host()).unwrap();
+    (0..seeds)
+        .map(|seed| {
+            vm.set_strategy(Box::new(rewind_fuzz::sched::RandomWalk::new(seed)));
+            let r = vm.run().unwrap();
+            assert_eq!(r.outcome, Outcome::Exited { code: 0 }, "seed {seed}");
+            r
+        })
+        .collect()
+}
+
 #[test]
 fn a_32_bit_system_call_is_sigsegv_as_without_ia32_emulation() {
     let dir = tempfile::tempdir().unwrap();
@@ -603,14 +619,8 @@ int main(void) {
     return 0;
 }"#,
     );
-    let c = config(&exe, &[]);
-    let mut vm =
-        rewind_fuzz::vm::Vm::new(&c, rewind_fuzz::kernel::vfs::FileSource::host()).unwrap();
-    for seed in 0..50 {
-        vm.set_strategy(Box::new(rewind_fuzz::sched::RandomWalk::new(seed)));
-        let r = vm.run().unwrap();
-        assert_eq!(r.outcome, Outcome::Exited { code: 0 }, "seed {seed}");
-        assert_eq!(r.stdout, b"got 1, blocked again 1\n", "seed {seed}");
+    for r in every_random_walk_exits_0(&exe, 50) {
+        assert_eq!(r.stdout, b"got 1, blocked again 1\n");
     }
 }
 
@@ -656,12 +666,7 @@ fn a_pipe_between_threads_carries_every_byte_under_every_schedule() {
     let exe = build_c(dir.path(), "pipes", PIPES_C);
     let native = Command::new(&exe).output().unwrap();
     let c = config(&exe, &[]);
-    let mut vm =
-        rewind_fuzz::vm::Vm::new(&c, rewind_fuzz::kernel::vfs::FileSource::host()).unwrap();
-    for seed in 0..40 {
-        vm.set_strategy(Box::new(rewind_fuzz::sched::RandomWalk::new(seed)));
-        let r = vm.run().unwrap();
-        assert_eq!(r.outcome, Outcome::Exited { code: 0 }, "seed {seed}");
+    for (seed, r) in every_random_walk_exits_0(&exe, 40).into_iter().enumerate() {
         assert_eq!(r.stdout, native.stdout, "seed {seed}");
         // The same schedule from scratch: the same run, step for step.
         let mut fresh_cfg = c.clone();
@@ -759,16 +764,10 @@ int main(void) {
     return 0;
 }"#,
     );
-    let c = config(&exe, &[]);
-    let mut vm =
-        rewind_fuzz::vm::Vm::new(&c, rewind_fuzz::kernel::vfs::FileSource::host()).unwrap();
-    let mut seen = BTreeSet::new();
-    for seed in 0..40 {
-        vm.set_strategy(Box::new(rewind_fuzz::sched::RandomWalk::new(seed)));
-        let r = vm.run().unwrap();
-        assert_eq!(r.outcome, Outcome::Exited { code: 0 }, "seed {seed}");
-        seen.insert(String::from_utf8_lossy(&r.stdout).into_owned());
-    }
+    let seen: BTreeSet<String> = every_random_walk_exits_0(&exe, 40)
+        .iter()
+        .map(|r| String::from_utf8_lossy(&r.stdout).into_owned())
+        .collect();
     // Woken after one write or after both, depending on the schedule.
     assert!(
         seen.iter()
@@ -850,13 +849,7 @@ int main(void) {
 }"#,
     );
     let native = Command::new(&exe).output().unwrap();
-    let c = config(&exe, &[]);
-    let mut vm =
-        rewind_fuzz::vm::Vm::new(&c, rewind_fuzz::kernel::vfs::FileSource::host()).unwrap();
-    for seed in 0..40 {
-        vm.set_strategy(Box::new(rewind_fuzz::sched::RandomWalk::new(seed)));
-        let r = vm.run().unwrap();
-        assert_eq!(r.outcome, Outcome::Exited { code: 0 }, "seed {seed}");
-        assert_eq!(r.stdout, native.stdout, "seed {seed}");
+    for r in every_random_walk_exits_0(&exe, 40) {
+        assert_eq!(r.stdout, native.stdout);
     }
 }
