@@ -53,22 +53,8 @@ fn peak_of<T>(f: impl FnOnce() -> T) -> (T, usize) {
 
 /// A real reproducer, recorded by the CLI.
 fn sample_rwd() -> Vec<u8> {
-    common::require_kvm();
     let dir = tempfile::tempdir().unwrap();
-    let file = dir.path().join("s.rwd");
-    let out = common::cli()
-        .args(["run", "--target"])
-        .arg(common::harness("hello"))
-        .arg("--save-rwd")
-        .arg(&file)
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    std::fs::read(&file).unwrap()
+    std::fs::read(common::hello_rwd(dir.path())).unwrap()
 }
 
 /// One random change to `data`: flip bits, overwrite with interesting

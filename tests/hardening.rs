@@ -7,7 +7,7 @@ use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::process::Output;
 
-use common::{cli, harness, require_kvm};
+use common::{cli, harness, hello_rwd, require_kvm};
 
 fn stderr(o: &Output) -> String {
     String::from_utf8_lossy(&o.stderr).into_owned()
@@ -17,21 +17,6 @@ fn mkfifo(path: &Path) {
     let c = std::ffi::CString::new(path.to_str().unwrap()).unwrap();
     // SAFETY: a valid NUL-terminated path.
     assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o644) }, 0);
-}
-
-/// A reproducer of a run of `hello`, written by `run --save-rwd`.
-fn hello_rwd(dir: &Path) -> PathBuf {
-    require_kvm();
-    let rwd = dir.join("hello.rwd");
-    let out = cli()
-        .args(["run", "--target"])
-        .arg(harness("hello"))
-        .arg("--save-rwd")
-        .arg(&rwd)
-        .output()
-        .unwrap();
-    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
-    rwd
 }
 
 #[test]

@@ -67,3 +67,24 @@ pub fn run_config(c: &RunConfig) -> RunReport {
 pub fn cli() -> Command {
     Command::new(env!("CARGO_BIN_EXE_rewind-fuzz"))
 }
+
+/// A reproducer of a run of the `hello` harness, written by
+/// `run --save-rwd` into `dir`.
+pub fn hello_rwd(dir: &std::path::Path) -> PathBuf {
+    require_kvm();
+    let rwd = dir.join("hello.rwd");
+    let out = cli()
+        .args(["run", "--target"])
+        .arg(harness("hello"))
+        .arg("--save-rwd")
+        .arg(&rwd)
+        .output()
+        .unwrap();
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    rwd
+}
