@@ -208,16 +208,7 @@ pub fn read_counter(
     }
     let value = k.pipes.counters.get(&id).copied().unwrap_or(0);
     if value == 0 {
-        return if nonblock {
-            err(libc::EAGAIN)
-        } else {
-            SysResult::Block(Wait::Pipe {
-                id: id | COUNTER,
-                write: false,
-                len: 0,
-                nr,
-            })
-        };
+        return wait_unless(nonblock, id | COUNTER, false, 0, nr);
     }
     let taken = if semaphore { 1 } else { value };
     if k.write(buf, &taken.to_le_bytes()).is_err() {
@@ -242,16 +233,7 @@ pub fn write_counter(k: &mut Kernel, id: u64, nonblock: bool, data: &[u8], nr: u
     }
     let value = k.pipes.counters.get(&id).copied().unwrap_or(0);
     if add > COUNTER_MAX - value {
-        return if nonblock {
-            err(libc::EAGAIN)
-        } else {
-            SysResult::Block(Wait::Pipe {
-                id: id | COUNTER,
-                write: true,
-                len: add as usize,
-                nr,
-            })
-        };
+        return wait_unless(nonblock, id | COUNTER, true, add as usize, nr);
     }
     k.pipes.counters.insert(id, value + add);
     k.pipes.note_activity();
@@ -273,6 +255,16 @@ pub fn pair_state(k: &Kernel, rx: u64, tx: u64) -> (bool, bool, bool) {
 pub fn counter_state(k: &Kernel, id: u64) -> (bool, bool) {
     let value = k.pipes.counters.get(&id).copied().unwrap_or(0);
     (value > 0, value < COUNTER_MAX)
+}
+
+/// A call that cannot go on now: EAGAIN when it must not wait, else a
+/// wait on pipe (or counter) `id` for a read, or a write of `len` bytes.
+fn wait_unless(nonblock: bool, id: u64, write: bool, len: usize, nr: u64) -> SysResult {
+    if nonblock {
+        err(libc::EAGAIN)
+    } else {
+        SysResult::Block(Wait::Pipe { id, write, len, nr })
+    }
 }
 
 /// Whether any description of pipe `id`'s read (or write) end is open.
@@ -313,16 +305,7 @@ pub fn read(k: &mut Kernel, id: u64, nonblock: bool, buf: u64, len: u64, nr: u64
         return SysResult::Ret(0);
     }
     let Some(available) = readable(k, id) else {
-        return if nonblock {
-            err(libc::EAGAIN)
-        } else {
-            SysResult::Block(Wait::Pipe {
-                id,
-                write: false,
-                len: 0,
-                nr,
-            })
-        };
+        return wait_unless(nonblock, id, false, 0, nr);
     };
     let n = available.min(len as usize);
     k.pipes.note_activity();
@@ -362,16 +345,7 @@ pub fn write(k: &mut Kernel, id: u64, nonblock: bool, data: &[u8], nr: u64) -> S
         return err(libc::EPIPE);
     }
     let Some(room) = writable(k, id, data.len()) else {
-        return if nonblock {
-            err(libc::EAGAIN)
-        } else {
-            SysResult::Block(Wait::Pipe {
-                id,
-                write: true,
-                len: data.len(),
-                nr,
-            })
-        };
+        return wait_unless(nonblock, id, true, data.len(), nr);
     };
     let n = room.min(data.len());
     k.pipes.note_activity();
