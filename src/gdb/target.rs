@@ -493,6 +493,10 @@ impl ThreadExtraInfo for Session {
             }
             ThreadState::Blocked(Wait::Pipe { write: false, .. }) => "reading an empty pipe".into(),
             ThreadState::Blocked(Wait::Pipe { write: true, .. }) => "writing a full pipe".into(),
+            ThreadState::Blocked(Wait::Child { .. }) => "waiting for a child process".into(),
+            ThreadState::Blocked(Wait::Vfork { child }) => {
+                format!("waiting for vfork child {child}")
+            }
             ThreadState::Exited => "exited".into(),
         };
         let text = format!("{}, {state}", t.name);

@@ -40,6 +40,8 @@ pub enum FileKind {
     EventFd { id: u64, semaphore: bool },
     /// An epoll instance (`sys_epoll`).
     Epoll { id: u64 },
+    /// A process descriptor (`pidfd_open`): readable once the process ends.
+    PidFd { pid: u32 },
     /// One end of a connected unix socket pair (`socketpair`): it reads
     /// pipe `rx` and writes pipe `tx` (`sys_pipe`).
     SocketPair { rx: u64, tx: u64 },
@@ -185,6 +187,19 @@ impl FdTable {
         }
         self.fds.insert(new, Fd { file, cloexec });
         Ok(new)
+    }
+
+    /// Closes the descriptors marked close-on-exec (at `execve`).
+    pub fn close_on_exec(&mut self) {
+        let marked: Vec<i32> = self
+            .fds
+            .iter()
+            .filter(|(_, d)| d.cloexec)
+            .map(|(fd, _)| *fd)
+            .collect();
+        for fd in marked {
+            self.close(fd);
+        }
     }
 
     /// Open descriptors in order.

@@ -50,6 +50,13 @@ struct Image {
 
 /// Reads and checks an ELF file from the guest's filesystem.
 fn open_elf(k: &mut Kernel, path: &str) -> Result<Arc<Vec<u8>>, LoadError> {
+    let data = read_program(k, path)?;
+    check_elf(path, &data)?;
+    Ok(data)
+}
+
+/// Reads a file to run from the guest's filesystem.
+pub fn read_program(k: &mut Kernel, path: &str) -> Result<Arc<Vec<u8>>, LoadError> {
     let p = k.vfs.normalize(None, path);
     let data = match k.vfs.resolve(&p, true) {
         Resolved::HostFile { data, .. } => data,
@@ -61,7 +68,6 @@ fn open_elf(k: &mut Kernel, path: &str) -> Result<Arc<Vec<u8>>, LoadError> {
         }
         _ => return Err(LoadError::NotFound(path.into())),
     };
-    check_elf(path, &data)?;
     Ok(data)
 }
 
@@ -257,9 +263,19 @@ const AT_MINSIGSTKSZ: u64 = 51;
 /// as AT_HWCAP.
 pub const HWCAP: u64 = 0x078b_f9ff;
 
-/// Loads the configured program; returns the main thread's first registers.
-pub fn load(k: &mut Kernel) -> Result<UserRegs, LoadError> {
-    let exe = k.config.exe.clone();
+/// What to run: the program's path (as `execve` was given it), its
+/// arguments and its environment.
+#[derive(Clone, Debug)]
+pub struct Exec {
+    pub exe: String,
+    pub argv: Vec<String>,
+    pub env: Vec<String>,
+}
+
+/// Loads a program into the (empty) current address space; returns its
+/// first thread's first registers.
+pub fn load(k: &mut Kernel, exec: &Exec) -> Result<UserRegs, LoadError> {
+    let exe = exec.exe.clone();
     let data = open_elf(k, &exe)?;
     let main = map_image(k, &exe, data, true)?;
     k.mm.init_brk(main.end);
@@ -271,7 +287,7 @@ pub fn load(k: &mut Kernel) -> Result<UserRegs, LoadError> {
         }
         None => (main.entry, 0),
     };
-    let mut env = k.config.env.clone();
+    let mut env = exec.env.clone();
     if main.interp.is_some() && !k.config.preload.is_empty() {
         env.retain(|e| !e.starts_with("LD_PRELOAD="));
         env.push(format!("LD_PRELOAD={}", k.config.preload.join(":")));
@@ -279,7 +295,7 @@ pub fn load(k: &mut Kernel) -> Result<UserRegs, LoadError> {
     let top =
         k.mm.map_stack(&k.mem)
             .map_err(|e| LoadError::Memory("the stack".into(), e))?;
-    let rsp = build_stack(k, top, &main, interp_base, &env)
+    let rsp = build_stack(k, top, &main, interp_base, &exec.exe, &exec.argv, &env)
         .map_err(|e| LoadError::Memory("the stack".into(), e))?;
     Ok(UserRegs {
         rip: entry,
@@ -294,6 +310,8 @@ fn build_stack(
     top: u64,
     main: &Image,
     interp_base: u64,
+    exe: &str,
+    args: &[String],
     env: &[String],
 ) -> Result<u64, MemError> {
     let mut sp = top;
@@ -302,14 +320,14 @@ fn build_stack(
         k.write(sp, bytes)?;
         Ok(sp)
     };
-    let execfn = push_bytes(k, format!("{}\0", k.config.exe).as_bytes())?;
+    let execfn = push_bytes(k, format!("{exe}\0").as_bytes())?;
     let mut envp = Vec::new();
     for e in env.iter().rev() {
         envp.push(push_bytes(k, format!("{e}\0").as_bytes())?);
     }
     envp.reverse();
     let mut argv = Vec::new();
-    for a in k.config.argv.clone().iter().rev() {
+    for a in args.iter().rev() {
         argv.push(push_bytes(k, format!("{a}\0").as_bytes())?);
     }
     argv.reverse();

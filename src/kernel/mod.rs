@@ -9,6 +9,7 @@
 pub mod files;
 pub mod futex;
 pub mod loader;
+pub mod process;
 pub mod signal;
 mod sync;
 pub mod table;
@@ -23,6 +24,7 @@ mod sys_mm;
 mod sys_net;
 mod sys_pipe;
 mod sys_poll;
+mod sys_process;
 mod sys_signal;
 mod sys_stat;
 mod sys_thread;
@@ -172,6 +174,20 @@ pub struct Kernel {
     notes: Vec<String>,
     pipes: sys_pipe::Pipes,
     epolls: sys_epoll::Instances,
+    /// Every process, by pid (the current one's shared state is in the
+    /// fields above; see `process`).
+    procs: BTreeMap<process::Pid, process::Process>,
+    /// The current process.
+    pid: process::Pid,
+    /// The id of the address space in `mm`.
+    space: process::Pid,
+    /// The other address spaces, by id.
+    spaces: BTreeMap<process::Pid, AddressSpace>,
+    /// Translations the guest cached may be wrong (set when a parked or
+    /// dropped address space changed).
+    invalidate: bool,
+    /// The process the run started with: its end is the run's end.
+    first_pid: process::Pid,
 }
 
 impl Kernel {
@@ -183,7 +199,12 @@ impl Kernel {
     ) -> Result<Kernel, loader::LoadError> {
         let mut k = Self::process(mem, config, source)
             .map_err(|e| loader::LoadError::Memory("the hint ring".into(), e))?;
-        let regs = loader::load(&mut k)?;
+        let exec = loader::Exec {
+            exe: k.config.exe.clone(),
+            argv: k.config.argv.clone(),
+            env: k.config.env.clone(),
+        };
+        let regs = loader::load(&mut k, &exec)?;
         k.cur().regs = regs;
         Ok(k)
     }
@@ -226,7 +247,26 @@ impl Kernel {
             notes: Vec::new(),
             pipes: Default::default(),
             epolls: Default::default(),
+            procs: BTreeMap::new(),
+            pid: MAIN_TID.0,
+            space: MAIN_TID.0,
+            spaces: BTreeMap::new(),
+            invalidate: false,
+            first_pid: MAIN_TID.0,
         };
+        let first = process::Process {
+            pid: MAIN_TID.0,
+            parent: 0,
+            pgid: MAIN_TID.0,
+            sid: MAIN_TID.0,
+            space: MAIN_TID.0,
+            exe: k.config.exe.clone(),
+            ended: None,
+            exit_signal: 0,
+            vfork_parent: None,
+            parked: None,
+        };
+        k.procs.insert(MAIN_TID.0, first);
         k.map_ring()?;
         k.threads
             .insert(MAIN_TID, Thread::new(MAIN_TID, UserRegs::default(), name));
@@ -252,7 +292,7 @@ impl Kernel {
         ]
         .iter()
         .any(|d| path.starts_with(d));
-        if path != self.config.exe && system && !self.config.preload.is_empty() {
+        if path != self.process_entry().exe && system && !self.config.preload.is_empty() {
             return None;
         }
         let table = crate::code::sites::sites_of(data, level);
@@ -338,7 +378,7 @@ impl Kernel {
     /// Whether the guest's cached translations must be dropped before it
     /// runs again (an entry it used was changed or removed).
     pub fn take_needs_invalidate(&mut self) -> bool {
-        self.mm.take_needs_invalidate()
+        self.mm.take_needs_invalidate() | std::mem::take(&mut self.invalidate)
     }
 
     /// The running thread.
@@ -423,7 +463,8 @@ impl Kernel {
             }
             SysResult::Block(wait) => {
                 if let Wait::Futex { addr, bitset, .. } = wait {
-                    self.futex.enqueue(addr, tid, bitset);
+                    let key = self.futex_key(addr);
+                    self.futex.enqueue(key, tid, bitset);
                 }
                 self.cur().state = ThreadState::Blocked(wait);
                 i64::MIN
@@ -690,6 +731,7 @@ impl Kernel {
     pub fn switch_to(&mut self, tid: Tid) {
         debug_assert!(self.threads[&tid].is_runnable());
         self.current = tid;
+        self.enter(self.threads[&tid].pid);
     }
 
     /// Wakes a blocked thread with `result` as its call's return value.
@@ -708,18 +750,20 @@ impl Kernel {
     }
 
     pub fn wake(&mut self, tid: Tid, result: i64) {
-        if let Some(t) = self.threads.get_mut(&tid) {
-            if let ThreadState::Blocked(w) = &t.state {
-                if let Wait::Futex { addr, .. } = w {
-                    let addr = *addr;
-                    self.futex.remove(addr, tid);
-                }
-                let t = self.threads.get_mut(&tid).unwrap();
-                t.state = ThreadState::Runnable;
-                t.regs.rax = result as u64;
-                self.obs.woke(tid, result);
-            }
+        let Some(t) = self.threads.get(&tid) else {
+            return;
+        };
+        let ThreadState::Blocked(w) = &t.state else {
+            return;
+        };
+        if let Wait::Futex { addr, .. } = w {
+            let key = self.futex_key_of(t.pid, *addr);
+            self.futex.remove(key, tid);
         }
+        let t = self.threads.get_mut(&tid).expect("looked up");
+        t.state = ThreadState::Runnable;
+        t.regs.rax = result as u64;
+        self.obs.woke(tid, result);
     }
 
     /// Ends the waits whose deadlines have passed.
@@ -797,6 +841,25 @@ impl Kernel {
                         .into_iter()
                         .find(|(h, _)| *h != t.tid)
                 });
+                // A pipe waits for whoever holds its other end: another
+                // process's thread when one does, else its own process's.
+                let pipe_holder = match w {
+                    Wait::Pipe { id, write, .. } if id & sys_pipe::COUNTER == 0 => {
+                        let holders = self.pipe_end_holders(*id, !*write);
+                        let pid = holders
+                            .iter()
+                            .copied()
+                            .find(|p| *p != t.pid)
+                            .or_else(|| holders.first().copied());
+                        pid.and_then(|pid| {
+                            self.threads
+                                .values()
+                                .find(|o| o.pid == pid && o.is_alive())
+                                .map(|o| (pid, o.tid))
+                        })
+                    }
+                    _ => None,
+                };
                 let waits_on = match (w, lock, holder) {
                     (_, Some((l, _)), Some((h, _))) => format!("lock {l:#x} held by thread {h}"),
                     (_, Some((l, _)), None) => format!("lock {l:#x}"),
@@ -806,10 +869,29 @@ impl Kernel {
                     (Wait::Pipe { id, .. }, ..) if id & sys_pipe::COUNTER != 0 => {
                         "an event counter".into()
                     }
-                    (Wait::Pipe { write: false, .. }, ..) => "a read of an empty pipe".into(),
-                    (Wait::Pipe { write: true, .. }, ..) => "a write to a full pipe".into(),
+                    (Wait::Pipe { write, .. }, ..) => {
+                        let what = if *write {
+                            "a write to a full pipe"
+                        } else {
+                            "a read of an empty pipe"
+                        };
+                        match pipe_holder {
+                            Some((pid, _)) if pid == t.pid => format!(
+                                "{what} whose other end only its own process {pid} holds open"
+                            ),
+                            Some((pid, h)) => format!(
+                                "{what} whose other end process {pid} (thread {}) holds open",
+                                h.0
+                            ),
+                            None => what.into(),
+                        }
+                    }
                     (Wait::Signal, ..) => "a signal".into(),
                     (Wait::SigWait { .. }, ..) => "a signal (sigtimedwait)".into(),
+                    (Wait::Child { .. }, ..) => "a child process to end".into(),
+                    (Wait::Vfork { child }, ..) => {
+                        format!("its vfork child {child} to exec or exit")
+                    }
                 };
                 Some(BlockedThread {
                     thread: t.tid.0,
@@ -819,15 +901,23 @@ impl Kernel {
                     rip: t.regs.rip,
                     lock: lock.map(|(l, _)| l),
                     site: lock.map(|(_, s)| s),
-                    holder: holder.map(|(h, _)| h.0),
+                    holder: holder.map(|(h, _)| h.0).or(pipe_holder.map(|(_, h)| h.0)),
                     holder_site: holder.map(|(_, s)| s),
                 })
             })
             .collect()
     }
 
-    /// Ends the run because a signal killed the process.
+    /// A signal's default action kills the current process. A fault (or
+    /// an abort) in any process ends the run as a crash; another signal
+    /// ends a child process, whose parent learns of it by `wait`, as on
+    /// Linux (`yes | head` ends `yes` with SIGPIPE).
     pub fn crash(&mut self, signo: u32, addr: Option<u64>) {
+        let fault = matches!(signo, 4..=8 | 11 | 31);
+        if self.pid != self.first_pid && !fault {
+            self.end_process(process::Ended::Killed(signo));
+            return;
+        }
         let tid = self.current;
         let rip = self.threads.get(&tid).map_or(0, |t| t.regs.rip);
         self.end(Outcome::Crashed {

@@ -59,6 +59,16 @@ impl SignalTable {
     pub fn set(&mut self, signo: u32, a: SigAction) {
         self.actions[(signo - 1) as usize] = a;
     }
+
+    /// What `execve` leaves: handlers go back to the default action (the
+    /// code they were in is gone); ignored signals stay ignored.
+    pub fn reset_for_exec(&mut self) {
+        for a in self.actions.iter_mut() {
+            if a.handler != SIG_IGN {
+                *a = SigAction::default();
+            }
+        }
+    }
 }
 
 /// What the default action of a signal does.
@@ -93,6 +103,10 @@ pub fn send_to_thread(k: &mut Kernel, tid: Tid, s: PendingSignal) {
     let blocked = t.sigmask & bit(s.signo) != 0;
     if !blocked {
         if let ThreadState::Blocked(w) = &t.state {
+            if matches!(w, Wait::Vfork { .. }) {
+                // Linux lets only a fatal signal end a vfork parent's wait.
+                return;
+            }
             let r = match w {
                 Wait::Signal => -(libc::EINTR as i64),
                 _ => -(libc::EINTR as i64),
@@ -105,12 +119,13 @@ pub fn send_to_thread(k: &mut Kernel, tid: Tid, s: PendingSignal) {
 /// Queues a process-directed signal to a thread that does not block it
 /// (the main thread first), as Linux picks one.
 pub fn send_to_process(k: &mut Kernel, s: PendingSignal) {
+    let pid = k.pid();
     let target = k
         .threads
         .values()
-        .filter(|t| t.is_alive())
+        .filter(|t| t.is_alive() && t.pid == pid)
         .find(|t| t.sigmask & bit(s.signo) == 0)
-        .or_else(|| k.threads.values().find(|t| t.is_alive()))
+        .or_else(|| k.threads.values().find(|t| t.is_alive() && t.pid == pid))
         .map(|t| t.tid);
     if let Some(tid) = target {
         send_to_thread(k, tid, s);

@@ -226,9 +226,8 @@ fn sys_epoll_pwait(k: &mut Kernel, _: &mut dyn FpuAccess, a: [u64; 6]) -> SysRes
 /// Forgets instances with no descriptor left.
 pub fn collect(k: &mut Kernel) {
     let open: std::collections::BTreeSet<u64> = k
-        .files
-        .list()
-        .filter_map(|(_, f)| match f.kind {
+        .all_open_files()
+        .filter_map(|f| match f.kind {
             FileKind::Epoll { id } => Some(id),
             _ => None,
         })

@@ -84,7 +84,8 @@ pub(super) fn path_at(k: &mut Kernel, dirfd: i32, ptr: u64) -> Result<String, i3
     }
     if p.starts_with('/') || dirfd == AT_FDCWD {
         let p = k.vfs.normalize(None, &p);
-        return Ok(super::synth::fd_alias(&p).unwrap_or(p));
+        let p = super::synth::fd_alias(&p).unwrap_or(p);
+        return Ok(descriptor_link(k, &p).unwrap_or(p));
     }
     let f = k.files.get(dirfd).ok_or(libc::EBADF)?;
     if !matches!(f.kind, FileKind::Dir(_) | FileKind::PathOnly) {
@@ -92,6 +93,20 @@ pub(super) fn path_at(k: &mut Kernel, dirfd: i32, ptr: u64) -> Result<String, i3
     }
     let base = f.path.clone();
     Ok(k.vfs.normalize(Some(&base), &p))
+}
+
+/// What `/proc/self/fd/N` links to when descriptor N names a file or a
+/// directory: its path, as Linux's magic link leads to the file itself
+/// (`chmod("/proc/self/fd/3")` changes the file). Pipes, sockets and the
+/// standard streams keep the alias, which the synthetic tree serves.
+fn descriptor_link(k: &Kernel, path: &str) -> Option<String> {
+    let n: i32 = path.strip_prefix("/proc/self/fd/")?.parse().ok()?;
+    let f = k.files.get(n)?;
+    let names_a_file = matches!(
+        f.kind,
+        FileKind::Host(_) | FileKind::Overlay | FileKind::Dir(_) | FileKind::PathOnly
+    );
+    (names_a_file && f.path.starts_with('/')).then(|| f.path.clone())
 }
 
 // ----- open and close
@@ -303,6 +318,7 @@ fn read_bytes(k: &mut Kernel, fd: i32, len: usize, at: Option<u64>) -> Result<Ve
         FileKind::Pipe { .. }
         | FileKind::EventFd { .. }
         | FileKind::Epoll { .. }
+        | FileKind::PidFd { .. }
         | FileKind::SocketPair { .. } => {
             return Err(libc::EINVAL);
         }
@@ -644,9 +660,23 @@ fn sys_ioctl(k: &mut Kernel, _: &mut dyn FpuAccess, a: [u64; 6]) -> SysResult {
             k.files.set_cloexec(fd, req == FIOCLEX);
             SysResult::Ret(0)
         }
-        FIONBIO => SysResult::Ret(0),
+        FIONBIO => {
+            let on = match k.read_u32(a[2]) {
+                Ok(v) => v != 0,
+                Err(_) => return err(libc::EFAULT),
+            };
+            if let Some(f) = k.files.get_mut(fd) {
+                f.flags = (f.flags & !libc::O_NONBLOCK) | if on { libc::O_NONBLOCK } else { 0 };
+            }
+            SysResult::Ret(0)
+        }
         FIONREAD => {
-            let avail = file_len(k, &f).map_or(0, |l| l.saturating_sub(f.offset));
+            let avail = match f.kind {
+                FileKind::Pipe { id, write: false } | FileKind::SocketPair { rx: id, .. } => {
+                    super::sys_pipe::buffered(k, id) as u64
+                }
+                _ => file_len(k, &f).map_or(0, |l| l.saturating_sub(f.offset)),
+            };
             match k.write_u32(a[2], avail.min(i32::MAX as u64) as u32) {
                 Ok(()) => SysResult::Ret(0),
                 Err(_) => err(libc::EFAULT),

@@ -11,10 +11,6 @@ pub const CALLS: &[SyscallDef] = &[
     def(libc::SYS_getresuid, sys_getres, ""),
     def(libc::SYS_getresgid, sys_getres, ""),
     def(libc::SYS_getgroups, sys_zero, ""),
-    def(libc::SYS_getpgrp, sys_pid, ""),
-    def(libc::SYS_getpgid, sys_pid, ""),
-    def(libc::SYS_getsid, sys_pid, ""),
-    def(libc::SYS_setpgid, sys_zero, ""),
     def(libc::SYS_uname, sys_uname, ""),
     def(
         libc::SYS_capget,
@@ -46,10 +42,6 @@ pub const CALLS: &[SyscallDef] = &[
 
 fn sys_zero(_: &mut Kernel, _: &mut dyn FpuAccess, _: [u64; 6]) -> SysResult {
     SysResult::Ret(0)
-}
-
-fn sys_pid(_: &mut Kernel, _: &mut dyn FpuAccess, _: [u64; 6]) -> SysResult {
-    SysResult::Ret(MAIN_TID.0 as i64)
 }
 
 fn sys_getres(k: &mut Kernel, _: &mut dyn FpuAccess, a: [u64; 6]) -> SysResult {

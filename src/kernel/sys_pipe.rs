@@ -64,7 +64,8 @@ pub struct Pipes {
 }
 
 impl Pipes {
-    fn note_activity(&mut self) {
+    /// Something a poll may wait for happened: polls look again.
+    pub(super) fn note_activity(&mut self) {
         self.activity = true;
         self.activity_count += 1;
     }
@@ -269,11 +270,16 @@ fn wait_unless(nonblock: bool, id: u64, write: bool, len: usize, nr: u64) -> Sys
 
 /// Whether any description of pipe `id`'s read (or write) end is open.
 fn end_open(k: &Kernel, id: u64, write: bool) -> bool {
-    k.files.list().any(|(_, f)| match f.kind {
+    k.all_open_files().any(|f| match f.kind {
         FileKind::Pipe { id: i, write: w } => i == id && w == write,
         FileKind::SocketPair { rx, tx } => (if write { tx } else { rx }) == id,
         _ => false,
     })
+}
+
+/// Bytes waiting in pipe `id`.
+pub fn buffered(k: &Kernel, id: u64) -> usize {
+    k.pipes.buffers.get(&id).map_or(0, VecDeque::len)
 }
 
 /// What a read of pipe `id` would do now: `Some(n)` bytes (0 at the end),
@@ -375,9 +381,8 @@ pub fn settle(k: &mut Kernel) {
         return;
     }
     let ends = k
-        .files
-        .list()
-        .filter(|(_, f)| matches!(f.kind, FileKind::Pipe { .. } | FileKind::SocketPair { .. }))
+        .all_open_files()
+        .filter(|f| matches!(f.kind, FileKind::Pipe { .. } | FileKind::SocketPair { .. }))
         .count();
     if ends != k.pipes.ends_open {
         k.pipes.ends_open = ends;
@@ -419,9 +424,8 @@ pub fn settle(k: &mut Kernel) {
 /// Forgets pipes with no end left open.
 fn collect(k: &mut Kernel) {
     let open: std::collections::BTreeSet<u64> = k
-        .files
-        .list()
-        .flat_map(|(_, f)| match f.kind {
+        .all_open_files()
+        .flat_map(|f| match f.kind {
             FileKind::Pipe { id, .. } => vec![id],
             FileKind::SocketPair { rx, tx } => vec![rx, tx],
             _ => Vec::new(),
@@ -429,9 +433,8 @@ fn collect(k: &mut Kernel) {
         .collect();
     k.pipes.buffers.retain(|id, _| open.contains(id));
     let counters: std::collections::BTreeSet<u64> = k
-        .files
-        .list()
-        .filter_map(|(_, f)| match f.kind {
+        .all_open_files()
+        .filter_map(|f| match f.kind {
             FileKind::EventFd { id, .. } => Some(id),
             _ => None,
         })

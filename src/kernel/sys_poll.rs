@@ -56,6 +56,10 @@ pub(super) fn readiness(k: &Kernel, fd: i32) -> Option<i16> {
                 | (if can_write { POLLOUT } else { 0 })
                 | (if peer_closed { POLLHUP } else { 0 })
         }
+        FileKind::PidFd { pid } => {
+            let ended = k.processes().get(&pid).is_none_or(|p| p.ended.is_some());
+            if ended { POLLIN } else { 0 }
+        }
         FileKind::Socket { .. } | FileKind::Epoll { .. } => 0,
         _ => {
             let mut r = 0;

@@ -3,7 +3,7 @@
 use super::signal::{self, NSIG, SigAction, UNBLOCKABLE, bit};
 use super::table::{SyscallDef, def};
 use super::thread::{AltStack, PendingSignal, Wait};
-use super::{FpuAccess, Kernel, MAIN_TID, SysResult, Tid, err};
+use super::{FpuAccess, Kernel, SysResult, Tid, err};
 
 pub const CALLS: &[SyscallDef] = &[
     def(libc::SYS_rt_sigaction, sys_rt_sigaction, ""),
@@ -247,16 +247,30 @@ fn sys_rt_sigtimedwait(k: &mut Kernel, _: &mut dyn FpuAccess, a: [u64; 6]) -> Sy
 fn user_signal(k: &Kernel, signo: u32) -> PendingSignal {
     PendingSignal {
         signo,
-        code: if k.current == MAIN_TID { 0 } else { -6 }, // SI_USER / SI_TKILL
+        code: if k.current.0 == k.pid() { 0 } else { -6 }, // SI_USER / SI_TKILL
         addr: 0,
-        sender: MAIN_TID.0,
+        sender: k.pid(),
         forced: false,
     }
 }
 
 fn sys_kill(k: &mut Kernel, _: &mut dyn FpuAccess, a: [u64; 6]) -> SysResult {
-    let pid = a[0] as i32;
-    if pid != MAIN_TID.0 as i32 && pid != 0 && pid != -1 {
+    let sel = a[0] as i32;
+    let me = k.pid();
+    let group = k.processes()[&me].pgid;
+    let targets: Vec<u32> = k
+        .processes()
+        .values()
+        .filter(|p| p.ended.is_none())
+        .filter(|p| match sel {
+            0 => p.pgid == group,
+            -1 => p.pid != k.first_pid || p.pid == me,
+            n if n > 0 => p.pid == n as u32,
+            n => p.pgid == n.unsigned_abs(),
+        })
+        .map(|p| p.pid)
+        .collect();
+    if targets.is_empty() {
         return err(libc::ESRCH);
     }
     if a[1] == 0 {
@@ -267,7 +281,9 @@ fn sys_kill(k: &mut Kernel, _: &mut dyn FpuAccess, a: [u64; 6]) -> SysResult {
     };
     let mut s = user_signal(k, sig);
     s.code = 0;
-    signal::send_to_process(k, s);
+    for pid in targets {
+        k.with_process(pid, |k| signal::send_to_process(k, s));
+    }
     SysResult::Ret(0)
 }
 
@@ -284,12 +300,17 @@ fn send(k: &mut Kernel, tid: u64, sig: u64) -> SysResult {
     };
     let mut s = user_signal(k, sig);
     s.code = -6; // SI_TKILL
-    signal::send_to_thread(k, tid, s);
+    let pid = k.threads[&tid].pid;
+    k.with_process(pid, |k| signal::send_to_thread(k, tid, s));
     SysResult::Ret(0)
 }
 
 fn sys_tgkill(k: &mut Kernel, _: &mut dyn FpuAccess, a: [u64; 6]) -> SysResult {
-    if a[0] as u32 != MAIN_TID.0 {
+    let in_group = k
+        .threads
+        .get(&Tid(a[1] as u32))
+        .is_some_and(|t| t.pid == a[0] as u32);
+    if !in_group {
         return err(libc::ESRCH);
     }
     send(k, a[1], a[2])

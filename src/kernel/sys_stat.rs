@@ -208,6 +208,13 @@ fn meta_of_fd(k: &mut Kernel, fd: i32) -> Result<Meta, i32> {
         }
         FileKind::Null | FileKind::Zero | FileKind::Random => meta_of_path(k, &f.path, true),
         // Anonymous inodes, as Linux's eventfd and epoll.
+        FileKind::PidFd { pid } => Ok(Meta {
+            mode: 0o600,
+            size: 0,
+            ino: 6000 + u64::from(*pid),
+            rdev: 0,
+            nlink: 1,
+        }),
         FileKind::EventFd { id, .. } | FileKind::Epoll { id } => Ok(Meta {
             mode: 0o600,
             size: 0,

@@ -2,16 +2,16 @@
 
 use super::table::{SyscallDef, def};
 use super::thread::{Thread, ThreadState, Wait};
-use super::{FpuAccess, Kernel, MAIN_TID, SysResult, Tid, err};
+use super::{FpuAccess, Kernel, SysResult, Tid, err};
 use crate::observe::outcome::Outcome;
 
 pub const CALLS: &[SyscallDef] = &[
     def(
         libc::SYS_clone,
         sys_clone,
-        "threads only (CLONE_VM|CLONE_THREAD); fork is not supported",
+        "threads, and processes as fork and vfork do; not CLONE_FILES, CLONE_SIGHAND or namespaces for processes",
     ),
-    def(libc::SYS_clone3, sys_clone3, "threads only, as clone"),
+    def(libc::SYS_clone3, sys_clone3, "as clone"),
     def(
         libc::SYS_exit,
         sys_exit,
@@ -23,7 +23,6 @@ pub const CALLS: &[SyscallDef] = &[
     def(libc::SYS_get_robust_list, sys_get_robust_list, ""),
     def(libc::SYS_gettid, sys_gettid, ""),
     def(libc::SYS_getpid, sys_getpid, ""),
-    def(libc::SYS_getppid, sys_getppid, ""),
     def(
         libc::SYS_futex,
         sys_futex,
@@ -82,6 +81,7 @@ const CLONE_CHILD_SETTID: u64 = 0x1000000;
 
 struct CloneArgs {
     flags: u64,
+    exit_signal: u32,
     stack: u64,
     parent_tid: u64,
     child_tid: u64,
@@ -92,6 +92,7 @@ fn sys_clone(k: &mut Kernel, cpu: &mut dyn FpuAccess, a: [u64; 6]) -> SysResult 
     // x86-64 order: flags, stack, parent_tid, child_tid, tls.
     let args = CloneArgs {
         flags: a[0] & !0xff, // the low byte is the exit signal
+        exit_signal: (a[0] & 0xff) as u32,
         stack: a[1],
         parent_tid: a[2],
         child_tid: a[3],
@@ -117,6 +118,7 @@ fn sys_clone3(k: &mut Kernel, cpu: &mut dyn FpuAccess, a: [u64; 6]) -> SysResult
     let stack = if w[5] != 0 { w[5] + w[6] } else { 0 };
     let args = CloneArgs {
         flags: w[0],
+        exit_signal: w[4] as u32,
         stack,
         parent_tid: w[3],
         child_tid: w[2],
@@ -126,6 +128,18 @@ fn sys_clone3(k: &mut Kernel, cpu: &mut dyn FpuAccess, a: [u64; 6]) -> SysResult
 }
 
 fn clone_thread(k: &mut Kernel, cpu: &mut dyn FpuAccess, c: CloneArgs) -> SysResult {
+    if c.flags & CLONE_THREAD == 0 {
+        return super::sys_process::spawn(
+            k,
+            cpu,
+            c.flags,
+            c.exit_signal,
+            c.stack,
+            c.parent_tid,
+            c.child_tid,
+            c.tls,
+        );
+    }
     let needed = CLONE_VM | CLONE_THREAD | CLONE_SIGHAND;
     if c.flags & needed != needed {
         return SysResult::Unsupported(format!(
@@ -169,6 +183,7 @@ fn clone_thread(k: &mut Kernel, cpu: &mut dyn FpuAccess, c: CloneArgs) -> SysRes
     if c.flags & CLONE_CHILD_SETTID != 0 && k.write_u32(c.child_tid, tid.0).is_err() {
         return err(libc::EFAULT);
     }
+    child.pid = parent.pid;
     k.threads.insert(tid, child);
     SysResult::Ret(tid.0 as i64)
 }
@@ -181,13 +196,18 @@ pub fn exit_thread(k: &mut Kernel, code: i32) {
     if ctid != 0 && k.write_u32(ctid, 0).is_ok() {
         futex_wake(k, ctid, 1, u32::MAX);
     }
+    let pid = k.pid;
+    let last = !k
+        .threads
+        .values()
+        .any(|t| t.pid == pid && t.tid != tid && t.is_alive());
+    if last {
+        exit_process(k, code);
+        return;
+    }
     let t = k.cur();
     t.state = ThreadState::Exited;
     t.pending.clear();
-    if k.live_threads() == 0 {
-        k.end(Outcome::Exited { code });
-    }
-    let _ = tid;
 }
 
 fn sys_exit(k: &mut Kernel, _: &mut dyn FpuAccess, a: [u64; 6]) -> SysResult {
@@ -196,10 +216,18 @@ fn sys_exit(k: &mut Kernel, _: &mut dyn FpuAccess, a: [u64; 6]) -> SysResult {
 }
 
 fn sys_exit_group(k: &mut Kernel, _: &mut dyn FpuAccess, a: [u64; 6]) -> SysResult {
-    k.end(Outcome::Exited {
-        code: a[0] as i32 & 0xff,
-    });
+    exit_process(k, a[0] as i32 & 0xff);
     SysResult::NoReturn
+}
+
+/// Ends the current process with exit code `code`: the run, when it is
+/// the first process.
+pub fn exit_process(k: &mut Kernel, code: i32) {
+    if k.pid == k.first_pid {
+        k.end(Outcome::Exited { code });
+    } else {
+        k.end_process(super::process::Ended::Exited(code));
+    }
 }
 
 fn sys_set_tid_address(k: &mut Kernel, _: &mut dyn FpuAccess, a: [u64; 6]) -> SysResult {
@@ -234,12 +262,8 @@ fn sys_gettid(k: &mut Kernel, _: &mut dyn FpuAccess, _: [u64; 6]) -> SysResult {
     SysResult::Ret(k.current.0 as i64)
 }
 
-fn sys_getpid(_: &mut Kernel, _: &mut dyn FpuAccess, _: [u64; 6]) -> SysResult {
-    SysResult::Ret(MAIN_TID.0 as i64)
-}
-
-fn sys_getppid(_: &mut Kernel, _: &mut dyn FpuAccess, _: [u64; 6]) -> SysResult {
-    SysResult::Ret(0)
+fn sys_getpid(k: &mut Kernel, _: &mut dyn FpuAccess, _: [u64; 6]) -> SysResult {
+    SysResult::Ret(k.pid as i64)
 }
 
 fn sys_sched_yield(_: &mut Kernel, _: &mut dyn FpuAccess, _: [u64; 6]) -> SysResult {
@@ -400,7 +424,8 @@ const FUTEX_BITSET_ALL: u32 = u32::MAX;
 
 /// Wakes up to `n` waiters of `addr` matching `bitset`; returns how many.
 pub fn futex_wake(k: &mut Kernel, addr: u64, n: usize, bitset: u32) -> usize {
-    let woken = k.futex.take(addr, n, bitset);
+    let key = k.futex_key(addr);
+    let woken = k.futex.take(key, n, bitset);
     for t in &woken {
         k.wake(*t, 0);
     }
@@ -490,7 +515,8 @@ fn sys_futex(k: &mut Kernel, _: &mut dyn FpuAccess, a: [u64; 6]) -> SysResult {
                 }
             }
             let woken = futex_wake(k, uaddr, val as u32 as usize, FUTEX_BITSET_ALL);
-            let moved = k.futex.requeue(uaddr, uaddr2, timeout as u32 as usize);
+            let (from, to) = (k.futex_key(uaddr), k.futex_key(uaddr2));
+            let moved = k.futex.requeue(from, to, timeout as u32 as usize);
             for t in &moved {
                 if let Some(th) = k.threads.get_mut(t) {
                     if let ThreadState::Blocked(Wait::Futex { addr, .. }) = &mut th.state {

@@ -40,7 +40,7 @@ pub const fn def(nr: i64, handler: Handler, note: &'static str) -> SyscallDef {
 }
 
 fn build() -> Vec<Option<SyscallDef>> {
-    let families: [(&str, &[SyscallDef]); 12] = [
+    let families: [(&str, &[SyscallDef]); 13] = [
         ("file", super::sys_file::CALLS),
         ("stat", super::sys_stat::CALLS),
         ("tree", super::sys_tree::CALLS),
@@ -52,6 +52,7 @@ fn build() -> Vec<Option<SyscallDef>> {
         ("mm", super::sys_mm::CALLS),
         ("signal", super::sys_signal::CALLS),
         ("thread", super::sys_thread::CALLS),
+        ("process", super::sys_process::CALLS),
         ("time", super::sys_time::CALLS),
     ];
     let mut table = vec![None; names::SYSCALL_NAMES.len()];

@@ -37,6 +37,11 @@ pub enum Wait {
         deadline: Option<Nanos>,
         nr: u64,
     },
+    /// `wait4` / `waitid` with no child to report yet; taken up again
+    /// (system call `nr` re-executed) when a child of its process ends.
+    Child { nr: u64 },
+    /// The parent of a `vfork` child, until the child execs or exits.
+    Vfork { child: u32 },
 }
 
 impl Wait {
@@ -47,7 +52,7 @@ impl Wait {
             | Wait::Poll { deadline, .. }
             | Wait::SigWait { deadline, .. } => *deadline,
             Wait::Sleep { deadline } => Some(*deadline),
-            Wait::Signal | Wait::Pipe { .. } => None,
+            Wait::Signal | Wait::Pipe { .. } | Wait::Child { .. } | Wait::Vfork { .. } => None,
         }
     }
 
@@ -57,7 +62,9 @@ impl Wait {
             Wait::Futex { .. } => -(libc::ETIMEDOUT as i64),
             Wait::SigWait { .. } => -(libc::EAGAIN as i64),
             Wait::Sleep { .. } | Wait::Poll { .. } => 0,
-            Wait::Signal | Wait::Pipe { .. } => -(libc::EINTR as i64),
+            Wait::Signal | Wait::Pipe { .. } | Wait::Child { .. } | Wait::Vfork { .. } => {
+                -(libc::EINTR as i64)
+            }
         }
     }
 }
@@ -95,6 +102,8 @@ pub struct PendingSignal {
 #[derive(Clone, Debug)]
 pub struct Thread {
     pub tid: Tid,
+    /// The process the thread belongs to (its thread-group id).
+    pub pid: u32,
     pub regs: UserRegs,
     pub fs_base: u64,
     /// The extended register state while the thread is not loaded in the
@@ -135,6 +144,7 @@ impl Thread {
     pub fn new(tid: Tid, regs: UserRegs, name: String) -> Self {
         Thread {
             tid,
+            pid: tid.0,
             regs,
             fs_base: 0,
             fpu: Some(ExtendedState::initial()),

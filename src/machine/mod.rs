@@ -136,6 +136,10 @@ pub struct Machine {
     /// discards KVM's log), so that snapshots still see them.
     carried_dirty: Vec<u64>,
     loaded_fs_base: u64,
+    /// The page-table root (CR3) the vCPU was last given.
+    loaded_root: u64,
+    /// How often the root changed (address-space switches).
+    pub root_switches: u64,
     /// The system registers and event state of the vCPU standing at a door
     /// (ring 0, nothing pending): what an exit from outside puts back.
     door_state: Option<(kvm_sregs, kvm_vcpu_events)>,
@@ -185,6 +189,8 @@ impl Machine {
             mem_host: mem.host_base() as u64,
             carried_dirty: Vec::new(),
             loaded_fs_base: 0,
+            loaded_root: PHYS_PML4,
+            root_switches: 0,
             door_state: None,
             watchdog: Watchdog::new(),
             last_exit: None,
@@ -343,8 +349,10 @@ impl Machine {
             .map_err(kvm_err("KVM_SET_VCPU_EVENTS"))?;
         self.vcpu.sync_regs_mut().sregs = sregs;
         self.vcpu.set_sync_dirty_reg(SyncReg::SystemRegister);
-        // The FS base just went back to the door's: reload the thread's.
+        // The FS base and CR3 just went back to the door's: reload the
+        // thread's.
         self.loaded_fs_base = u64::MAX;
+        self.loaded_root = u64::MAX;
         self.last_exit = None;
         Ok(())
     }
@@ -402,6 +410,7 @@ impl Machine {
     /// so the next loads write it whatever it is.
     pub fn forget_loaded_state(&mut self) {
         self.loaded_fs_base = u64::MAX;
+        self.loaded_root = u64::MAX;
     }
 
     /// Sets the FS base (thread pointer) the guest will run with.
@@ -411,6 +420,18 @@ impl Machine {
             sync.sregs.fs.base = base;
             self.vcpu.set_sync_dirty_reg(SyncReg::SystemRegister);
             self.loaded_fs_base = base;
+        }
+    }
+
+    /// Sets the page-table root (CR3) the guest will run with: each process
+    /// has its own address space.
+    pub fn set_page_table_root(&mut self, root: u64) {
+        if root != self.loaded_root {
+            let sync = self.vcpu.sync_regs_mut();
+            sync.sregs.cr3 = root;
+            self.vcpu.set_sync_dirty_reg(SyncReg::SystemRegister);
+            self.loaded_root = root;
+            self.root_switches += 1;
         }
     }
 

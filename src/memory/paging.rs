@@ -25,6 +25,10 @@ pub const PTE_PS: u64 = 1 << 7;
 pub const PTE_G: u64 = 1 << 8;
 /// Software bit: the entry owns the page in its address field even when not present.
 pub const PTE_KEEP: u64 = 1 << 9;
+/// Software bit: the page is shared copy-on-write with another address
+/// space (after `fork`); the entry is read-only whatever the mapping allows,
+/// and the first write gives the space its own copy.
+pub const PTE_COW: u64 = 1 << 10;
 /// No-execute.
 pub const PTE_NX: u64 = 1 << 63;
 /// The physical-address field.
@@ -94,11 +98,62 @@ fn index(va: u64, level: u32) -> u64 {
     (va >> (12 + 9 * level)) & 0x1ff
 }
 
-/// The guest's page tables rooted at `PHYS_PML4`.
-#[derive(Clone, Copy, Debug, Default)]
-pub struct PageTables;
+/// One address space's page tables, rooted at a PML4 page.
+#[derive(Clone, Copy, Debug)]
+pub struct PageTables {
+    root: u64,
+}
+
+/// PML4 slots of the user half (the kernel half is slot 511).
+const USER_SLOTS: u64 = 256;
 
 impl PageTables {
+    /// The first address space's tables, rooted where the machine points
+    /// CR3 at boot.
+    pub const INITIAL: PageTables = PageTables { root: PHYS_PML4 };
+
+    /// Tables with an empty user half over a fresh root that shares the
+    /// kernel half with every other address space.
+    pub fn new_root(mem: &PhysMemory, alloc: &mut PageAllocator) -> Result<Self, PhysError> {
+        let root = alloc.alloc(mem)?;
+        mem.write_u64(root + 511 * 8, mem.read_u64(PHYS_PML4 + 511 * 8));
+        Ok(PageTables { root })
+    }
+
+    /// Guest-physical address of the PML4 (what CR3 holds).
+    pub fn root(&self) -> u64 {
+        self.root
+    }
+
+    /// Frees every table page of the user half (the leaves must have been
+    /// dropped already), and the root unless it is the machine's own.
+    pub fn free_tables(&self, mem: &PhysMemory, alloc: &mut PageAllocator) {
+        fn free_level(mem: &PhysMemory, alloc: &mut PageAllocator, table: u64, level: u32) {
+            for i in 0..512 {
+                let e = mem.read_u64(table + i * 8);
+                if e & PTE_P != 0 {
+                    let next = e & PTE_ADDR;
+                    if level > 1 {
+                        free_level(mem, alloc, next, level - 1);
+                    }
+                    alloc.free(next);
+                }
+            }
+        }
+        for i in 0..USER_SLOTS {
+            let slot = self.root + i * 8;
+            let e = mem.read_u64(slot);
+            if e & PTE_P != 0 {
+                free_level(mem, alloc, e & PTE_ADDR, 2);
+                alloc.free(e & PTE_ADDR);
+                mem.write_u64(slot, 0);
+            }
+        }
+        if self.root != PHYS_PML4 {
+            alloc.free(self.root);
+        }
+    }
+
     /// Guest-physical address of the leaf entry for `va`, creating the
     /// intermediate tables when `alloc` is given.
     fn leaf_slot(
@@ -107,7 +162,7 @@ impl PageTables {
         va: u64,
         mut alloc: Option<&mut PageAllocator>,
     ) -> Result<Option<u64>, PhysError> {
-        let mut table = PHYS_PML4;
+        let mut table = self.root;
         for level in (1..=3).rev() {
             let slot = table + index(va, level) * 8;
             let e = mem.read_u64(slot);
@@ -128,7 +183,7 @@ impl PageTables {
     /// The leaf entry for `va`, or, when no page table covers `va`, the
     /// first address past the hole (so walks over sparse ranges skip it).
     pub fn lookup(&self, mem: &PhysMemory, va: u64) -> Result<u64, u64> {
-        let mut table = PHYS_PML4;
+        let mut table = self.root;
         for level in (1..=3).rev() {
             let e = mem.read_u64(table + index(va, level) * 8);
             if e & PTE_P == 0 {
@@ -211,6 +266,17 @@ pub fn maybe_cached(pte: u64) -> bool {
     pte & (PTE_P | PTE_A) == PTE_P | PTE_A
 }
 
+/// The leaf flags for a page with rights `prot` that replaces `old`: a
+/// copy-on-write page stays read-only and marked.
+pub fn flags_keeping_cow(old: u64, prot: Prot) -> u64 {
+    let f = prot.pte_flags();
+    if old & PTE_COW != 0 {
+        (f & !PTE_W) | PTE_COW
+    } else {
+        f
+    }
+}
+
 /// The page a leaf entry owns, present or kept.
 pub fn owned_page(pte: u64) -> Option<u64> {
     (pte & (PTE_P | PTE_KEEP) != 0).then_some(pte & PTE_ADDR)
@@ -224,7 +290,7 @@ mod tests {
     fn a_mapped_page_translates_and_a_cleared_one_does_not() {
         let mem = PhysMemory::new(4 << 20).unwrap();
         let mut alloc = PageAllocator::new(mem.size());
-        let pt = PageTables;
+        let pt = PageTables::INITIAL;
         let page = alloc.alloc(&mem).unwrap();
         let va = 0x5555_5555_4000;
         pt.set(&mem, &mut alloc, va, page | Prot::RW.pte_flags())

@@ -148,6 +148,10 @@ pub struct PageAllocator {
     next_fresh: u64,
     end: u64,
     free: Vec<u64>,
+    /// Pages more than one address space holds (copy-on-write after a
+    /// fork, or shared mappings), with the number of extra holders.
+    #[serde(default)]
+    shares: std::collections::BTreeMap<u64, u32>,
 }
 
 impl PageAllocator {
@@ -157,7 +161,18 @@ impl PageAllocator {
             next_fresh: PHYS_POOL_START,
             end,
             free: Vec::new(),
+            shares: Default::default(),
         }
+    }
+
+    /// One more address space holds `pa`.
+    pub fn share(&mut self, pa: u64) {
+        *self.shares.entry(pa).or_default() += 1;
+    }
+
+    /// Whether another address space holds `pa` too.
+    pub fn is_shared(&self, pa: u64) -> bool {
+        self.shares.contains_key(&pa)
     }
 
     /// A zero-filled page.
@@ -174,9 +189,17 @@ impl PageAllocator {
         Ok(pa)
     }
 
-    /// Returns a page to the pool.
+    /// Lets go of a page: it returns to the pool once no address space
+    /// holds it.
     pub fn free(&mut self, pa: u64) {
         debug_assert!(pa >= PHYS_POOL_START && pa < self.next_fresh);
+        if let Some(n) = self.shares.get_mut(&pa) {
+            *n -= 1;
+            if *n == 0 {
+                self.shares.remove(&pa);
+            }
+            return;
+        }
         self.free.push(pa);
     }
 

@@ -14,7 +14,10 @@ use std::sync::Arc;
 
 use crate::code::SiteTable;
 
-use super::paging::{PTE_ADDR, PTE_KEEP, PTE_P, PageTables, Prot, maybe_cached, owned_page};
+use super::paging::{
+    PTE_A, PTE_ADDR, PTE_COW, PTE_KEEP, PTE_P, PTE_W, PageTables, Prot, flags_keeping_cow,
+    maybe_cached, owned_page,
+};
 use super::phys::{PageAllocator, PhysError, PhysMemory};
 use crate::arch::layout::{
     MMAP_BASE, MMAP_MIN_ADDR, PAGE_SIZE, STACK_SIZE, STACK_TOP, USER_END, page_ceil, page_floor,
@@ -140,7 +143,7 @@ impl AddressSpace {
         AddressSpace {
             vmas: BTreeMap::new(),
             alloc: PageAllocator::new(mem.size()),
-            pt: PageTables,
+            pt: PageTables::INITIAL,
             brk_start: 0,
             brk_end: 0,
             needs_invalidate: false,
@@ -151,6 +154,121 @@ impl AddressSpace {
     /// The page allocator (for the machine's own structures and statistics).
     pub fn allocator(&self) -> &PageAllocator {
         &self.alloc
+    }
+
+    /// Guest-physical address of the top-level page table (CR3).
+    pub fn root(&self) -> u64 {
+        self.pt.root()
+    }
+
+    /// Hands the page pool to `other`, which runs next. Every address space
+    /// takes its pages from the one pool; it travels with the space the
+    /// kernel works on, so the others hold a placeholder.
+    pub fn hand_pool_to(&mut self, other: &mut AddressSpace) {
+        other.alloc = std::mem::replace(&mut self.alloc, PageAllocator::new(0));
+    }
+
+    /// A copy of this space for a forked child: the same mappings over the
+    /// same pages, private ones copy-on-write in both spaces (the first
+    /// write gives the writer its own copy), shared ones shared. The child
+    /// holds a placeholder pool (see [`AddressSpace::hand_pool_to`]).
+    pub fn fork(&mut self, mem: &PhysMemory) -> Result<AddressSpace, MemError> {
+        let pt = PageTables::new_root(mem, &mut self.alloc)?;
+        let child = AddressSpace {
+            vmas: self.vmas.clone(),
+            alloc: PageAllocator::new(0),
+            pt,
+            brk_start: self.brk_start,
+            brk_end: self.brk_end,
+            needs_invalidate: false,
+            demand_faults: 0,
+        };
+        let spans: Vec<(u64, u64, bool)> = self
+            .vmas
+            .values()
+            .map(|v| (v.start, v.end, v.shared))
+            .collect();
+        for (start, end, shared) in spans {
+            if shared {
+                // Both must see one page each, so each needs one now.
+                self.populate(mem, start, end)?;
+            }
+            for (va, pte) in self.pt.entries(mem, start, end) {
+                let Some(pa) = owned_page(pte) else { continue };
+                self.alloc.share(pa);
+                let mut e = pte;
+                if !shared {
+                    e = (pte & !PTE_W) | PTE_COW;
+                    if e != pte {
+                        if maybe_cached(pte) && pte & PTE_W != 0 {
+                            self.needs_invalidate = true;
+                        }
+                        self.pt.set(mem, &mut self.alloc, va, e)?;
+                    }
+                }
+                pt.set(mem, &mut self.alloc, va, e & !PTE_A)?;
+            }
+        }
+        Ok(child)
+    }
+
+    /// An empty address space over a new root (for `execve`), holding a
+    /// placeholder pool.
+    pub fn fresh(&mut self, mem: &PhysMemory) -> Result<AddressSpace, MemError> {
+        Ok(AddressSpace {
+            vmas: BTreeMap::new(),
+            alloc: PageAllocator::new(0),
+            pt: PageTables::new_root(mem, &mut self.alloc)?,
+            brk_start: 0,
+            brk_end: 0,
+            needs_invalidate: false,
+            demand_faults: 0,
+        })
+    }
+
+    /// Lets go of every mapping and page table (at exec or exit). The pages
+    /// and tables go back to the pool, so translations the guest cached of
+    /// them must go too.
+    pub fn tear_down(&mut self, mem: &PhysMemory) {
+        let spans: Vec<(u64, u64)> = self.vmas.values().map(|v| (v.start, v.end)).collect();
+        for (start, end) in spans {
+            self.drop_pages(mem, start, end);
+        }
+        self.vmas.clear();
+        self.pt.free_tables(mem, &mut self.alloc);
+        self.needs_invalidate = true;
+    }
+
+    /// Gives this space its own copy of the copy-on-write page at `va`
+    /// (whose entry is `pte`), with the mapping's rights; the only holder
+    /// left keeps the page itself. When the guest's own write faulted on
+    /// the page (`by_guest`), its retry re-walks the tables and finds the
+    /// new entry; otherwise a read translation it cached must go.
+    fn break_cow(
+        &mut self,
+        mem: &PhysMemory,
+        va: u64,
+        pte: u64,
+        by_guest: bool,
+    ) -> Result<u64, MemError> {
+        let prot = self.vma_at(va).ok_or(MemError::Fault)?.prot;
+        let old = pte & PTE_ADDR;
+        let pa = if self.alloc.is_shared(old) {
+            let fresh = self.alloc.alloc(mem)?;
+            let mut page = vec![0u8; PAGE_SIZE as usize];
+            mem.read(old, &mut page);
+            mem.write(fresh, &page);
+            self.alloc.free(old);
+            fresh
+        } else {
+            old
+        };
+        if maybe_cached(pte) && !by_guest {
+            self.needs_invalidate = true;
+        }
+        self.pt
+            .set(mem, &mut self.alloc, page_floor(va), pa | prot.pte_flags())?;
+        Ok(pa)
     }
 
     /// Whether translations the guest may have cached are now wrong. Reading
@@ -347,7 +465,7 @@ impl AddressSpace {
                         self.needs_invalidate = true;
                     }
                     self.pt
-                        .set(mem, &mut self.alloc, va, pa | prot.pte_flags())?;
+                        .set(mem, &mut self.alloc, va, pa | flags_keeping_cow(pte, prot))?;
                 }
             }
         }
@@ -423,8 +541,12 @@ impl AddressSpace {
                 if maybe_cached(pte) {
                     self.needs_invalidate = true;
                 }
-                self.pt
-                    .set(mem, &mut self.alloc, dest + off, pa | v.prot.pte_flags())?;
+                self.pt.set(
+                    mem,
+                    &mut self.alloc,
+                    dest + off,
+                    pa | flags_keeping_cow(pte, v.prot),
+                )?;
             }
         }
         self.unmap(mem, old, old_len)?;
@@ -451,7 +573,10 @@ impl AddressSpace {
                 Backing::File { .. } => Some(v.clone()),
             };
             for (at, pte) in self.pt.entries(mem, va, stop) {
-                if let Some(pa) = owned_page(pte) {
+                if let Some(mut pa) = owned_page(pte) {
+                    if pte & PTE_COW != 0 {
+                        pa = self.break_cow(mem, at, pte, false)?;
+                    }
                     mem.zero_page(pa);
                     if let Some(v) = &refill {
                         fill_from_file(mem, v, at, pa);
@@ -534,7 +659,12 @@ impl AddressSpace {
         if !allowed {
             return Err(MemError::Denied);
         }
-        if self.pt.get(mem, va) & PTE_P != 0 {
+        let pte = self.pt.get(mem, va);
+        if pte & PTE_P != 0 && pte & PTE_COW != 0 && access == Access::Write {
+            self.break_cow(mem, va, pte, true)?;
+            return Ok(());
+        }
+        if pte & PTE_P != 0 {
             // Present and allowed: the guest saw a stale translation. Make the
             // next attempt re-walk the tables.
             self.needs_invalidate = true;
@@ -575,6 +705,9 @@ impl AddressSpace {
             return Err(MemError::Fault);
         }
         let pte = self.pt.get(mem, va);
+        if write && pte & PTE_COW != 0 {
+            return self.break_cow(mem, va, pte, false);
+        }
         if pte & PTE_P != 0 {
             return Ok(pte & PTE_ADDR);
         }
@@ -643,6 +776,8 @@ impl AddressSpace {
             if owned_page(pte).is_none() {
                 let end = (page + PAGE_SIZE).min(v.end);
                 self.populate(mem, page, end)?;
+            } else if pte & PTE_COW != 0 {
+                self.break_cow(mem, page, pte, false)?;
             }
             let pa = self.pt.get(mem, page) & PTE_ADDR;
             let off = at % PAGE_SIZE;

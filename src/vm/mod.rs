@@ -710,6 +710,7 @@ impl Vm {
     fn load_current(&mut self) {
         let t = &self.kernel.threads()[&self.kernel.current()];
         self.machine.set_fs_base(t.fs_base);
+        self.machine.set_page_table_root(self.kernel.mm().root());
         self.machine.resume(&self.mem, &t.regs);
     }
 }

@@ -1,0 +1,257 @@
+//! Processes: what the threads of one process share, and moving between
+//! processes.
+//!
+//! The kernel works on one process at a time, the one whose thread runs:
+//! its address space, descriptors, signal dispositions, limits and working
+//! directory are the kernel's own fields, so every system call reads them
+//! as before processes existed. The other processes' are parked in their
+//! [`Process`] entries (address spaces in the kernel's `spaces`, by id:
+//! a `vfork` child runs in its parent's) and are swapped in by
+//! [`Kernel::enter`] when one of their threads is chosen to run.
+
+use std::collections::BTreeMap;
+
+use super::Kernel;
+use super::files::FdTable;
+use super::signal::SignalTable;
+use super::thread::{ThreadState, Wait};
+use crate::memory::AddressSpace;
+
+/// A process id (the thread id of its first thread).
+pub type Pid = u32;
+
+/// How a process ended, as `wait` reports it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Ended {
+    Exited(i32),
+    Killed(u32),
+}
+
+impl Ended {
+    /// The status word `wait4` stores.
+    pub fn wait_status(self) -> i32 {
+        match self {
+            Ended::Exited(code) => (code & 0xff) << 8,
+            Ended::Killed(sig) => sig as i32 & 0x7f,
+        }
+    }
+}
+
+/// The state a process's threads share, while another process runs.
+#[derive(Clone, Debug, Default)]
+pub struct Parked {
+    pub files: FdTable,
+    pub signals: SignalTable,
+    pub limits: BTreeMap<u32, (u64, u64)>,
+    pub cwd: String,
+}
+
+/// One process.
+#[derive(Clone, Debug)]
+pub struct Process {
+    pub pid: Pid,
+    /// The parent's pid (0 for the first process).
+    pub parent: Pid,
+    pub pgid: Pid,
+    pub sid: Pid,
+    /// The address space it runs in (an id in the kernel's `spaces`).
+    pub space: Pid,
+    /// The program it runs, as the path `execve` was given.
+    pub exe: String,
+    /// Set once every thread has ended: a zombie until its parent waits.
+    pub ended: Option<Ended>,
+    /// The signal its parent gets when it ends (SIGCHLD, or none).
+    pub exit_signal: u32,
+    /// A `vfork` parent's thread, blocked until this process execs or ends.
+    pub vfork_parent: Option<super::Tid>,
+    /// Its shared state while it is not the kernel's current process.
+    pub parked: Option<Parked>,
+}
+
+impl Kernel {
+    /// The current process's entry.
+    pub(super) fn process_entry(&self) -> &Process {
+        &self.procs[&self.pid]
+    }
+
+    /// The pid of the current process.
+    pub fn pid(&self) -> Pid {
+        self.pid
+    }
+
+    /// Every process, live or waiting to be reaped, by pid.
+    pub fn processes(&self) -> &BTreeMap<Pid, Process> {
+        &self.procs
+    }
+
+    /// Makes `pid` the process system calls work on: parks the current
+    /// one's shared state and unparks `pid`'s, switching address spaces
+    /// when they differ.
+    pub(super) fn enter(&mut self, pid: Pid) {
+        if pid == self.pid {
+            return;
+        }
+        let parked = Parked {
+            files: std::mem::take(&mut self.files),
+            signals: std::mem::take(&mut self.signals),
+            limits: std::mem::take(&mut self.limits),
+            cwd: std::mem::take(&mut self.vfs.cwd),
+        };
+        if let Some(p) = self.procs.get_mut(&self.pid) {
+            p.parked = Some(parked);
+        }
+        let next = self.procs.get_mut(&pid).expect("entering a known process");
+        let state = next.parked.take().unwrap_or_default();
+        let space = next.space;
+        self.files = state.files;
+        self.signals = state.signals;
+        self.limits = state.limits;
+        self.vfs.cwd = state.cwd;
+        self.pid = pid;
+        self.switch_space(space);
+    }
+
+    /// Makes address space `id` the kernel's; the one it replaces is
+    /// parked (an ended process's, empty, until its parent reaps it).
+    pub(super) fn switch_space(&mut self, id: Pid) {
+        if id == self.space {
+            return;
+        }
+        let mut next = self.spaces.remove(&id).expect("a parked address space");
+        self.mm.hand_pool_to(&mut next);
+        self.invalidate |= self.mm.take_needs_invalidate();
+        let old = std::mem::replace(&mut self.mm, next);
+        self.spaces.insert(self.space, old);
+        self.space = id;
+    }
+
+    /// Whether a live process runs in address space `id`.
+    fn space_in_use(&self, id: Pid) -> bool {
+        self.procs
+            .values()
+            .any(|p| p.space == id && p.ended.is_none())
+    }
+
+    /// Runs `f` with `pid` as the current process (for acting on another
+    /// process: a signal, a wake-up), then comes back.
+    pub(super) fn with_process<R>(&mut self, pid: Pid, f: impl FnOnce(&mut Kernel) -> R) -> R {
+        let back = self.pid;
+        self.enter(pid);
+        let r = f(self);
+        self.enter(back);
+        r
+    }
+
+    /// Installs `space` as a new address space with id `id` (parked).
+    pub(super) fn park_space(&mut self, id: Pid, space: AddressSpace) {
+        self.spaces.insert(id, space);
+    }
+
+    /// The key of futex word `addr` of the current process: words at the
+    /// same address in two address spaces are different words.
+    pub(super) fn futex_key(&self, addr: u64) -> u64 {
+        futex_key(self.space, addr)
+    }
+
+    /// The futex key of `addr` for the process `pid`.
+    pub(super) fn futex_key_of(&self, pid: Pid, addr: u64) -> u64 {
+        let space = self.procs.get(&pid).map_or(self.space, |p| p.space);
+        futex_key(space, addr)
+    }
+
+    /// Every open file description of every live process (what decides
+    /// whether a pipe end is still open).
+    pub(super) fn all_open_files(&self) -> impl Iterator<Item = &super::files::OpenFile> {
+        let parked = self
+            .procs
+            .values()
+            .filter(|p| p.ended.is_none())
+            .filter_map(|p| p.parked.as_ref())
+            .flat_map(|s| s.files.list().map(|(_, f)| f));
+        self.files.list().map(|(_, f)| f).chain(parked)
+    }
+
+    /// The live processes holding an end of pipe `id` open (the write end
+    /// when `write`), lowest pid first.
+    pub(super) fn pipe_end_holders(&self, id: u64, write: bool) -> Vec<Pid> {
+        use super::files::FileKind;
+        let holds = |t: &FdTable| {
+            t.list().any(|(_, f)| match f.kind {
+                FileKind::Pipe { id: i, write: w } => i == id && w == write,
+                FileKind::SocketPair { rx, tx } => (if write { tx } else { rx }) == id,
+                _ => false,
+            })
+        };
+        self.procs
+            .values()
+            .filter(|p| p.ended.is_none())
+            .filter(|p| match &p.parked {
+                Some(s) => holds(&s.files),
+                None => p.pid == self.pid && holds(&self.files),
+            })
+            .map(|p| p.pid)
+            .collect()
+    }
+
+    /// Ends the current process with `how`: its threads stop, its
+    /// descriptors close, its memory goes back to the pool, its parent is
+    /// told. The first process ending ends the run (the caller says how).
+    pub(super) fn end_process(&mut self, how: Ended) {
+        let pid = self.pid;
+        for t in self.threads.values_mut().filter(|t| t.pid == pid) {
+            t.state = ThreadState::Exited;
+            t.pending.clear();
+        }
+        self.files = FdTable::default();
+        let (parent, exit_signal, vfork_parent, space) = {
+            let p = self.procs.get_mut(&pid).expect("current process");
+            p.ended = Some(how);
+            (p.parent, p.exit_signal, p.vfork_parent.take(), p.space)
+        };
+        if !self.space_in_use(space) {
+            self.mm.tear_down(&self.mem);
+        }
+        if let Some(t) = vfork_parent {
+            self.wake(t, pid as i64);
+        }
+        // Orphans go to the first process, which reaps them if it waits.
+        let first = self.first_pid;
+        for p in self.procs.values_mut().filter(|p| p.parent == pid) {
+            p.parent = first;
+        }
+        self.child_changed(parent, exit_signal);
+        // Polls on its pidfd look again.
+        self.pipes.note_activity();
+    }
+
+    /// Tells process `parent` that a child changed state: its waiting
+    /// threads look again, and it gets `signal` (SIGCHLD) if non-zero.
+    fn child_changed(&mut self, parent: Pid, signal: u32) {
+        let waiting: Vec<(super::Tid, u64)> = self
+            .threads
+            .values()
+            .filter(|t| t.pid == parent)
+            .filter_map(|t| match t.state {
+                ThreadState::Blocked(Wait::Child { nr }) => Some((t.tid, nr)),
+                _ => None,
+            })
+            .collect();
+        for (tid, nr) in waiting {
+            self.restart(tid, nr);
+        }
+        if signal != 0 && self.procs.get(&parent).is_some_and(|p| p.ended.is_none()) {
+            let s = super::thread::PendingSignal {
+                signo: signal,
+                code: 1, // CLD_EXITED
+                addr: 0,
+                sender: self.pid,
+                forced: false,
+            };
+            self.with_process(parent, |k| super::signal::send_to_process(k, s));
+        }
+    }
+}
+
+fn futex_key(space: Pid, addr: u64) -> u64 {
+    addr | (u64::from(space & 0xffff) << 48)
+}
