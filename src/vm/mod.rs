@@ -692,10 +692,22 @@ impl Vm {
         }
         let fpu = &mut MachineFpu(&mut self.machine);
         self.kernel.deliver_signals(fpu);
-        if self.kernel.outcome().is_none() {
-            // The instruction of the sync site it stopped at, if any.
-            self.kernel.execute_pending_site(fpu);
+        if self.ended() {
+            return Ok(());
         }
+        if !self.kernel.threads()[&tid].is_runnable() {
+            // A signal ended its process (a child killed by SIGPIPE): the
+            // strategy picks who runs instead.
+            self.schedule();
+            return if self.ended() {
+                Ok(())
+            } else {
+                self.prepare_entry()
+            };
+        }
+        // The instruction of the sync site it stopped at, if any.
+        let fpu = &mut MachineFpu(&mut self.machine);
+        self.kernel.execute_pending_site(fpu);
         if self.ended() {
             return Ok(());
         }

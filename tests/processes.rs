@@ -1,0 +1,325 @@
+//! Processes: fork, vfork, exec, wait and pipes between processes, with
+//! real programs (sh, coreutils, tar, xz, python3, a tokio runtime) giving
+//! what they give natively, deterministically.
+
+mod common;
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use common::cli;
+use serde_json::Value;
+
+fn build_c(dir: &Path, name: &str, source: &str, defines: &[&str]) -> PathBuf {
+    let src = dir.join(format!("{name}.c"));
+    std::fs::write(&src, source).unwrap();
+    let exe = dir.join(name);
+    let out = Command::new("gcc")
+        .args(["-O1", "-o"])
+        .arg(&exe)
+        .arg(&src)
+        .args(defines)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    exe
+}
+
+/// `run --json` of `exe args` in `dir`: exit code of rewind-fuzz and the report.
+fn run_json(dir: &Path, exe: &Path, args: &[&str]) -> (i32, Value) {
+    common::require_kvm();
+    let out = cli()
+        .current_dir(dir)
+        .args(["run", "--json", "--target"])
+        .arg(exe)
+        .arg("--")
+        .args(args)
+        .output()
+        .unwrap();
+    let v: Value = serde_json::from_slice(&out.stdout)
+        .unwrap_or_else(|e| panic!("{e}: {}", String::from_utf8_lossy(&out.stderr)));
+    (out.status.code().unwrap(), v)
+}
+
+/// The program's own exit code in a `run --json` report.
+fn exit_code(v: &Value) -> Option<i64> {
+    (v["outcome"]["kind"] == "exited").then(|| v["outcome"]["code"].as_i64().unwrap())
+}
+
+const FORK_MEMORY: &str = r#"
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/wait.h>
+#include <unistd.h>
+int global = 5;
+int main(void) {
+    int *heap = malloc(sizeof *heap);
+    *heap = 7;
+    int *shared = mmap(0, 4096, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+    *shared = 1;
+    pid_t p = fork();
+    if (p == 0) {
+        global = 100; *heap = 200; *shared = 300;
+        printf("child: pid %d parent %d global %d heap %d\n", getpid(), getppid(), global, *heap);
+        fflush(stdout);
+        _exit(3);
+    }
+    int st;
+    if (waitpid(p, &st, 0) != p || !WIFEXITED(st)) return 10;
+    printf("parent: child exited %d; global %d heap %d shared %d\n", WEXITSTATUS(st), global, *heap, *shared);
+    /* A vfork child runs in its parent's memory until it execs. */
+    volatile int seen = 0;
+    pid_t v = vfork();
+    if (v == 0) { seen = 42; _exit(0); }
+    waitpid(v, 0, 0);
+    printf("vfork child wrote %d\n", seen);
+    return waitpid(-1, 0, WNOHANG) == -1 ? 0 : 11;
+}
+"#;
+
+#[test]
+fn a_forked_child_writes_its_own_copy_and_a_shared_mapping_is_shared() {
+    let dir = tempfile::tempdir().unwrap();
+    let exe = build_c(dir.path(), "fork_memory", FORK_MEMORY, &[]);
+    let (_, v) = run_json(dir.path(), &exe, &[]);
+    assert_eq!(exit_code(&v), Some(0), "{v}");
+    assert_eq!(
+        v["stdout"],
+        "child: pid 2 parent 1 global 100 heap 200\n\
+         parent: child exited 3; global 5 heap 7 shared 300\n\
+         vfork child wrote 42\n"
+    );
+}
+
+/// Runs `sh -c script` natively and in the machine, in `dir`; both must
+/// give the same stdout and exit code. Returns the trace hash.
+fn same_as_natively(dir: &Path, script: &str) -> String {
+    // The machine first: its writes stay in its own overlay, the host's
+    // would be seen by it.
+    let (_, v) = run_json(dir, Path::new("/bin/sh"), &["-c", script]);
+    let native = Command::new("/bin/sh")
+        .args(["-c", script])
+        .current_dir(dir)
+        .output()
+        .unwrap();
+    assert_eq!(
+        exit_code(&v),
+        native.status.code().map(i64::from),
+        "{script}: {v}"
+    );
+    assert_eq!(
+        v["stdout"].as_str().unwrap(),
+        String::from_utf8_lossy(&native.stdout),
+        "{script}"
+    );
+    v["trace_hash"].as_str().unwrap().to_string()
+}
+
+#[test]
+fn shells_pipelines_and_real_programs_print_what_they_print_natively() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("f"), "hello\n").unwrap();
+    std::fs::create_dir(dir.path().join("tree")).unwrap();
+    std::fs::write(dir.path().join("tree/a"), "x\n").unwrap();
+    std::fs::write(dir.path().join("tree/b"), "y\n").unwrap();
+    for script in [
+        "ls / | wc -l",
+        "cat f; echo $?",
+        "cat missing 2>/dev/null; echo $?",
+        "seq 1 200 | sort -rn | head -2",
+        "(echo b; echo a) | sort | tr a-z A-Z",
+        "x=$(echo sub); echo \"$x shell\"; exit 4",
+        "tar -cf t.tar tree && mkdir out && tar -xf t.tar -C out && cat out/tree/a out/tree/b && tar -tf t.tar | sort",
+        "seq 1 20000 | xz -T2 -c | xz -d | tail -1",
+        "yes | head -3",
+    ] {
+        same_as_natively(dir.path(), script);
+    }
+}
+
+#[test]
+fn python_subprocess_and_asyncio_subprocess_run_their_children() {
+    let dir = tempfile::tempdir().unwrap();
+    let script = r#"
+import asyncio, subprocess
+r = subprocess.run(["echo", "hi from child"], capture_output=True, text=True)
+print(r.returncode, r.stdout.strip())
+p = subprocess.Popen(["sh", "-c", "read x; echo got $x; exit 4"], stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+out, _ = p.communicate(b"abc\n")
+print(out.decode().strip(), p.returncode)
+async def main():
+    p = await asyncio.create_subprocess_exec("sh", "-c", "echo one; echo two", stdout=asyncio.subprocess.PIPE)
+    out, _ = await p.communicate()
+    print(out.decode().split(), p.returncode)
+asyncio.run(main())
+"#;
+    let (_, v) = run_json(dir.path(), Path::new("/usr/bin/python3"), &["-c", script]);
+    assert_eq!(exit_code(&v), Some(0), "{v}");
+    assert_eq!(
+        v["stdout"],
+        "0 hi from child\ngot abc 4\n['one', 'two'] 0\n"
+    );
+}
+
+/// An example program of this package, built in the tests' own profile
+/// (a full test build has built it already; a filtered one may not have).
+fn example(name: &str) -> PathBuf {
+    let deps = std::env::current_exe().unwrap();
+    let profile_dir = deps.parent().unwrap().parent().unwrap();
+    let path = profile_dir.join("examples").join(name);
+    if !path.exists() {
+        let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+        let mut build = Command::new(cargo);
+        build
+            .args(["build", "--example", name])
+            .current_dir(env!("CARGO_MANIFEST_DIR"));
+        if profile_dir.file_name().is_some_and(|n| n == "release") {
+            build.arg("--release");
+        }
+        let out = build.output().unwrap();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+    path
+}
+
+#[test]
+fn rust_commands_and_a_tokio_runtime_with_children_run_as_natively() {
+    let dir = tempfile::tempdir().unwrap();
+    let exe = example("tokio_processes");
+    let native = Command::new(&exe).output().unwrap();
+    assert!(native.status.success());
+    let (_, v) = run_json(dir.path(), &exe, &[]);
+    assert_eq!(exit_code(&v), Some(0), "{v}");
+    assert_eq!(
+        v["stdout"].as_str().unwrap(),
+        String::from_utf8_lossy(&native.stdout)
+    );
+}
+
+#[test]
+fn a_process_tree_gives_one_trace_hash_in_20_separate_processes() {
+    let dir = tempfile::tempdir().unwrap();
+    let script = "seq 1 300 | sort -rn | head -3; ls / | wc -l";
+    let first = same_as_natively(dir.path(), script);
+    for _ in 1..20 {
+        let (_, v) = run_json(dir.path(), Path::new("/bin/sh"), &["-c", script]);
+        assert_eq!(v["trace_hash"].as_str().unwrap(), first);
+    }
+}
+
+const PIPE_DEADLOCK: &str = r#"
+#include <unistd.h>
+#include <sys/wait.h>
+int main(void) {
+    int a[2], b[2];
+    char c;
+    pipe(a); pipe(b);
+    pid_t p = fork();
+    if (p == 0) {
+        close(a[1]); close(b[0]);
+        read(a[0], &c, 1);      /* waits for the parent */
+        write(b[1], "x", 1);
+        _exit(0);
+    }
+    close(a[0]); close(b[1]);
+    read(b[0], &c, 1);          /* waits for the child: neither goes first */
+    write(a[1], "y", 1);
+    waitpid(p, 0, 0);
+    return 0;
+}
+"#;
+
+#[test]
+fn two_processes_reading_each_others_pipes_deadlock_with_the_cycle_named() {
+    let dir = tempfile::tempdir().unwrap();
+    let exe = build_c(dir.path(), "pipe_deadlock", PIPE_DEADLOCK, &[]);
+    let (_, v) = run_json(dir.path(), &exe, &[]);
+    let o = &v["outcome"];
+    assert_eq!(o["kind"], "deadlocked", "{v}");
+    let summary = o["summary"].as_str().unwrap();
+    assert!(
+        summary.contains("cycle of 2 threads: 1 -> 2 -> 1"),
+        "{summary}"
+    );
+    assert!(
+        summary.contains("a read of an empty pipe whose other end process 2 (thread 2) holds open"),
+        "{summary}"
+    );
+}
+
+const FILE_RACE: &str = r#"
+#include <stdio.h>
+#include <stdlib.h>
+#include <unistd.h>
+#include <sys/wait.h>
+int main(void) {
+    pid_t p = fork();
+    if (p == 0) {
+        FILE *f = fopen("result.txt", "w");
+        fprintf(f, "42\n");
+        fclose(f);
+        _exit(0);
+    }
+#ifdef FIXED
+    waitpid(p, 0, 0);
+#endif
+    FILE *f = fopen("result.txt", "r");
+    int v = 0;
+    if (!f || fscanf(f, "%d", &v) != 1 || v != 42) {
+        fprintf(stderr, "the child's result is not there yet\n");
+        abort();
+    }
+    fclose(f);
+    waitpid(p, 0, 0);
+    return 0;
+}
+"#;
+
+fn check(dir: &Path, exe: &Path, schedules: u32) -> (i32, Value) {
+    common::require_kvm();
+    let out = cli()
+        .current_dir(dir)
+        .args(["check", "--json", "--strategy", "random", "--schedules"])
+        .arg(schedules.to_string())
+        .arg("--target")
+        .arg(exe)
+        .output()
+        .unwrap();
+    let v: Value = serde_json::from_slice(&out.stdout)
+        .unwrap_or_else(|e| panic!("{e}: {}", String::from_utf8_lossy(&out.stderr)));
+    (out.status.code().unwrap(), v)
+}
+
+#[test]
+fn check_finds_a_parent_reading_before_its_child_wrote_and_passes_the_fixed_twin() {
+    let dir = tempfile::tempdir().unwrap();
+    let buggy = build_c(dir.path(), "file_race", FILE_RACE, &[]);
+    let fixed = build_c(dir.path(), "file_race_fixed", FILE_RACE, &["-DFIXED"]);
+    let (code, v) = check(dir.path(), &buggy, 200);
+    assert_eq!(code, 1, "{v}");
+    assert_eq!(v["first_failure"]["outcome"]["signal"], "SIGABRT", "{v}");
+    let (code, v) = check(dir.path(), &fixed, 1000);
+    assert_eq!(code, 0, "{v}");
+}
+
+#[test]
+fn a_child_killed_by_sigpipe_is_reported_to_its_parent_not_as_a_crash() {
+    let dir = tempfile::tempdir().unwrap();
+    let (_, v) = run_json(
+        dir.path(),
+        Path::new("/bin/sh"),
+        &["-c", "yes | head -1; echo ${PIPESTATUS:-done}"],
+    );
+    assert_eq!(exit_code(&v), Some(0), "{v}");
+    assert_eq!(v["stdout"], "y\ndone\n");
+}
