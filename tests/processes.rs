@@ -138,9 +138,34 @@ fn shells_pipelines_and_real_programs_print_what_they_print_natively() {
         "tar -cf t.tar tree && mkdir out && tar -xf t.tar -C out && cat out/tree/a out/tree/b && tar -tf t.tar | sort",
         "seq 1 20000 | xz -T2 -c | xz -d | tail -1",
         "yes | head -3",
+        "ls -la --time-style=+%s /etc /usr/bin/ls",
+        "sqlite3 :memory: 'create table t(x); insert into t values (1),(2); select sum(x) from t'",
     ] {
         same_as_natively(dir.path(), script);
     }
+}
+
+#[test]
+fn a_reproducer_replays_the_file_metadata_it_recorded() {
+    common::require_kvm();
+    let dir = tempfile::tempdir().unwrap();
+    let rwd = dir.path().join("ls.rwd");
+    let out = cli()
+        .args(["run", "--save-rwd"])
+        .arg(&rwd)
+        .args(["--target", "/bin/ls", "--", "-la", "--time-style=+%s", "/etc"])
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    let native = Command::new("/bin/ls")
+        .args(["-la", "--time-style=+%s", "/etc"])
+        .output()
+        .unwrap();
+    assert_eq!(out.stdout, native.stdout);
+    let replay = cli().arg("replay").arg(&rwd).output().unwrap();
+    let said = String::from_utf8_lossy(&replay.stderr);
+    assert!(replay.status.success(), "{said}");
+    assert!(said.contains("as recorded"), "{said}");
 }
 
 #[test]

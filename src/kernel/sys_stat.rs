@@ -8,7 +8,7 @@ use super::sys_file::{
     AT_EMPTY_PATH, AT_FDCWD, AT_SYMLINK_NOFOLLOW, path_at, sys_no_xattr, sys_zero,
 };
 use super::table::{SyscallDef, def};
-use super::vfs::{NodeKind, Resolved, inode_of};
+use super::vfs::{HostStat, NodeKind, Resolved, inode_of};
 use super::{FpuAccess, Kernel, SysResult, err};
 
 pub const CALLS: &[SyscallDef] = &[
@@ -71,6 +71,9 @@ pub(super) struct Meta {
     ino: u64,
     rdev: u64,
     nlink: u64,
+    /// The host's metadata, for a host file: its times, owner, links and
+    /// allocation replace the made-up ones.
+    stat: Option<HostStat>,
 }
 
 const S_IFREG: u32 = 0o100000;
@@ -92,6 +95,7 @@ pub(super) fn meta_of_path(k: &mut Kernel, path: &str, follow: bool) -> Result<M
             ino,
             rdev,
             nlink: 1,
+            stat: None,
         });
     }
     if is_virtual_tree(path) {
@@ -102,6 +106,7 @@ pub(super) fn meta_of_path(k: &mut Kernel, path: &str, follow: bool) -> Result<M
                 ino,
                 rdev: 0,
                 nlink: 1,
+                stat: None,
             });
         }
         let dirs = [
@@ -119,6 +124,7 @@ pub(super) fn meta_of_path(k: &mut Kernel, path: &str, follow: bool) -> Result<M
                 ino,
                 rdev: 0,
                 nlink: 2,
+                stat: None,
             });
         }
         if proc_self(path).is_some_and(|r| r == "/exe" || r.starts_with("/fd/")) && !follow {
@@ -128,6 +134,7 @@ pub(super) fn meta_of_path(k: &mut Kernel, path: &str, follow: bool) -> Result<M
                 ino,
                 rdev: 0,
                 nlink: 1,
+                stat: None,
             });
         }
         if proc_self(path) == Some("/exe") {
@@ -136,13 +143,30 @@ pub(super) fn meta_of_path(k: &mut Kernel, path: &str, follow: bool) -> Result<M
         }
         return Err(libc::ENOENT);
     }
-    match k.vfs.resolve(path, follow) {
+    let (resolved, host) = k.vfs.resolve_with_stat(path, follow);
+    let host_meta = |m: Meta| -> Meta {
+        match host {
+            Some(st) => Meta {
+                nlink: st.nlink,
+                size: if m.mode & S_IFDIR == S_IFDIR {
+                    st.size
+                } else {
+                    m.size
+                },
+                stat: Some(st),
+                ..m
+            },
+            None => m,
+        }
+    };
+    let meta = match resolved {
         Resolved::HostFile { data, mode } => Ok(Meta {
             mode: S_IFREG | mode,
             size: data.len() as u64,
             ino,
             rdev: 0,
             nlink: 1,
+            stat: None,
         }),
         Resolved::OverlayFile { mode, size } => Ok(Meta {
             mode: S_IFREG | mode,
@@ -150,6 +174,7 @@ pub(super) fn meta_of_path(k: &mut Kernel, path: &str, follow: bool) -> Result<M
             ino,
             rdev: 0,
             nlink: 1,
+            stat: None,
         }),
         Resolved::HostDir { mode } | Resolved::OverlayDir { mode } => Ok(Meta {
             mode: S_IFDIR | mode,
@@ -157,6 +182,7 @@ pub(super) fn meta_of_path(k: &mut Kernel, path: &str, follow: bool) -> Result<M
             ino,
             rdev: 0,
             nlink: 2,
+            stat: None,
         }),
         Resolved::Symlink { target } => Ok(Meta {
             mode: S_IFLNK | 0o777,
@@ -164,9 +190,11 @@ pub(super) fn meta_of_path(k: &mut Kernel, path: &str, follow: bool) -> Result<M
             ino,
             rdev: 0,
             nlink: 1,
+            stat: None,
         }),
         Resolved::Missing => Err(k.vfs.absent_errno(path)),
-    }
+    };
+    meta.map(host_meta)
 }
 
 fn meta_of_fd(k: &mut Kernel, fd: i32) -> Result<Meta, i32> {
@@ -179,10 +207,13 @@ fn meta_of_fd(k: &mut Kernel, fd: i32) -> Result<Meta, i32> {
             ino,
             rdev: 0,
             nlink: 1,
+            stat: None,
         })
-        .map(|m| match k.vfs.resolve(&f.path, true) {
-            Resolved::HostFile { mode, .. } => Meta {
+        .map(|m| match k.vfs.resolve_with_stat(&f.path, true) {
+            (Resolved::HostFile { mode, .. }, stat) => Meta {
                 mode: S_IFREG | mode,
+                nlink: stat.map_or(1, |s| s.nlink),
+                stat,
                 ..m
             },
             _ => m,
@@ -194,6 +225,7 @@ fn meta_of_fd(k: &mut Kernel, fd: i32) -> Result<Meta, i32> {
             ino,
             rdev: 0,
             nlink: 1,
+            stat: None,
         }),
         FileKind::Dir(_) | FileKind::PathOnly => meta_of_path(k, &f.path, true),
         FileKind::Stdin | FileKind::Output(_) => {
@@ -204,6 +236,7 @@ fn meta_of_fd(k: &mut Kernel, fd: i32) -> Result<Meta, i32> {
                 ino: 1000 + fd as u64,
                 rdev: 0,
                 nlink: 1,
+                stat: None,
             })
         }
         FileKind::Null | FileKind::Zero | FileKind::Random => meta_of_path(k, &f.path, true),
@@ -214,6 +247,7 @@ fn meta_of_fd(k: &mut Kernel, fd: i32) -> Result<Meta, i32> {
             ino: 6000 + u64::from(*pid),
             rdev: 0,
             nlink: 1,
+            stat: None,
         }),
         FileKind::EventFd { id, .. } | FileKind::Epoll { id } => Ok(Meta {
             mode: 0o600,
@@ -221,6 +255,7 @@ fn meta_of_fd(k: &mut Kernel, fd: i32) -> Result<Meta, i32> {
             ino: 4000 + *id,
             rdev: 0,
             nlink: 1,
+            stat: None,
         }),
         FileKind::Pipe { id, .. } => Ok(Meta {
             mode: libc::S_IFIFO | 0o600,
@@ -228,6 +263,7 @@ fn meta_of_fd(k: &mut Kernel, fd: i32) -> Result<Meta, i32> {
             ino: 3000 + *id,
             rdev: 0,
             nlink: 1,
+            stat: None,
         }),
         FileKind::Socket { .. } | FileKind::SocketPair { .. } => Ok(Meta {
             mode: libc::S_IFSOCK | 0o777,
@@ -235,7 +271,18 @@ fn meta_of_fd(k: &mut Kernel, fd: i32) -> Result<Meta, i32> {
             ino: 2000 + fd as u64,
             rdev: 0,
             nlink: 1,
+            stat: None,
         }),
+    }
+}
+
+/// Owner, allocated blocks and the time (seconds, nanoseconds) `stat`
+/// reports: the host's for a host file, else root's, the size's, and the
+/// run's boot time.
+fn times_and_owner(k: &Kernel, m: &Meta) -> (u32, u32, u64, i64, u32) {
+    match m.stat {
+        Some(st) => (st.uid, st.gid, st.blocks, st.mtime, st.mtime_nsec),
+        None => (0, 0, m.size.div_ceil(512), k.config.epoch as i64, 0),
     }
 }
 
@@ -250,10 +297,13 @@ fn write_stat(k: &mut Kernel, buf: u64, m: &Meta) -> SysResult {
     put(&mut b, 40, m.rdev);
     put(&mut b, 48, m.size);
     put(&mut b, 56, 4096);
-    put(&mut b, 64, m.size.div_ceil(512));
-    let epoch = k.config.epoch;
+    let (uid, gid, blocks, secs, nsec) = times_and_owner(k, m);
+    b[28..32].copy_from_slice(&uid.to_le_bytes());
+    b[32..36].copy_from_slice(&gid.to_le_bytes());
+    put(&mut b, 64, blocks);
     for off in [72, 88, 104] {
-        put(&mut b, off, epoch);
+        put(&mut b, off, secs as u64);
+        put(&mut b, off + 8, u64::from(nsec));
     }
     match k.write(buf, &b) {
         Ok(()) => SysResult::Ret(0),
@@ -269,10 +319,13 @@ fn write_statx(k: &mut Kernel, buf: u64, m: &Meta) -> SysResult {
     b[28..30].copy_from_slice(&(m.mode as u16).to_le_bytes());
     b[32..40].copy_from_slice(&m.ino.to_le_bytes());
     b[40..48].copy_from_slice(&m.size.to_le_bytes());
-    b[48..56].copy_from_slice(&m.size.div_ceil(512).to_le_bytes());
-    let epoch = k.config.epoch;
+    let (uid, gid, blocks, secs, nsec) = times_and_owner(k, m);
+    b[20..24].copy_from_slice(&uid.to_le_bytes());
+    b[24..28].copy_from_slice(&gid.to_le_bytes());
+    b[48..56].copy_from_slice(&blocks.to_le_bytes());
     for off in [64, 80, 96, 112] {
-        b[off..off + 8].copy_from_slice(&epoch.to_le_bytes());
+        b[off..off + 8].copy_from_slice(&secs.to_le_bytes());
+        b[off + 8..off + 12].copy_from_slice(&nsec.to_le_bytes());
     }
     b[128..132].copy_from_slice(&((m.rdev >> 8) as u32).to_le_bytes());
     b[132..136].copy_from_slice(&((m.rdev & 0xff) as u32).to_le_bytes());

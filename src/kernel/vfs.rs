@@ -88,12 +88,43 @@ mod arc_bytes {
     }
 }
 
+/// What `stat` tells of a host file beyond its kind, mode and contents:
+/// its time, owner, links and allocation, recorded with it so that a
+/// replay elsewhere sees the same.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct HostStat {
+    pub mtime: i64,
+    pub mtime_nsec: u32,
+    pub uid: u32,
+    pub gid: u32,
+    pub nlink: u64,
+    pub size: u64,
+    pub blocks: u64,
+}
+
+impl HostStat {
+    fn of(meta: &std::fs::Metadata) -> HostStat {
+        use std::os::unix::fs::MetadataExt;
+        HostStat {
+            mtime: meta.mtime(),
+            mtime_nsec: meta.mtime_nsec() as u32,
+            uid: meta.uid(),
+            gid: meta.gid(),
+            nlink: meta.nlink(),
+            size: meta.size(),
+            blocks: meta.blocks(),
+        }
+    }
+}
+
 /// Where host paths are looked up: the live host filesystem (recording what
 /// it finds), or a recording (a reproducer's archive).
 #[derive(Debug)]
 pub struct FileSource {
     live: bool,
     nodes: BTreeMap<String, HostNode>,
+    /// The metadata of the nodes that exist, by the same keys.
+    stats: BTreeMap<String, HostStat>,
     /// Lookups a recording left to the host (files kept out of a
     /// reproducer): made live, the first time they are needed.
     from_host: std::collections::BTreeSet<String>,
@@ -109,24 +140,27 @@ impl FileSource {
         Arc::new(Mutex::new(FileSource {
             live: true,
             nodes: BTreeMap::new(),
+            stats: BTreeMap::new(),
             from_host: Default::default(),
         }))
     }
 
     /// Replays a recording; paths it lacks do not exist.
     pub fn recorded(nodes: BTreeMap<String, HostNode>) -> SharedSource {
-        Self::recorded_with_host(nodes, Default::default())
+        Self::recorded_with_host(nodes, Default::default(), Default::default())
     }
 
     /// Replays a recording, but makes the lookups in `from_host` (keys as
     /// in [`FileSource::recording`]) on the host.
     pub fn recorded_with_host(
         nodes: BTreeMap<String, HostNode>,
+        stats: BTreeMap<String, HostStat>,
         from_host: std::collections::BTreeSet<String>,
     ) -> SharedSource {
         Arc::new(Mutex::new(FileSource {
             live: false,
             nodes,
+            stats,
             from_host,
         }))
     }
@@ -154,22 +188,32 @@ impl FileSource {
         &self.nodes
     }
 
+    /// The metadata recorded with [`FileSource::recording`], by its keys.
+    pub fn recorded_stats(&self) -> &BTreeMap<String, HostStat> {
+        &self.stats
+    }
+
+    /// The metadata of what `path` was found to be (a recording made before
+    /// metadata was recorded has none: the caller makes it up).
+    pub fn stat(&mut self, path: &str, follow: bool) -> Option<HostStat> {
+        self.stats.get(&key_of(path, follow)).copied()
+    }
+
     /// What `path` (absolute, normalized) is, following symlinks on the host
     /// when `follow` is set.
     pub fn lookup(&mut self, path: &str, follow: bool) -> HostNode {
-        let key = if follow {
-            path.to_string()
-        } else {
-            format!("{path}\0nofollow")
-        };
+        let key = key_of(path, follow);
         if let Some(n) = self.nodes.get(&key) {
             return n.clone();
         }
-        let node = if self.live || self.from_host.contains(&key) {
+        let (node, stat) = if self.live || self.from_host.contains(&key) {
             read_host(path, follow)
         } else {
-            HostNode::Missing
+            (HostNode::Missing, None)
         };
+        if let Some(st) = stat {
+            self.stats.insert(key.clone(), st);
+        }
         self.nodes.insert(key, node.clone());
         node
     }
@@ -213,7 +257,29 @@ impl FileSource {
     }
 }
 
-fn read_host(path: &str, follow: bool) -> HostNode {
+/// The key a lookup is recorded under.
+fn key_of(path: &str, follow: bool) -> String {
+    if follow {
+        path.to_string()
+    } else {
+        format!("{path}\0nofollow")
+    }
+}
+
+fn read_host(path: &str, follow: bool) -> (HostNode, Option<HostStat>) {
+    let node = read_host_node(path, follow);
+    if matches!(node, HostNode::Missing) {
+        return (node, None);
+    }
+    let meta = if follow {
+        std::fs::metadata(path)
+    } else {
+        std::fs::symlink_metadata(path)
+    };
+    (node, meta.ok().map(|m| HostStat::of(&m)))
+}
+
+fn read_host_node(path: &str, follow: bool) -> HostNode {
     // The host's /proc and /sys describe the monitor, not the guest (the
     // guest's are made up): a path there, or a link that leads there, is
     // not part of the guest's world.
@@ -347,22 +413,32 @@ impl Vfs {
     /// What `path` (normalized) is. Symlinks in the overlay are followed
     /// here; host symlinks are followed by the host.
     pub fn resolve(&mut self, path: &str, follow: bool) -> Resolved {
+        self.resolve_with_stat(path, follow).0
+    }
+
+    /// [`Vfs::resolve`], with the host's metadata of what it found there
+    /// (none for the overlay's files, or a recording without metadata).
+    pub fn resolve_with_stat(&mut self, path: &str, follow: bool) -> (Resolved, Option<HostStat>) {
         let mut path = path.to_string();
         for _ in 0..40 {
             match self.overlay.get(&path) {
                 Some(OverlayNode::File { data, mode }) => {
-                    return Resolved::OverlayFile {
+                    let r = Resolved::OverlayFile {
                         mode: *mode,
                         size: data.len() as u64,
                     };
+                    return (r, None);
                 }
-                Some(OverlayNode::Dir { mode }) => return Resolved::OverlayDir { mode: *mode },
-                Some(OverlayNode::Deleted) => return Resolved::Missing,
+                Some(OverlayNode::Dir { mode }) => {
+                    return (Resolved::OverlayDir { mode: *mode }, None);
+                }
+                Some(OverlayNode::Deleted) => return (Resolved::Missing, None),
                 Some(OverlayNode::Symlink { target }) => {
                     if !follow {
-                        return Resolved::Symlink {
+                        let r = Resolved::Symlink {
                             target: target.clone(),
                         };
+                        return (r, None);
                     }
                     let parent = parent_of(&path);
                     path = self.normalize(Some(&parent), &target.clone());
@@ -371,17 +447,20 @@ impl Vfs {
                 None => {}
             }
             if self.deleted_ancestor(&path) {
-                return Resolved::Missing;
+                return (Resolved::Missing, None);
             }
-            let node = self.source.lock().unwrap().lookup(&path, follow);
-            return match node {
+            let mut source = self.source.lock().unwrap();
+            let node = source.lookup(&path, follow);
+            let stat = source.stat(&path, follow);
+            let r = match node {
                 HostNode::File { data, mode } => Resolved::HostFile { data, mode },
                 HostNode::Dir { mode, .. } => Resolved::HostDir { mode },
                 HostNode::Symlink { target } => Resolved::Symlink { target },
                 HostNode::Missing => Resolved::Missing,
             };
+            return (r, stat);
         }
-        Resolved::Missing
+        (Resolved::Missing, None)
     }
 
     /// The path a chain of symlinks at `path` ends at (the path itself when

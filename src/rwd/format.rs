@@ -22,7 +22,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::arch::abi::HintOp;
 use crate::code::{SiteKind, SyncPoints};
-use crate::kernel::vfs::{HostNode, NodeKind};
+use crate::kernel::vfs::{HostNode, HostStat, NodeKind};
 use crate::observe::locks::{Inversion, OrderEdge};
 use crate::observe::outcome::{BlockedThread, HungReason, Outcome};
 use crate::observe::trace::{Event, Operation};
@@ -31,10 +31,10 @@ use crate::sched::{Decision, Schedule};
 
 /// The first four bytes of every reproducer.
 pub const MAGIC: [u8; 4] = *b"RWD\0";
-/// The newest format version this code writes and reads (it reads 1 and 2
-/// too). It writes 3 only for a reproducer with files left out
-/// (`WireNode::Host`), so others stay readable by older readers.
-pub const VERSION: u32 = 3;
+/// The format version this code writes; it reads 1 to 3 too. Version 2
+/// added the sync-point level, 3 files left out (`WireNode::Host`), 4 the
+/// host's metadata of the recorded files (`Rwd::stats`).
+pub const VERSION: u32 = 4;
 /// Bytes before the compressed payload.
 pub const HEADER_LEN: usize = 16;
 /// The largest payload a reader accepts (decompressed). With the decoding
@@ -79,6 +79,51 @@ pub struct Rwd {
     pub story: Story,
     /// How far scheduling points reached into user code (version 2).
     pub sync_points: SyncPoints,
+    /// The host's metadata (times, owners, links) of the recorded files
+    /// that exist (version 4): a lookup without one replays with made-up
+    /// metadata, as before version 4.
+    pub stats: Vec<FileStat>,
+}
+
+/// The metadata of one recorded lookup.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct FileStat {
+    pub path: String,
+    pub follow: bool,
+    pub stat: HostStat,
+}
+
+/// A version 2 or 3 reproducer: a version 4 one without its last field.
+#[derive(Deserialize)]
+struct RwdV3 {
+    monitor: String,
+    cpu_model: String,
+    target: Target,
+    blobs: Vec<Blob>,
+    files: Vec<FileEntry>,
+    schedule: WireSchedule,
+    expected: Expected,
+    trace: TraceRecord,
+    story: Story,
+    sync_points: SyncPoints,
+}
+
+impl From<RwdV3> for Rwd {
+    fn from(v: RwdV3) -> Rwd {
+        Rwd {
+            monitor: v.monitor,
+            cpu_model: v.cpu_model,
+            target: v.target,
+            blobs: v.blobs,
+            files: v.files,
+            schedule: v.schedule,
+            expected: v.expected,
+            trace: v.trace,
+            story: v.story,
+            sync_points: v.sync_points,
+            stats: Vec::new(),
+        }
+    }
 }
 
 /// A version 1 reproducer: a version 2 one without its last field.
@@ -108,6 +153,7 @@ impl From<RwdV1> for Rwd {
             trace: v.trace,
             story: v.story,
             sync_points: SyncPoints::Calls,
+            stats: Vec::new(),
         }
     }
 }
@@ -397,12 +443,7 @@ impl Rwd {
             .expect("a reproducer always encodes");
         let mut out = Vec::with_capacity(HEADER_LEN + payload.len() / 3);
         out.extend_from_slice(&MAGIC);
-        let version: u32 = if self.files.iter().any(|f| matches!(f.node, WireNode::Host)) {
-            3
-        } else {
-            2
-        };
-        out.extend_from_slice(&version.to_le_bytes());
+        out.extend_from_slice(&VERSION.to_le_bytes());
         out.extend_from_slice(&(payload.len() as u64).to_le_bytes());
         let mut enc = zstd::stream::Encoder::new(out, 9).expect("zstd encoder");
         enc.include_checksum(true).expect("zstd parameter");
@@ -544,10 +585,10 @@ impl Rwd {
             return Err(RwdError::TooLarge(name.into(), declared));
         }
         let payload = decompress(&data[HEADER_LEN..], declared).map_err(corrupt)?;
-        let rwd = if version == 1 {
-            decode_payload::<RwdV1>(&payload).map(Rwd::from)
-        } else {
-            decode_payload::<Rwd>(&payload)
+        let rwd = match version {
+            1 => decode_payload::<RwdV1>(&payload).map(Rwd::from),
+            2 | 3 => decode_payload::<RwdV3>(&payload).map(Rwd::from),
+            _ => decode_payload::<Rwd>(&payload),
         }
         .map_err(corrupt)?;
         rwd.validate()
@@ -710,6 +751,21 @@ impl Rwd {
                 (key, node)
             })
             .filter(|(key, _)| !self.host_keys().contains(key))
+            .collect()
+    }
+
+    /// The recorded metadata, by the keys of [`Rwd::file_nodes`].
+    pub fn file_stats(&self) -> BTreeMap<String, HostStat> {
+        self.stats
+            .iter()
+            .map(|f| {
+                let key = if f.follow {
+                    f.path.clone()
+                } else {
+                    format!("{}\0nofollow", f.path)
+                };
+                (key, f.stat)
+            })
             .collect()
     }
 
@@ -1207,6 +1263,7 @@ pub(crate) mod tests {
                 stderr: Vec::new(),
             },
             sync_points: SyncPoints::Atomics,
+            stats: Vec::new(),
         }
     }
 

@@ -78,12 +78,16 @@ pub fn from_run(cfg: &RunConfig, vm: &Vm, report: &RunReport) -> Option<Rwd> {
             h
         })
     };
-    let recording: BTreeMap<String, HostNode> =
-        k.vfs().source().lock().unwrap().recording().clone();
+    let (recording, recorded_stats) = {
+        let source = k.vfs().source().lock().unwrap();
+        (source.recording().clone(), source.recorded_stats().clone())
+    };
+    let recording: BTreeMap<String, HostNode> = recording;
     // Paths kept out (`--exclude-files`); never the program itself, which a
     // reproducer must hold.
     let excluded = |path: &str| path != cfg.kernel.exe && cfg.exclude_files.is_match(path);
     let mut files = Vec::new();
+    let mut stats = Vec::new();
     for (key, node) in &recording {
         let (path, follow) = match key.strip_suffix("\0nofollow") {
             Some(p) => (p.to_string(), false),
@@ -114,6 +118,13 @@ pub fn from_run(cfg: &RunConfig, vm: &Vm, report: &RunReport) -> Option<Rwd> {
             },
             HostNode::Missing => WireNode::Missing,
         };
+        if let Some(stat) = recorded_stats.get(key) {
+            stats.push(format::FileStat {
+                path: path.clone(),
+                follow,
+                stat: *stat,
+            });
+        }
         files.push(FileEntry { path, follow, node });
     }
     let mappings = facts
@@ -189,6 +200,7 @@ pub fn from_run(cfg: &RunConfig, vm: &Vm, report: &RunReport) -> Option<Rwd> {
             stderr: tail_of(&report.stderr),
         },
         sync_points: kc.sync_points,
+        stats,
     })
 }
 
@@ -264,7 +276,7 @@ impl Rwd {
 
     /// A file source that serves the recorded files and nothing else.
     pub fn source(&self) -> SharedSource {
-        FileSource::recorded_with_host(self.file_nodes(), self.host_keys())
+        FileSource::recorded_with_host(self.file_nodes(), self.file_stats(), self.host_keys())
     }
 
     /// Why this monitor cannot run it faithfully, if it cannot.
