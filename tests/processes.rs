@@ -153,7 +153,14 @@ fn a_reproducer_replays_the_file_metadata_it_recorded() {
     let out = cli()
         .args(["run", "--save-rwd"])
         .arg(&rwd)
-        .args(["--target", "/bin/ls", "--", "-la", "--time-style=+%s", "/etc"])
+        .args([
+            "--target",
+            "/bin/ls",
+            "--",
+            "-la",
+            "--time-style=+%s",
+            "/etc",
+        ])
         .output()
         .unwrap();
     assert!(out.status.success());

@@ -5,7 +5,7 @@ mod common;
 
 use common::{config, harness};
 use rewind_fuzz::kernel::vfs::FileSource;
-use rewind_fuzz::observe::outcome::{HungReason, Outcome};
+use rewind_fuzz::observe::outcome::Outcome;
 use rewind_fuzz::sched::{RandomWalk, Replay};
 use rewind_fuzz::vm::{RunReport, SnapshotAt, Vm};
 
@@ -126,11 +126,7 @@ fn a_run_stopped_by_the_watchdog_leaves_the_next_run_unharmed() {
     for seed in 0..40 {
         vm.set_strategy(Box::new(RandomWalk::new(seed)));
         let r = vm.run().unwrap();
-        if let Outcome::Hung {
-            reason: HungReason::Timeout,
-            ..
-        } = r.outcome
-        {
+        if let Outcome::TimedOut { .. } = r.outcome {
             stopped += 1;
             last_stopped = true;
             continue;

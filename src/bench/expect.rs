@@ -51,8 +51,11 @@ pub fn is_expected(e: &Expect, outcome: &Outcome, inversions: bool) -> bool {
         (ExpectKind::Hung, Outcome::Hung { reason, .. }) => match e.budget {
             None => true,
             Some(HangBudget::Steps) => *reason == HungReason::MaxSteps,
-            Some(HangBudget::Watchdog) => *reason == HungReason::Timeout,
+            Some(HangBudget::Watchdog) => false,
         },
+        (ExpectKind::Hung, Outcome::TimedOut { .. }) => {
+            matches!(e.budget, None | Some(HangBudget::Watchdog))
+        }
         (ExpectKind::Unsupported, Outcome::Unsupported { syscall, .. }) => {
             e.syscall.as_ref().is_none_or(|s| s == syscall)
         }
@@ -141,7 +144,11 @@ mod tests {
             rip: 0,
         };
         assert!(is_expected(&e, &hung(HungReason::MaxSteps), false));
-        assert!(!is_expected(&e, &hung(HungReason::Timeout), false));
+        let stopped = Outcome::TimedOut { thread: 1, rip: 0 };
+        assert!(!is_expected(&e, &stopped, false));
+        let watchdog = expect("kind = \"hung\"\nbudget = \"watchdog\"");
+        assert!(is_expected(&watchdog, &stopped, false));
+        assert!(!is_expected(&watchdog, &hung(HungReason::MaxSteps), false));
     }
 
     #[test]

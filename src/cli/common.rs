@@ -35,8 +35,8 @@ pub struct TargetArgs {
     /// or a bundled harness's own budget].
     #[arg(long)]
     pub max_steps: Option<u64>,
-    /// How long a thread may compute without a system call before the run counts as hung (e.g. 10s, 500ms).
-    #[arg(long, default_value = "10s", value_parser = parse_duration)]
+    /// The wall-clock watchdog: how long a thread may compute without a scheduling point before the run is stopped as `timed-out` (e.g. 60s, 500ms). Unlike every other outcome, this one depends on the host's speed and load.
+    #[arg(long, default_value = "60s", value_parser = parse_duration)]
     pub timeout: Duration,
     /// Set an environment variable for the program (repeatable).
     #[arg(long = "env", short = 'e', value_name = "KEY=VALUE")]

@@ -358,6 +358,11 @@ impl Output {
             start.elapsed(),
             f.kind.class()
         );
+        if f.kind.depends_on_the_host() {
+            msg.push_str(
+                "  (the wall-clock watchdog stopped it: on a faster or idler host the same schedule may run on)\n",
+            );
+        }
         msg.push_str(&format!("  Saved to: {p}\n"));
         msg.push_str(&super::finding_commands(cfg, &path));
         eprint!("{msg}");
@@ -475,6 +480,10 @@ impl Output {
                 count("findings_deadlocked", "deadlocked"),
             ),
             ("findings_hung", count("findings_hung", "hung")),
+            (
+                "findings_timed_out",
+                count("findings_timed_out", "timed-out"),
+            ),
             ("findings_exit", count("findings_exit", "exited(non-zero)")),
             (
                 "findings_potential_deadlock",
@@ -511,6 +520,7 @@ impl Output {
                 ("crashed", "crashed"),
                 ("deadlocked", "deadlocked"),
                 ("hung", "hung"),
+                ("timed-out", "timed-out"),
                 ("exit", "exited(non-zero)"),
                 ("potential-deadlock", "potential-deadlock"),
             ];

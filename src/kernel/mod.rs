@@ -58,9 +58,6 @@ pub const TSC_PER_NS: u64 = 1;
 /// Thread id of the main thread (and the process id).
 pub const MAIN_TID: Tid = Tid(1);
 /// Bytes of each output stream a run keeps.
-/// The name an `Unsupported` outcome gives guest memory running out.
-pub const OUT_OF_MEMORY: &str = "guest-memory";
-
 pub const OUTPUT_CAP: usize = 16 << 20;
 
 /// Everything about a run that is not the schedule: the inputs that make it
@@ -378,7 +375,11 @@ impl Kernel {
     /// Whether the guest's cached translations must be dropped before it
     /// runs again (an entry it used was changed or removed).
     pub fn take_needs_invalidate(&mut self) -> bool {
-        self.mm.take_needs_invalidate() | std::mem::take(&mut self.invalidate)
+        let needed = self.mm.take_needs_invalidate() | std::mem::take(&mut self.invalidate);
+        if needed {
+            self.mm.allocator_mut().after_invalidation();
+        }
+        needed
     }
 
     /// The running thread.
@@ -625,16 +626,12 @@ impl Kernel {
                     // The guest's memory, not the program, ran out: no bug
                     // of the program's to report (Linux would use swap).
                     Err(MemError::NoMemory) => {
-                        let mib = self.mem.size() >> 20;
+                        let memory_mib = self.mem.size() >> 20;
                         let thread = self.current.0;
-                        self.end(Outcome::Unsupported {
-                            syscall: OUT_OF_MEMORY.into(),
-                            nr: 0,
+                        self.end(Outcome::OutOfMemory {
+                            memory_mib,
                             thread,
                             rip,
-                            detail: format!(
-                                "the program needs more than the {mib} MiB of guest memory: raise --memory"
-                            ),
                         });
                         return false;
                     }

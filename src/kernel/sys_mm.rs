@@ -69,12 +69,25 @@ fn sys_ok(_: &mut Kernel, _: &mut dyn FpuAccess, _: [u64; 6]) -> SysResult {
 }
 
 fn sys_brk(k: &mut Kernel, _: &mut dyn FpuAccess, a: [u64; 6]) -> SysResult {
+    let now = k.mm.brk(&k.mem, 0);
+    if a[0] > now && a[0] - now > k.mem.size() {
+        return SysResult::Ret(now as i64);
+    }
     SysResult::Ret(k.mm.brk(&k.mem, a[0]) as i64)
+}
+
+/// Whether a private writable mapping of `len` bytes asks for more memory
+/// than the machine has: Linux's overcommit heuristic refuses such a
+/// request with ENOMEM (so `malloc` returns NULL) instead of letting the
+/// program fail when it touches the pages.
+fn more_than_the_machine(k: &Kernel, len: u64, prot: Prot, flags: u64) -> bool {
+    prot.write && flags & MAP_SHARED == 0 && flags & MAP_NORESERVE == 0 && len > k.mem.size()
 }
 
 const MAP_SHARED: u64 = 0x01;
 const MAP_FIXED: u64 = 0x10;
 const MAP_ANONYMOUS: u64 = 0x20;
+const MAP_NORESERVE: u64 = 0x4000;
 const MAP_HUGETLB: u64 = 0x40000;
 const MAP_FIXED_NOREPLACE: u64 = 0x100000;
 
@@ -89,6 +102,9 @@ fn sys_mmap(k: &mut Kernel, _: &mut dyn FpuAccess, a: [u64; 6]) -> SysResult {
         return SysResult::Unsupported("mmap with MAP_HUGETLB".into());
     }
     let prot = Prot::from_linux(prot);
+    if more_than_the_machine(k, len, prot, flags) {
+        return err(libc::ENOMEM);
+    }
     let shared = flags & MAP_SHARED != 0;
     let (backing, name) = if flags & MAP_ANONYMOUS != 0 {
         (Backing::Anon, String::new())

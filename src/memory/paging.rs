@@ -125,8 +125,9 @@ impl PageTables {
         self.root
     }
 
-    /// Frees every table page of the user half (the leaves must have been
-    /// dropped already), and the root unless it is the machine's own.
+    /// Retires every table page of the user half (the leaves must have been
+    /// dropped already), and the root unless it is the machine's own: see
+    /// [`PageAllocator::retire_table`].
     pub fn free_tables(&self, mem: &PhysMemory, alloc: &mut PageAllocator) {
         fn free_level(mem: &PhysMemory, alloc: &mut PageAllocator, table: u64, level: u32) {
             for i in 0..512 {
@@ -136,7 +137,7 @@ impl PageTables {
                     if level > 1 {
                         free_level(mem, alloc, next, level - 1);
                     }
-                    alloc.free(next);
+                    alloc.retire_table(next);
                 }
             }
         }
@@ -145,12 +146,12 @@ impl PageTables {
             let e = mem.read_u64(slot);
             if e & PTE_P != 0 {
                 free_level(mem, alloc, e & PTE_ADDR, 2);
-                alloc.free(e & PTE_ADDR);
+                alloc.retire_table(e & PTE_ADDR);
                 mem.write_u64(slot, 0);
             }
         }
         if self.root != PHYS_PML4 {
-            alloc.free(self.root);
+            alloc.retire_table(self.root);
         }
     }
 

@@ -152,6 +152,12 @@ pub struct PageAllocator {
     /// fork, or shared mappings), with the number of extra holders.
     #[serde(default)]
     shares: std::collections::BTreeMap<u64, u32>,
+    /// Page-table pages of torn-down address spaces, kept out of use until
+    /// the guest's cached translations are next dropped: the shadow MMU may
+    /// still hold tables built from them, and would take a reused page for
+    /// the table it was.
+    #[serde(default)]
+    quarantine: Vec<u64>,
 }
 
 impl PageAllocator {
@@ -162,7 +168,20 @@ impl PageAllocator {
             end,
             free: Vec::new(),
             shares: Default::default(),
+            quarantine: Vec::new(),
         }
+    }
+
+    /// Lets go of a page that served as a page table: it returns to the
+    /// pool after the next invalidation ([`PageAllocator::after_invalidation`]).
+    pub fn retire_table(&mut self, pa: u64) {
+        self.quarantine.push(pa);
+    }
+
+    /// The guest's cached translations were dropped: retired tables are
+    /// plain pages again.
+    pub fn after_invalidation(&mut self) {
+        self.free.append(&mut self.quarantine);
     }
 
     /// One more address space holds `pa`.
@@ -203,7 +222,7 @@ impl PageAllocator {
         self.free.push(pa);
     }
 
-    /// Pages currently handed out.
+    /// Pages currently handed out (retired tables count until released).
     pub fn in_use(&self) -> u64 {
         (self.next_fresh - PHYS_POOL_START) / PAGE_SIZE - self.free.len() as u64
     }

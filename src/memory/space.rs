@@ -23,6 +23,10 @@ use crate::arch::layout::{
     MMAP_BASE, MMAP_MIN_ADDR, PAGE_SIZE, STACK_SIZE, STACK_TOP, USER_END, page_ceil, page_floor,
 };
 
+/// The most private writable pages `fork` copies at once (32 MiB); a
+/// larger parent shares them copy-on-write.
+pub const EAGER_COPY_PAGES: u64 = 8192;
+
 /// Pages mapped at once around an anonymous page fault.
 pub const FAULT_AROUND: u64 = 16;
 
@@ -168,10 +172,15 @@ impl AddressSpace {
         other.alloc = std::mem::replace(&mut self.alloc, PageAllocator::new(0));
     }
 
-    /// A copy of this space for a forked child: the same mappings over the
-    /// same pages, private ones copy-on-write in both spaces (the first
-    /// write gives the writer its own copy), shared ones shared. The child
-    /// holds a placeholder pool (see [`AddressSpace::hand_pool_to`]).
+    /// A copy of this space for a forked child: the same mappings, shared
+    /// ones over the same pages. Private pages the parent can write are
+    /// copied at once when they are few (up to [`EAGER_COPY_PAGES`]): the
+    /// parent's translations then stay valid, where marking its pages
+    /// copy-on-write would take write rights away (an invalidation, costly
+    /// on nested KVM) and break again at its next writes. Above that, both
+    /// spaces share them copy-on-write. Read-only private pages are shared,
+    /// marked copy-on-write in case a later `mprotect` makes them writable.
+    /// The child holds a placeholder pool (see [`AddressSpace::hand_pool_to`]).
     pub fn fork(&mut self, mem: &PhysMemory) -> Result<AddressSpace, MemError> {
         let pt = PageTables::new_root(mem, &mut self.alloc)?;
         let child = AddressSpace {
@@ -188,6 +197,18 @@ impl AddressSpace {
             .values()
             .map(|v| (v.start, v.end, v.shared))
             .collect();
+        let writable = |pte: u64| pte & PTE_W != 0 || (pte & PTE_P == 0 && pte & PTE_COW == 0);
+        let mut to_copy = 0;
+        for &(start, end, shared) in &spans {
+            if !shared {
+                to_copy += self
+                    .pt
+                    .entries(mem, start, end)
+                    .filter(|(_, pte)| owned_page(*pte).is_some() && writable(*pte))
+                    .count() as u64;
+            }
+        }
+        let eager = to_copy <= EAGER_COPY_PAGES;
         for (start, end, shared) in spans {
             if shared {
                 // Both must see one page each, so each needs one now.
@@ -195,6 +216,14 @@ impl AddressSpace {
             }
             for (va, pte) in self.pt.entries(mem, start, end) {
                 let Some(pa) = owned_page(pte) else { continue };
+                if !shared && eager && writable(pte) {
+                    let copy = self.alloc.alloc(mem)?;
+                    let mut page = vec![0u8; PAGE_SIZE as usize];
+                    mem.read(pa, &mut page);
+                    mem.write(copy, &page);
+                    pt.set(mem, &mut self.alloc, va, (pte & !PTE_ADDR & !PTE_A) | copy)?;
+                    continue;
+                }
                 self.alloc.share(pa);
                 let mut e = pte;
                 if !shared {
@@ -226,17 +255,27 @@ impl AddressSpace {
         })
     }
 
-    /// Lets go of every mapping and page table (at exec or exit). The pages
-    /// and tables go back to the pool, so translations the guest cached of
-    /// them must go too.
+    /// Lets go of every mapping and page table (at exec or exit). Nothing
+    /// needs invalidating: no live root leads to the pages any more, and
+    /// the tables stay out of use until the next invalidation
+    /// ([`PageAllocator::retire_table`]).
     pub fn tear_down(&mut self, mem: &PhysMemory) {
         let spans: Vec<(u64, u64)> = self.vmas.values().map(|v| (v.start, v.end)).collect();
         for (start, end) in spans {
-            self.drop_pages(mem, start, end);
+            for (va, old) in self.pt.entries(mem, start, end) {
+                self.pt.clear(mem, va);
+                if let Some(pa) = owned_page(old) {
+                    self.alloc.free(pa);
+                }
+            }
         }
         self.vmas.clear();
         self.pt.free_tables(mem, &mut self.alloc);
-        self.needs_invalidate = true;
+    }
+
+    /// The page pool, to tell it of an invalidation.
+    pub fn allocator_mut(&mut self) -> &mut PageAllocator {
+        &mut self.alloc
     }
 
     /// Gives this space its own copy of the copy-on-write page at `va`

@@ -18,8 +18,12 @@ pub enum FailureKind {
     Crashed { signal: String },
     /// Every thread blocked for good.
     Deadlocked,
-    /// A budget stopped it.
+    /// The step budget stopped it.
     Hung(HungReason),
+    /// The wall-clock watchdog stopped it (depends on the host).
+    TimedOut,
+    /// It needed more memory than the machine has: a limit of the machine.
+    OutOfMemory,
     /// It needed a system call the monitor does not implement: a limit of
     /// the monitor, not a bug of the program.
     Unsupported { syscall: String },
@@ -40,6 +44,8 @@ impl FailureKind {
             },
             Outcome::Deadlocked { .. } => FailureKind::Deadlocked,
             Outcome::Hung { reason, .. } => FailureKind::Hung(*reason),
+            Outcome::TimedOut { .. } => FailureKind::TimedOut,
+            Outcome::OutOfMemory { .. } => FailureKind::OutOfMemory,
             Outcome::Unsupported { syscall, .. } => FailureKind::Unsupported {
                 syscall: syscall.clone(),
             },
@@ -55,6 +61,8 @@ impl FailureKind {
             FailureKind::Crashed { .. } => "crashed",
             FailureKind::Deadlocked => "deadlocked",
             FailureKind::Hung(_) => "hung",
+            FailureKind::TimedOut => "timed-out",
+            FailureKind::OutOfMemory => "out-of-memory",
             FailureKind::Unsupported { .. } => "unsupported",
         }
     }
@@ -73,9 +81,18 @@ impl FailureKind {
     }
 
     /// Whether this says something about the program (everything but a
-    /// system call the monitor lacks).
+    /// system call the monitor lacks and memory the machine lacks).
     pub fn is_program_failure(&self) -> bool {
-        !matches!(self, FailureKind::Unsupported { .. })
+        !matches!(
+            self,
+            FailureKind::Unsupported { .. } | FailureKind::OutOfMemory
+        )
+    }
+
+    /// Whether the same schedule may end otherwise on another host or
+    /// under another load (the wall-clock watchdog).
+    pub fn depends_on_the_host(&self) -> bool {
+        matches!(self, FailureKind::TimedOut)
     }
 }
 

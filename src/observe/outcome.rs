@@ -60,16 +60,12 @@ pub fn wait_cycle(threads: &[BlockedThread]) -> Vec<u32> {
 pub enum HungReason {
     /// `--max-steps` scheduling points were taken.
     MaxSteps,
-    /// The wall-clock `--timeout` passed while a thread computed without a
-    /// system call.
-    Timeout,
 }
 
 impl HungReason {
     pub fn as_str(self) -> &'static str {
         match self {
             HungReason::MaxSteps => "max-steps",
-            HungReason::Timeout => "timeout",
         }
     }
 }
@@ -100,6 +96,17 @@ pub enum Outcome {
         thread: u32,
         rip: u64,
     },
+    /// The wall-clock watchdog (`--timeout`) stopped a thread that ran
+    /// that long without a scheduling point. How far it got depends on the
+    /// host's speed and load, unlike every other outcome.
+    TimedOut { thread: u32, rip: u64 },
+    /// The program needed more memory than the machine has (`--memory`):
+    /// a page it touched could not be given one.
+    OutOfMemory {
+        memory_mib: u64,
+        thread: u32,
+        rip: u64,
+    },
     /// The program made a system call (or used a feature) the monitor does
     /// not implement.
     Unsupported {
@@ -112,13 +119,16 @@ pub enum Outcome {
 }
 
 impl Outcome {
-    /// One of `exited`, `crashed`, `deadlocked`, `hung`, `unsupported`.
+    /// One of `exited`, `crashed`, `deadlocked`, `hung`, `timed-out`,
+    /// `out-of-memory`, `unsupported`.
     pub fn kind(&self) -> &'static str {
         match self {
             Outcome::Exited { .. } => "exited",
             Outcome::Crashed { .. } => "crashed",
             Outcome::Deadlocked { .. } => "deadlocked",
             Outcome::Hung { .. } => "hung",
+            Outcome::TimedOut { .. } => "timed-out",
+            Outcome::OutOfMemory { .. } => "out-of-memory",
             Outcome::Unsupported { .. } => "unsupported",
         }
     }
@@ -174,10 +184,17 @@ impl Outcome {
                 HungReason::MaxSteps => {
                     format!("hung: the step limit was reached (thread {thread} at rip {rip:#x})")
                 }
-                HungReason::Timeout => format!(
-                    "hung: the wall-clock timeout passed while thread {thread} computed without a system call (rip {rip:#x})"
-                ),
             },
+            Outcome::TimedOut { thread, rip } => format!(
+                "timed out: thread {thread} ran for the wall-clock --timeout without a scheduling point (rip {rip:#x}); how far a run gets in that time depends on this host's speed and load"
+            ),
+            Outcome::OutOfMemory {
+                memory_mib,
+                thread,
+                rip,
+            } => format!(
+                "out of memory: the program needs more than the {memory_mib} MiB of guest memory (raise --memory); thread {thread} at rip {rip:#x}"
+            ),
             Outcome::Unsupported {
                 syscall,
                 nr,
@@ -185,9 +202,6 @@ impl Outcome {
                 rip,
                 detail,
             } => {
-                if syscall == "guest-memory" {
-                    return format!("unsupported: {detail} (thread {thread} at rip {rip:#x})");
-                }
                 let d = if detail.is_empty() {
                     String::new()
                 } else {

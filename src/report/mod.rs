@@ -139,7 +139,10 @@ impl Symbols {
                 }
                 out
             }
-            Outcome::Crashed { rip, thread, .. } | Outcome::Hung { rip, thread, .. } => {
+            Outcome::Crashed { rip, thread, .. }
+            | Outcome::Hung { rip, thread, .. }
+            | Outcome::TimedOut { rip, thread }
+            | Outcome::OutOfMemory { rip, thread, .. } => {
                 vec![format!("thread {thread} at {}", self.at(*rip).short())]
             }
             Outcome::Unsupported { rip, .. } => {
@@ -167,6 +170,8 @@ impl Symbols {
             }),
             Outcome::Crashed { rip, .. }
             | Outcome::Hung { rip, .. }
+            | Outcome::TimedOut { rip, .. }
+            | Outcome::OutOfMemory { rip, .. }
             | Outcome::Unsupported { rip, .. } => {
                 json!({ "at": self.at(*rip).short() })
             }

@@ -22,7 +22,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::observe::failure::FailureKind;
 use crate::observe::locks::Inversion;
-use crate::observe::outcome::{HungReason, Outcome};
+use crate::observe::outcome::Outcome;
 use crate::observe::trace::Event;
 use crate::report::symbols::Location;
 
@@ -151,17 +151,13 @@ pub fn compute(f: &Facts, locate: &mut Locate) -> Signature {
             .collect(),
         // Where the step limit strikes depends on the schedule; the kind
         // alone is the finding.
-        (
-            _,
-            Outcome::Hung {
-                reason: HungReason::MaxSteps,
-                ..
-            },
-        ) => Vec::new(),
+        (_, Outcome::Hung { .. }) => Vec::new(),
         // A loop without system calls: the function, not the line (the
         // watchdog stops it anywhere in the loop).
-        (_, Outcome::Hung { rip, .. }) => vec![function_name(&locate(*rip, false))],
-        (_, Outcome::Unsupported { rip, .. }) => vec![site_name(&locate(*rip, false))],
+        (_, Outcome::TimedOut { rip, .. }) => vec![function_name(&locate(*rip, false))],
+        (_, Outcome::Unsupported { rip, .. }) | (_, Outcome::OutOfMemory { rip, .. }) => {
+            vec![site_name(&locate(*rip, false))]
+        }
         (_, Outcome::Exited { .. }) => Vec::new(),
     };
     Signature::new(failure.detail(), sites)

@@ -274,6 +274,12 @@ pub enum WireOutcome {
         rip: u64,
         detail: String,
     },
+    /// Version 4.
+    OutOfMemory {
+        memory_mib: u64,
+        thread: u32,
+        rip: u64,
+    },
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -531,7 +537,9 @@ impl Rwd {
                 esc(syscall);
                 esc(detail);
             }
-            WireOutcome::Exited { .. } | WireOutcome::Hung { .. } => {}
+            WireOutcome::Exited { .. }
+            | WireOutcome::Hung { .. }
+            | WireOutcome::OutOfMemory { .. } => {}
         }
         r.story.threads.iter_mut().for_each(|(_, name)| esc(name));
         r.story.mappings.iter_mut().for_each(|m| esc(&mut m.path));
@@ -979,14 +987,25 @@ impl WireOutcome {
                 cycle,
             },
             Outcome::Hung {
-                reason,
+                reason: HungReason::MaxSteps,
                 thread,
                 rip,
             } => WireOutcome::Hung {
-                reason: match reason {
-                    HungReason::MaxSteps => 0,
-                    HungReason::Timeout => 1,
-                },
+                reason: 0,
+                thread,
+                rip,
+            },
+            Outcome::TimedOut { thread, rip } => WireOutcome::Hung {
+                reason: 1,
+                thread,
+                rip,
+            },
+            Outcome::OutOfMemory {
+                memory_mib,
+                thread,
+                rip,
+            } => WireOutcome::OutOfMemory {
+                memory_mib,
                 thread,
                 rip,
             },
@@ -1040,15 +1059,21 @@ impl WireOutcome {
                 cycle,
             },
             WireOutcome::Hung {
-                reason,
+                reason: 0,
                 thread,
                 rip,
             } => Outcome::Hung {
-                reason: if reason == 0 {
-                    HungReason::MaxSteps
-                } else {
-                    HungReason::Timeout
-                },
+                reason: HungReason::MaxSteps,
+                thread,
+                rip,
+            },
+            WireOutcome::Hung { thread, rip, .. } => Outcome::TimedOut { thread, rip },
+            WireOutcome::OutOfMemory {
+                memory_mib,
+                thread,
+                rip,
+            } => Outcome::OutOfMemory {
+                memory_mib,
                 thread,
                 rip,
             },

@@ -261,7 +261,9 @@ impl<'a> StoryTeller<'a> {
                     }
                 }
             }
-            Outcome::Hung { thread, rip, .. } => {
+            Outcome::Hung { thread, rip, .. }
+            | Outcome::TimedOut { thread, rip }
+            | Outcome::OutOfMemory { thread, rip, .. } => {
                 let loc = self.at(*rip).short();
                 let _ = writeln!(out, "  {} was at {loc}", self.thread(*thread));
             }

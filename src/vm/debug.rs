@@ -218,7 +218,10 @@ impl Vm {
     /// Runs on to the end without the debugger, as [`Vm::run`] would have.
     pub fn debug_finish(&mut self) -> Result<RunReport, VmError> {
         let start = std::time::Instant::now();
-        let (exits0, inval0) = (self.machine.exits, self.machine.invalidations);
+        let (exits0, inval0) = (
+            self.machine.exits,
+            (self.machine.invalidations, self.machine.root_switches),
+        );
         self.machine.arm_watchdog(self.timeout, &self.cancel);
         let r = self.run_loop(None);
         self.machine.disarm_watchdog();
@@ -229,7 +232,7 @@ impl Vm {
     /// The report of a run the debugger took to its end.
     pub fn debug_report(&self) -> Option<RunReport> {
         self.kernel.outcome()?;
-        Some(self.report(std::time::Instant::now(), 0, 0, false))
+        Some(self.report(std::time::Instant::now(), 0, (0, 0), false))
     }
 
     /// The kernel, for reading threads and memory.

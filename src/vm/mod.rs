@@ -28,7 +28,7 @@ use crate::kernel::{FpuAccess, Kernel, KernelConfig};
 use crate::machine::{Exit, Machine, MachineError, TscTrap};
 use crate::memory::{PhysError, PhysMemory};
 use crate::observe::locks::Inversion;
-use crate::observe::outcome::{HungReason, Outcome};
+use crate::observe::outcome::Outcome;
 use crate::observe::trace::Event;
 use crate::sched::{Decision, RunUntilBlocked, SchedView, Schedule, Strategy};
 
@@ -76,7 +76,7 @@ impl RunConfig {
         RunConfig {
             kernel,
             memory_mib: 1024,
-            timeout: Duration::from_secs(10),
+            timeout: Duration::from_secs(60),
             stream_output: false,
             shim: true,
             snapshot_at: SnapshotAt::FirstThread,
@@ -128,6 +128,8 @@ pub struct RunReport {
     pub demand_faults: u64,
     /// Times the guest's translations were invalidated.
     pub invalidations: u64,
+    /// Times the vCPU switched to another process's page tables.
+    pub address_space_switches: u64,
     /// Wall-clock time of the run.
     pub wall_us: u64,
     /// The decisions the strategy took: replaying them gives this run.
@@ -307,7 +309,7 @@ impl Vm {
         let _tsc = TscTrap::hold();
         let start = Instant::now();
         let exits0 = self.machine.exits;
-        let inval0 = self.machine.invalidations;
+        let inval0 = (self.machine.invalidations, self.machine.root_switches);
         let from_snapshot = !self.fresh;
         let pending = if self.fresh {
             self.fresh = false;
@@ -326,7 +328,13 @@ impl Vm {
     }
 
     /// The report of the run that just ended.
-    fn report(&self, start: Instant, exits0: u64, inval0: u64, from_snapshot: bool) -> RunReport {
+    fn report(
+        &self,
+        start: Instant,
+        exits0: u64,
+        (inval0, switches0): (u64, u64),
+        from_snapshot: bool,
+    ) -> RunReport {
         let k = &self.kernel;
         let obs = k.observer();
         RunReport {
@@ -345,6 +353,7 @@ impl Vm {
             exits: self.machine.exits - exits0,
             demand_faults: k.mm().demand_faults,
             invalidations: self.machine.invalidations - inval0,
+            address_space_switches: self.machine.root_switches - switches0,
             wall_us: start.elapsed().as_micros() as u64,
             schedule: Schedule {
                 sync_points: k.config().sync_points,
@@ -421,11 +430,7 @@ impl Vm {
                     r if r >= crate::arch::layout::KERNEL_VIRT_BASE => self.kernel.cur().regs.rip,
                     r => r,
                 };
-                self.kernel.end(Outcome::Hung {
-                    reason: HungReason::Timeout,
-                    thread,
-                    rip,
-                });
+                self.kernel.end(Outcome::TimedOut { thread, rip });
             }
         }
         Ok(())
