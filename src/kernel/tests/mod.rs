@@ -10,6 +10,7 @@ mod mm;
 mod net;
 mod pipe;
 mod poll;
+mod process;
 mod signal;
 mod stat;
 mod thread;
