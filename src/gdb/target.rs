@@ -494,6 +494,9 @@ impl ThreadExtraInfo for Session {
             ThreadState::Blocked(Wait::Pipe { write: false, .. }) => "reading an empty pipe".into(),
             ThreadState::Blocked(Wait::Pipe { write: true, .. }) => "writing a full pipe".into(),
             ThreadState::Blocked(Wait::Child { .. }) => "waiting for a child process".into(),
+            ThreadState::Blocked(Wait::Readable { fd, .. }) => {
+                format!("reading descriptor {fd}")
+            }
             ThreadState::Blocked(Wait::Vfork { child }) => {
                 format!("waiting for vfork child {child}")
             }

@@ -42,6 +42,10 @@ pub enum FileKind {
     Epoll { id: u64 },
     /// A process descriptor (`pidfd_open`): readable once the process ends.
     PidFd { pid: u32 },
+    /// A timer descriptor (`timerfd_create`, in `sys_timer`).
+    TimerFd { id: u64, realtime: bool },
+    /// A signal descriptor (`signalfd`): reads the pending signals of `mask`.
+    SignalFd { mask: u64 },
     /// One end of a connected unix socket pair (`socketpair`): it reads
     /// pipe `rx` and writes pipe `tx` (`sys_pipe`).
     SocketPair { rx: u64, tx: u64 },

@@ -29,6 +29,7 @@ mod sys_signal;
 mod sys_stat;
 mod sys_thread;
 mod sys_time;
+mod sys_timer;
 mod sys_tree;
 
 use std::collections::BTreeMap;
@@ -185,6 +186,8 @@ pub struct Kernel {
     invalidate: bool,
     /// The process the run started with: its end is the run's end.
     first_pid: process::Pid,
+    /// Timers of every process (`sys_timer`).
+    timers: sys_timer::Timers,
 }
 
 impl Kernel {
@@ -250,6 +253,7 @@ impl Kernel {
             spaces: BTreeMap::new(),
             invalidate: false,
             first_pid: MAIN_TID.0,
+            timers: Default::default(),
         };
         let first = process::Process {
             pid: MAIN_TID.0,
@@ -578,6 +582,7 @@ impl Kernel {
                 ThreadState::Blocked(w) => w.deadline(),
                 _ => None,
             })
+            .chain(self.timers.next_deadline())
             .min()
             .map(|d| self.obs.step() + d.saturating_sub(self.now).div_ceil(STEP_QUANTUM_NS).max(1))
     }
@@ -763,8 +768,10 @@ impl Kernel {
         self.obs.woke(tid, result);
     }
 
-    /// Ends the waits whose deadlines have passed.
+    /// Ends the waits whose deadlines have passed and fires the timers
+    /// whose time has come.
     fn expire_timers(&mut self) {
+        self.fire_timers();
         let due: Vec<(Tid, i64)> = self
             .threads
             .values()
@@ -791,6 +798,7 @@ impl Kernel {
                 ThreadState::Blocked(w) => w.deadline(),
                 _ => None,
             })
+            .chain(self.timers.next_deadline())
             .min();
         match next {
             Some(d) => {
@@ -886,6 +894,9 @@ impl Kernel {
                     (Wait::Signal, ..) => "a signal".into(),
                     (Wait::SigWait { .. }, ..) => "a signal (sigtimedwait)".into(),
                     (Wait::Child { .. }, ..) => "a child process to end".into(),
+                    (Wait::Readable { fd, .. }, ..) => {
+                        format!("a read of descriptor {fd} (a timer or signal descriptor)")
+                    }
                     (Wait::Vfork { child }, ..) => {
                         format!("its vfork child {child} to exec or exit")
                     }

@@ -203,6 +203,7 @@ impl Kernel {
             t.pending.clear();
         }
         self.files = FdTable::default();
+        self.timers.forget(pid);
         let (parent, exit_signal, vfork_parent, space) = {
             let p = self.procs.get_mut(&pid).expect("current process");
             p.ended = Some(how);

@@ -93,6 +93,11 @@ pub fn send_to_thread(k: &mut Kernel, tid: Tid, s: PendingSignal) {
         return;
     }
     t.pending.push(s);
+    // Signal descriptors and the polls on them look again.
+    k.pipes.note_activity();
+    let Some(t) = k.threads.get_mut(&tid) else {
+        return;
+    };
     // A thread waiting for this very signal takes it, blocked or not.
     if let ThreadState::Blocked(Wait::SigWait { set, nr, .. }) = t.state {
         if set & bit(s.signo) != 0 {

@@ -319,6 +319,8 @@ fn read_bytes(k: &mut Kernel, fd: i32, len: usize, at: Option<u64>) -> Result<Ve
         | FileKind::EventFd { .. }
         | FileKind::Epoll { .. }
         | FileKind::PidFd { .. }
+        | FileKind::TimerFd { .. }
+        | FileKind::SignalFd { .. }
         | FileKind::SocketPair { .. } => {
             return Err(libc::EINVAL);
         }
@@ -389,6 +391,12 @@ fn do_read(k: &mut Kernel, fd: u64, buf: u64, len: u64, at: Option<u64>) -> SysR
         if let FileKind::EventFd { id, semaphore } = f.kind {
             let nr = libc::SYS_read as u64;
             return super::sys_pipe::read_counter(k, id, semaphore, nonblock, buf, len, nr);
+        }
+        if let FileKind::TimerFd { .. } = f.kind {
+            return super::sys_timer::read_timerfd(k, fd as i32, buf, len, nonblock);
+        }
+        if let FileKind::SignalFd { mask } = f.kind {
+            return super::sys_timer::read_signalfd(k, fd as i32, mask, buf, len, nonblock);
         }
         if let FileKind::Pipe { id, write } = f.kind {
             return match (write, at) {

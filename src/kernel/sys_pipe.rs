@@ -377,7 +377,7 @@ pub fn poll_state(k: &Kernel, id: u64, write: bool) -> (bool, bool, bool) {
 /// they can go on: each re-executes its `syscall` instruction. Called after
 /// every system call while any thread waits so.
 pub fn settle(k: &mut Kernel) {
-    if k.pipes.buffers.is_empty() && k.pipes.counters.is_empty() {
+    if k.pipes.buffers.is_empty() && k.pipes.counters.is_empty() && !k.pipes.activity {
         return;
     }
     let ends = k
@@ -411,6 +411,7 @@ pub fn settle(k: &mut Kernel) {
                 go.then_some((t.tid, *nr))
             }
             ThreadState::Blocked(Wait::Poll { nr, .. }) if activity => Some((t.tid, *nr)),
+            ThreadState::Blocked(Wait::Readable { nr, .. }) if activity => Some((t.tid, *nr)),
             _ => None,
         })
         .collect();

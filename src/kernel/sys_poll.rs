@@ -1,4 +1,4 @@
-//! Waiting for descriptors: poll and ppoll.
+//! Waiting for descriptors: poll, ppoll, select and pselect6.
 
 use super::files::FileKind;
 use super::table::{SyscallDef, def};
@@ -15,6 +15,16 @@ pub const CALLS: &[SyscallDef] = &[
         libc::SYS_ppoll,
         sys_ppoll,
         "as poll; the signal mask argument is ignored",
+    ),
+    def(
+        libc::SYS_select,
+        sys_select,
+        "as poll; the timeout is not updated with the time left",
+    ),
+    def(
+        libc::SYS_pselect6,
+        sys_pselect6,
+        "as select; the signal mask argument is ignored",
     ),
 ];
 
@@ -55,6 +65,20 @@ pub(super) fn readiness(k: &Kernel, fd: i32) -> Option<i16> {
             (if can_read { POLLIN } else { 0 })
                 | (if can_write { POLLOUT } else { 0 })
                 | (if peer_closed { POLLHUP } else { 0 })
+        }
+        FileKind::TimerFd { id, .. } => {
+            if k.timers.fd_expirations(id) > 0 {
+                POLLIN
+            } else {
+                0
+            }
+        }
+        FileKind::SignalFd { mask } => {
+            if super::sys_timer::signal_waiting(k, mask) {
+                POLLIN
+            } else {
+                0
+            }
         }
         FileKind::PidFd { pid } => {
             let ended = k.processes().get(&pid).is_none_or(|p| p.ended.is_some());
@@ -128,4 +152,114 @@ fn sys_ppoll(k: &mut Kernel, _: &mut dyn FpuAccess, a: [u64; 6]) -> SysResult {
         }
     };
     poll(k, a[0], a[1], deadline, libc::SYS_ppoll as u64)
+}
+
+// ----- select
+
+/// `select` and `pselect6`: the descriptors of three sets (`nfds` bits
+/// each) that are ready to read, to write, or with an exceptional
+/// condition (never: no descriptor here has out-of-band data).
+fn select(
+    k: &mut Kernel,
+    nfds: u64,
+    sets: [u64; 3],
+    deadline: Option<Option<u64>>,
+    nr: u64,
+) -> SysResult {
+    if nfds > k.files.limit as u64 || (nfds as i64) < 0 {
+        return err(libc::EINVAL);
+    }
+    let bytes = (nfds as usize).div_ceil(64) * 8;
+    let mut wanted = [vec![0u8; bytes], vec![0u8; bytes], vec![0u8; bytes]];
+    for (set, want) in sets.iter().zip(wanted.iter_mut()) {
+        if *set != 0 && k.read(*set, want).is_err() {
+            return err(libc::EFAULT);
+        }
+    }
+    let mut got = [vec![0u8; bytes], vec![0u8; bytes], vec![0u8; bytes]];
+    let mut ready = 0;
+    for fd in 0..nfds as usize {
+        let (byte, bit) = (fd / 8, 1u8 << (fd % 8));
+        let asked: Vec<bool> = wanted.iter().map(|w| w[byte] & bit != 0).collect();
+        if !asked.iter().any(|a| *a) {
+            continue;
+        }
+        let Some(r) = readiness(k, fd as i32) else {
+            return err(libc::EBADF);
+        };
+        let now = [
+            r & (POLLIN | POLLHUP | POLLERR) != 0,
+            r & (POLLOUT | POLLERR) != 0,
+            false,
+        ];
+        for i in 0..3 {
+            if asked[i] && now[i] {
+                got[i][byte] |= bit;
+                ready += 1;
+            }
+        }
+    }
+    let give_back = |k: &mut Kernel, got: &[Vec<u8>; 3]| -> Result<(), i32> {
+        for (set, g) in sets.iter().zip(got.iter()) {
+            if *set != 0 {
+                k.write(*set, g).map_err(|_| libc::EFAULT)?;
+            }
+        }
+        Ok(())
+    };
+    let result = match deadline {
+        _ if ready > 0 => ready,
+        Some(Some(d)) if d <= k.now => 0,
+        // The sets are left as they are: the call is taken up again.
+        Some(d) => return SysResult::Block(Wait::Poll { deadline: d, nr }),
+        None => 0,
+    };
+    match give_back(k, &got) {
+        Ok(()) => SysResult::Ret(result),
+        Err(e) => err(e),
+    }
+}
+
+fn sys_select(k: &mut Kernel, _: &mut dyn FpuAccess, a: [u64; 6]) -> SysResult {
+    let deadline = if a[4] == 0 {
+        Some(None)
+    } else {
+        let (s, us) = match (k.read_u64(a[4]), k.read_u64(a[4] + 8)) {
+            (Ok(s), Ok(us)) => (s as i64, us as i64),
+            _ => return err(libc::EFAULT),
+        };
+        if s < 0 || !(0..1_000_000).contains(&us) {
+            return err(libc::EINVAL);
+        }
+        match s as u64 * 1_000_000_000 + us as u64 * 1000 {
+            0 => None,
+            t => Some(Some(k.now + t)),
+        }
+    };
+    select(
+        k,
+        a[0],
+        [a[1], a[2], a[3]],
+        deadline,
+        libc::SYS_select as u64,
+    )
+}
+
+fn sys_pselect6(k: &mut Kernel, _: &mut dyn FpuAccess, a: [u64; 6]) -> SysResult {
+    let deadline = if a[4] == 0 {
+        Some(None)
+    } else {
+        match super::sys_thread::deadline(k, a[4], false, false) {
+            Ok(Some(d)) if d == k.now => None,
+            Ok(d) => Some(d),
+            Err(e) => return err(e),
+        }
+    };
+    select(
+        k,
+        a[0],
+        [a[1], a[2], a[3]],
+        deadline,
+        libc::SYS_pselect6 as u64,
+    )
 }

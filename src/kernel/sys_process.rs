@@ -311,6 +311,7 @@ fn exec(
     }
     k.files.close_on_exec();
     k.signals.reset_for_exec();
+    k.timers.exec(pid);
     let exec = Exec {
         exe: exe.clone(),
         argv,

@@ -241,6 +241,22 @@ fn meta_of_fd(k: &mut Kernel, fd: i32) -> Result<Meta, i32> {
         }
         FileKind::Null | FileKind::Zero | FileKind::Random => meta_of_path(k, &f.path, true),
         // Anonymous inodes, as Linux's eventfd and epoll.
+        FileKind::TimerFd { id, .. } => Ok(Meta {
+            mode: 0o600,
+            size: 0,
+            ino: 7000 + *id,
+            rdev: 0,
+            nlink: 1,
+            stat: None,
+        }),
+        FileKind::SignalFd { .. } => Ok(Meta {
+            mode: 0o600,
+            size: 0,
+            ino: 8000 + fd as u64,
+            rdev: 0,
+            nlink: 1,
+            stat: None,
+        }),
         FileKind::PidFd { pid } => Ok(Meta {
             mode: 0o600,
             size: 0,

@@ -40,7 +40,7 @@ pub const fn def(nr: i64, handler: Handler, note: &'static str) -> SyscallDef {
 }
 
 fn build() -> Vec<Option<SyscallDef>> {
-    let families: [(&str, &[SyscallDef]); 13] = [
+    let families: [(&str, &[SyscallDef]); 14] = [
         ("file", super::sys_file::CALLS),
         ("stat", super::sys_stat::CALLS),
         ("tree", super::sys_tree::CALLS),
@@ -53,6 +53,7 @@ fn build() -> Vec<Option<SyscallDef>> {
         ("signal", super::sys_signal::CALLS),
         ("thread", super::sys_thread::CALLS),
         ("process", super::sys_process::CALLS),
+        ("timer", super::sys_timer::CALLS),
         ("time", super::sys_time::CALLS),
     ];
     let mut table = vec![None; names::SYSCALL_NAMES.len()];

@@ -42,6 +42,10 @@ pub enum Wait {
     Child { nr: u64 },
     /// The parent of a `vfork` child, until the child execs or exits.
     Vfork { child: u32 },
+    /// A read of descriptor `fd` (a timer or signal descriptor) with
+    /// nothing to read; taken up again (system call `nr` re-executed) once
+    /// the descriptor is readable.
+    Readable { fd: i32, nr: u64 },
 }
 
 impl Wait {
@@ -52,7 +56,11 @@ impl Wait {
             | Wait::Poll { deadline, .. }
             | Wait::SigWait { deadline, .. } => *deadline,
             Wait::Sleep { deadline } => Some(*deadline),
-            Wait::Signal | Wait::Pipe { .. } | Wait::Child { .. } | Wait::Vfork { .. } => None,
+            Wait::Signal
+            | Wait::Pipe { .. }
+            | Wait::Child { .. }
+            | Wait::Vfork { .. }
+            | Wait::Readable { .. } => None,
         }
     }
 
@@ -62,9 +70,11 @@ impl Wait {
             Wait::Futex { .. } => -(libc::ETIMEDOUT as i64),
             Wait::SigWait { .. } => -(libc::EAGAIN as i64),
             Wait::Sleep { .. } | Wait::Poll { .. } => 0,
-            Wait::Signal | Wait::Pipe { .. } | Wait::Child { .. } | Wait::Vfork { .. } => {
-                -(libc::EINTR as i64)
-            }
+            Wait::Signal
+            | Wait::Pipe { .. }
+            | Wait::Child { .. }
+            | Wait::Vfork { .. }
+            | Wait::Readable { .. } => -(libc::EINTR as i64),
         }
     }
 }

@@ -15,6 +15,7 @@ mod signal;
 mod stat;
 mod thread;
 mod time;
+mod timer;
 mod tree;
 
 use std::collections::BTreeMap;
