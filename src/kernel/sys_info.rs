@@ -11,6 +11,47 @@ pub const CALLS: &[SyscallDef] = &[
     def(libc::SYS_getresuid, sys_getres, ""),
     def(libc::SYS_getresgid, sys_getres, ""),
     def(libc::SYS_getgroups, sys_zero, ""),
+    def(
+        libc::SYS_setuid,
+        sys_set_id,
+        "to root (0) only: the guest runs as root",
+    ),
+    def(libc::SYS_setgid, sys_set_id, "to root (0) only"),
+    def(
+        libc::SYS_setreuid,
+        sys_set_two_ids,
+        "to root (0) or unchanged (-1) only",
+    ),
+    def(
+        libc::SYS_setregid,
+        sys_set_two_ids,
+        "to root (0) or unchanged (-1) only",
+    ),
+    def(
+        libc::SYS_setresuid,
+        sys_set_ids,
+        "to root (0) or unchanged (-1) only",
+    ),
+    def(
+        libc::SYS_setresgid,
+        sys_set_ids,
+        "to root (0) or unchanged (-1) only",
+    ),
+    def(
+        libc::SYS_setfsuid,
+        sys_zero,
+        "the file-system uid stays root's (0)",
+    ),
+    def(
+        libc::SYS_setfsgid,
+        sys_zero,
+        "the file-system gid stays root's (0)",
+    ),
+    def(
+        libc::SYS_setgroups,
+        sys_set_groups,
+        "to no supplementary group or root's only",
+    ),
     def(libc::SYS_uname, sys_uname, ""),
     def(
         libc::SYS_capget,
@@ -55,6 +96,46 @@ fn sys_getres(k: &mut Kernel, _: &mut dyn FpuAccess, a: [u64; 6]) -> SysResult {
 
 /// The release string programs see.
 pub const RELEASE: &str = "6.1.0-rewind";
+
+fn sys_set_id(k: &mut Kernel, cpu: &mut dyn FpuAccess, a: [u64; 6]) -> SysResult {
+    sys_set_ids(k, cpu, [a[0], 0, 0, 0, 0, 0])
+}
+
+fn sys_set_two_ids(k: &mut Kernel, cpu: &mut dyn FpuAccess, a: [u64; 6]) -> SysResult {
+    sys_set_ids(k, cpu, [a[0], a[1], 0, 0, 0, 0])
+}
+
+/// `setresuid` and relatives: the guest runs as root, and stays root; a
+/// change to another user (which would drop privileges Linux then checks)
+/// is not modelled, and says so rather than pretending.
+fn sys_set_ids(_: &mut Kernel, _: &mut dyn FpuAccess, a: [u64; 6]) -> SysResult {
+    let ids = [a[0] as u32, a[1] as u32, a[2] as u32];
+    match ids.iter().find(|id| **id != 0 && **id != u32::MAX) {
+        None => SysResult::Ret(0),
+        Some(id) => SysResult::Unsupported(format!(
+            "changing to user or group {id}: the guest runs as root only"
+        )),
+    }
+}
+
+fn sys_set_groups(k: &mut Kernel, _: &mut dyn FpuAccess, a: [u64; 6]) -> SysResult {
+    let n = a[0] as i32;
+    if !(0..=65536).contains(&n) {
+        return err(libc::EINVAL);
+    }
+    for i in 0..n as u64 {
+        match k.read_u32(a[1] + i * 4) {
+            Ok(0) => {}
+            Ok(g) => {
+                return SysResult::Unsupported(format!(
+                    "joining group {g}: the guest runs as root only"
+                ));
+            }
+            Err(_) => return err(libc::EFAULT),
+        }
+    }
+    SysResult::Ret(0)
+}
 
 fn sys_uname(k: &mut Kernel, _: &mut dyn FpuAccess, a: [u64; 6]) -> SysResult {
     let fields = [

@@ -39,3 +39,13 @@ cases! {
         [b.bytes(&h), 0, 0, 0, 0, 0]
     }, Want::Err(EINVAL);
 }
+
+cases! {
+    setuid_to_root_is_accepted: SYS_setuid, |b| [0, 0, 0, 0, 0, 0], Want::Ret(0);
+    setuid_to_another_user_is_unsupported: SYS_setuid, |b| [1000, 0, 0, 0, 0, 0], Want::Unsupported;
+    setresuid_keeping_or_choosing_root_is_accepted: SYS_setresuid, |b| [u32::MAX as u64, 0, u32::MAX as u64, 0, 0, 0], Want::Ret(0);
+    setresgid_to_another_group_is_unsupported: SYS_setresgid, |b| [0, 5, 0, 0, 0, 0], Want::Unsupported;
+    setgroups_with_a_negative_count_is_einval: SYS_setgroups, |b| [u64::MAX, 0, 0, 0, 0, 0], Want::Err(EINVAL);
+    setgroups_from_a_bad_pointer_is_efault: SYS_setgroups, |b| [1, super::UNMAPPED, 0, 0, 0, 0], Want::Err(EFAULT);
+    setgroups_to_none_is_accepted: SYS_setgroups, |b| [0, 0, 0, 0, 0, 0], Want::Ret(0);
+}
