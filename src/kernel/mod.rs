@@ -188,6 +188,8 @@ pub struct Kernel {
     first_pid: process::Pid,
     /// Timers of every process (`sys_timer`).
     timers: sys_timer::Timers,
+    /// Bound and listening sockets (`sys_net`).
+    sockets: sys_net::Sockets,
 }
 
 impl Kernel {
@@ -254,6 +256,7 @@ impl Kernel {
             invalidate: false,
             first_pid: MAIN_TID.0,
             timers: Default::default(),
+            sockets: Default::default(),
         };
         let first = process::Process {
             pid: MAIN_TID.0,

@@ -8,6 +8,7 @@ use super::files::{FileKind, OpenFile};
 use super::synth::{device, is_virtual_tree, proc_self, synthetic};
 use super::sys_stat::{S_IFDIR, meta_of_path};
 use super::table::{SyscallDef, def};
+use super::thread::Wait;
 use super::vfs::{Resolved, parent_of};
 use super::{FpuAccess, Kernel, SysResult, err};
 
@@ -312,9 +313,9 @@ fn read_bytes(k: &mut Kernel, fd: i32, len: usize, at: Option<u64>) -> Result<Ve
             v
         }
         FileKind::Output(_) | FileKind::PathOnly => return Err(libc::EBADF),
-        // Nothing ever connects.
-        FileKind::Socket { .. } => return Err(libc::ENOTCONN),
-        // Pipes are read by `sys_pipe` (readv of one is not supported).
+        // Only a connected socket (a pair of pipes) carries data.
+        FileKind::Socket { .. } | FileKind::BoundSocket { .. } => return Err(libc::ENOTCONN),
+        // Pipes are read by `sys_pipe`.
         FileKind::Pipe { .. }
         | FileKind::EventFd { .. }
         | FileKind::Epoll { .. }
@@ -483,14 +484,52 @@ fn iovecs(k: &mut Kernel, ptr: u64, n: u64) -> Result<Vec<(u64, u64)>, i32> {
         .collect()
 }
 
+/// A blocked call taken up again re-executes the system call `nr`: a
+/// `readv` that waits on a pipe through `read`'s code must come back as
+/// `readv`.
+fn retried_as(r: SysResult, nr: i64) -> SysResult {
+    match r {
+        SysResult::Block(Wait::Pipe { id, write, len, .. }) => SysResult::Block(Wait::Pipe {
+            id,
+            write,
+            len,
+            nr: nr as u64,
+        }),
+        SysResult::Block(Wait::Readable { fd, .. }) => {
+            SysResult::Block(Wait::Readable { fd, nr: nr as u64 })
+        }
+        other => other,
+    }
+}
+
+/// Whether descriptor `fd` is a pipe-like file (its reads and writes may
+/// wait), which vectored calls pass to `read`'s and `write`'s code whole.
+fn waits(k: &Kernel, fd: u64) -> bool {
+    k.files.get(fd as i32).is_some_and(|f| {
+        matches!(
+            f.kind,
+            FileKind::Pipe { .. }
+                | FileKind::SocketPair { .. }
+                | FileKind::EventFd { .. }
+                | FileKind::TimerFd { .. }
+                | FileKind::SignalFd { .. }
+        )
+    })
+}
+
 fn readv(k: &mut Kernel, fd: u64, iov: u64, n: u64, mut at: Option<u64>) -> SysResult {
     let v = match iovecs(k, iov, n) {
         Ok(v) => v,
         Err(e) => return err(e),
     };
+    let nr = if at.is_some() {
+        libc::SYS_preadv
+    } else {
+        libc::SYS_readv
+    };
     let mut total = 0i64;
     for (base, len) in v {
-        match do_read(k, fd, base, len, at) {
+        match retried_as(do_read(k, fd, base, len, at), nr) {
             SysResult::Ret(r) if r >= 0 => {
                 total += r;
                 at = at.map(|a| a + r as u64);
@@ -521,6 +560,27 @@ fn writev(k: &mut Kernel, fd: u64, iov: u64, n: u64, at: Option<u64>) -> SysResu
         if data.len() > MAX_IO {
             return err(libc::EINVAL);
         }
+    }
+    if waits(k, fd) {
+        // One write of the gathered bytes: atomic up to PIPE_BUF, as Linux.
+        let Some(f) = k.files.get(fd as i32) else {
+            return err(libc::EBADF);
+        };
+        if at.is_some() {
+            return err(libc::ESPIPE);
+        }
+        let nonblock = f.flags & libc::O_NONBLOCK != 0;
+        let nr = libc::SYS_writev as u64;
+        return match f.kind {
+            FileKind::Pipe { id, write: true } => {
+                super::sys_pipe::write(k, id, nonblock, &data, nr)
+            }
+            FileKind::SocketPair { tx, .. } => super::sys_pipe::write(k, tx, nonblock, &data, nr),
+            FileKind::EventFd { id, .. } => {
+                super::sys_pipe::write_counter(k, id, nonblock, &data, nr)
+            }
+            _ => err(libc::EBADF),
+        };
     }
     ret(write_bytes(k, fd as i32, &data, at).map(|n| n as i64))
 }

@@ -1,6 +1,9 @@
-//! Sockets, as far as a machine with no network and no other process sees
-//! them: they can be made, set up and closed, and a connection finds
-//! nobody listening.
+//! Sockets on a machine with no network: unix sockets and loopback TCP
+//! between the guest's own threads and processes, implemented in the
+//! monitor. A stream socket bound to a name (a unix path or abstract name,
+//! or a loopback port) and listening takes connections; a connection is a
+//! pair of pipes, one each way, like `socketpair`'s. Every other address
+//! finds nobody listening.
 //!
 //! That is what programs meet most: the C library's user and group lookups
 //! try the name service cache daemon's socket first (`ls -l`, `whoami`,
@@ -9,20 +12,35 @@
 //! The answers depend only on the guest's own file tree, so they are the
 //! same in every run.
 
+use std::collections::{BTreeMap, VecDeque};
+
 use super::files::{FileKind, OpenFile};
 use super::table::{SyscallDef, def};
+use super::thread::Wait;
 use super::{FpuAccess, Kernel, SysResult, err};
 
 pub const CALLS: &[SyscallDef] = &[
     def(
         libc::SYS_socket,
         sys_socket,
-        "unix, inet and inet6 sockets that never connect: nothing listens",
+        "unix, inet and inet6 sockets; streams connect to the guest's own listeners",
     ),
     def(
         libc::SYS_connect,
         sys_connect,
-        "unix: ENOENT for a missing path, ECONNREFUSED otherwise; inet: ECONNREFUSED on loopback, ENETUNREACH elsewhere",
+        "stream sockets to a listening unix name or loopback port; elsewhere unix: ENOENT for a missing path, ECONNREFUSED otherwise; inet: ECONNREFUSED on loopback, ENETUNREACH elsewhere",
+    ),
+    def(
+        libc::SYS_bind,
+        sys_bind,
+        "unix paths and abstract names, loopback and any-address ports (no file appears at a unix path); datagram sockets cannot receive",
+    ),
+    def(libc::SYS_listen, sys_listen, "stream sockets"),
+    def(libc::SYS_accept, sys_accept, ""),
+    def(
+        libc::SYS_accept4,
+        sys_accept4,
+        "SOCK_NONBLOCK and SOCK_CLOEXEC",
     ),
     def(
         libc::SYS_sendto,
@@ -37,7 +55,7 @@ pub const CALLS: &[SyscallDef] = &[
     def(
         libc::SYS_shutdown,
         sys_shutdown,
-        "ENOTCONN: nothing connects",
+        "connected stream sockets: the peer sees the end",
     ),
     def(libc::SYS_setsockopt, sys_setsockopt, "accepted and ignored"),
     def(
@@ -57,10 +75,79 @@ pub const CALLS: &[SyscallDef] = &[
     ),
 ];
 
+/// A name a socket can be bound to.
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Name {
+    /// A unix socket's path (normalized) or, with a leading NUL, its
+    /// abstract name.
+    Unix(String),
+    /// A loopback port, by address family.
+    Inet { family: i32, port: u16 },
+}
+
+/// A bound socket.
+#[derive(Clone, Debug)]
+struct Bound {
+    name: Name,
+    listening: bool,
+    /// Connections made and not accepted yet: each the `(rx, tx)` pipes
+    /// of the accepting end.
+    queue: VecDeque<(u64, u64)>,
+}
+
+/// Every bound socket, and the names they hold.
+#[derive(Clone, Debug, Default)]
+pub struct Sockets {
+    bound: BTreeMap<u64, Bound>,
+    names: BTreeMap<Name, u64>,
+    next: u64,
+    next_port: u16,
+}
+
+impl Sockets {
+    /// The pipe ends of connections waiting to be accepted.
+    pub fn queued_ends(&self) -> impl Iterator<Item = (u64, u64)> + '_ {
+        self.bound.values().flat_map(|b| b.queue.iter().copied())
+    }
+
+    /// Whether listener `id` has a connection to accept.
+    pub fn has_queued(&self, id: u64) -> bool {
+        self.bound.get(&id).is_some_and(|b| !b.queue.is_empty())
+    }
+}
+
+/// Forgets bound sockets no descriptor refers to any more (their names
+/// are free again, their queued connections closed).
+pub fn collect(k: &mut Kernel) {
+    if k.sockets.bound.is_empty() {
+        return;
+    }
+    let open: std::collections::BTreeSet<u64> = k
+        .all_open_files()
+        .filter_map(|f| match f.kind {
+            FileKind::BoundSocket { id, .. } => Some(id),
+            _ => None,
+        })
+        .collect();
+    let gone: Vec<u64> = k
+        .sockets
+        .bound
+        .keys()
+        .filter(|id| !open.contains(id))
+        .copied()
+        .collect();
+    for id in gone {
+        if let Some(b) = k.sockets.bound.remove(&id) {
+            k.sockets.names.remove(&b.name);
+        }
+    }
+}
+
 /// The socket behind `fd`, or the errno Linux gives.
 fn socket_of(k: &Kernel, fd: u64) -> Result<(i32, i32), i32> {
     match k.files.get(fd as i32).map(|f| &f.kind) {
         Some(FileKind::Socket { domain, kind }) => Ok((*domain, *kind)),
+        Some(FileKind::BoundSocket { domain, kind, .. }) => Ok((*domain, *kind)),
         Some(FileKind::SocketPair { .. }) => Ok((libc::AF_UNIX, libc::SOCK_STREAM)),
         Some(_) => Err(libc::ENOTSOCK),
         None => Err(libc::EBADF),
@@ -90,6 +177,239 @@ fn sys_socket(k: &mut Kernel, _: &mut dyn FpuAccess, a: [u64; 6]) -> SysResult {
         Ok(fd) => SysResult::Ret(fd.into()),
         Err(e) => err(e),
     }
+}
+
+/// Reads a socket address of `domain`: its name, when it is one a
+/// socket here can hold (a unix name, or a loopback or any-address port),
+/// or the errno.
+fn read_name(k: &mut Kernel, domain: i32, addr: u64, len: u64) -> Result<Option<Name>, i32> {
+    if !(2..=128).contains(&len) {
+        return Err(libc::EINVAL);
+    }
+    let mut raw = vec![0u8; len as usize];
+    k.read(addr, &mut raw).map_err(|_| libc::EFAULT)?;
+    let family = i32::from(u16::from_le_bytes([raw[0], raw[1]]));
+    if family != domain {
+        return Err(libc::EAFNOSUPPORT);
+    }
+    Ok(match family {
+        libc::AF_UNIX => {
+            let path = &raw[2..];
+            if path.is_empty() {
+                return Ok(None);
+            }
+            if path[0] == 0 {
+                let name = String::from_utf8_lossy(path).into_owned();
+                Some(Name::Unix(name))
+            } else {
+                let end = path.iter().position(|&b| b == 0).unwrap_or(path.len());
+                let p = String::from_utf8_lossy(&path[..end]).into_owned();
+                Some(Name::Unix(k.vfs.normalize(None, &p)))
+            }
+        }
+        libc::AF_INET if raw.len() >= 8 => {
+            let port = u16::from_be_bytes([raw[2], raw[3]]);
+            let local = raw[4] == 127 || raw[4..8] == [0, 0, 0, 0];
+            local.then_some(Name::Inet { family, port })
+        }
+        libc::AF_INET6 if raw.len() >= 24 => {
+            let port = u16::from_be_bytes([raw[2], raw[3]]);
+            let any = raw[8..24].iter().all(|&b| b == 0);
+            let loopback = raw[8..23].iter().all(|&b| b == 0) && raw[23] == 1;
+            (any || loopback).then_some(Name::Inet { family, port })
+        }
+        _ => return Err(libc::EINVAL),
+    })
+}
+
+/// The listening socket `name` leads to, if any.
+fn listener(k: &Kernel, name: &Name) -> Option<u64> {
+    let id = *k.sockets.names.get(name)?;
+    k.sockets.bound.get(&id)?.listening.then_some(id)
+}
+
+/// A free loopback port (an ephemeral one, the same in every run).
+fn free_port(k: &mut Kernel, family: i32) -> u16 {
+    loop {
+        let port = 32768 + (k.sockets.next_port % 28232);
+        k.sockets.next_port = k.sockets.next_port.wrapping_add(1);
+        if !k.sockets.names.contains_key(&Name::Inet { family, port }) {
+            return port;
+        }
+    }
+}
+
+/// Binds the socket at `fd` (of `domain`, `kind`) to `name`.
+fn bind_to(k: &mut Kernel, fd: u64, domain: i32, kind: i32, name: Name) -> SysResult {
+    let name = match name {
+        Name::Inet { family, port: 0 } => Name::Inet {
+            family,
+            port: free_port(k, family),
+        },
+        n => n,
+    };
+    if k.sockets.names.contains_key(&name) {
+        return err(libc::EADDRINUSE);
+    }
+    if let Name::Unix(path) = &name {
+        if !path.starts_with('\0') && k.vfs.resolve(path, false).exists() {
+            return err(libc::EADDRINUSE);
+        }
+    }
+    let id = k.sockets.next;
+    k.sockets.next += 1;
+    k.sockets.names.insert(name.clone(), id);
+    k.sockets.bound.insert(
+        id,
+        Bound {
+            name,
+            listening: false,
+            queue: VecDeque::new(),
+        },
+    );
+    if let Some(f) = k.files.get_mut(fd as i32) {
+        f.kind = FileKind::BoundSocket { domain, kind, id };
+    }
+    SysResult::Ret(0)
+}
+
+fn sys_bind(k: &mut Kernel, _: &mut dyn FpuAccess, a: [u64; 6]) -> SysResult {
+    let (domain, kind) = match k.files.get(a[0] as i32).map(|f| &f.kind) {
+        Some(FileKind::Socket { domain, kind }) => (*domain, *kind),
+        Some(FileKind::BoundSocket { .. } | FileKind::SocketPair { .. }) => {
+            return err(libc::EINVAL);
+        }
+        Some(_) => return err(libc::ENOTSOCK),
+        None => return err(libc::EBADF),
+    };
+    let name = match read_name(k, domain, a[1], a[2]) {
+        Ok(Some(n)) => n,
+        // An empty unix path; an address of another host.
+        Ok(None) if domain == libc::AF_UNIX => return err(libc::EINVAL),
+        Ok(None) => return err(libc::EADDRNOTAVAIL),
+        Err(e) => return err(e),
+    };
+    if kind == libc::SOCK_DGRAM {
+        return SysResult::Unsupported("a datagram socket that receives (bind)".into());
+    }
+    bind_to(k, a[0], domain, kind, name)
+}
+
+fn sys_listen(k: &mut Kernel, _: &mut dyn FpuAccess, a: [u64; 6]) -> SysResult {
+    let (domain, kind, bound) = match k.files.get(a[0] as i32).map(|f| &f.kind) {
+        Some(FileKind::Socket { domain, kind }) => (*domain, *kind, None),
+        Some(FileKind::BoundSocket { domain, kind, id }) => (*domain, *kind, Some(*id)),
+        Some(FileKind::SocketPair { .. }) => return err(libc::EINVAL),
+        Some(_) => return err(libc::ENOTSOCK),
+        None => return err(libc::EBADF),
+    };
+    if kind == libc::SOCK_DGRAM {
+        return err(libc::EOPNOTSUPP);
+    }
+    let id = match bound {
+        Some(id) => id,
+        None => {
+            // An unbound inet socket gets an ephemeral port; a unix one an
+            // abstract name, as Linux's autobind.
+            let name = if domain == libc::AF_UNIX {
+                Name::Unix(format!("\0{:05x}", k.sockets.next))
+            } else {
+                Name::Inet {
+                    family: domain,
+                    port: 0,
+                }
+            };
+            if let SysResult::Ret(e) = bind_to(k, a[0], domain, kind, name) {
+                if e < 0 {
+                    return SysResult::Ret(e);
+                }
+            }
+            k.sockets.next - 1
+        }
+    };
+    if let Some(b) = k.sockets.bound.get_mut(&id) {
+        b.listening = true;
+    }
+    SysResult::Ret(0)
+}
+
+fn sys_accept(k: &mut Kernel, cpu: &mut dyn FpuAccess, a: [u64; 6]) -> SysResult {
+    accept(k, cpu, [a[0], a[1], a[2], 0, 0, 0], libc::SYS_accept as u64)
+}
+
+fn sys_accept4(k: &mut Kernel, cpu: &mut dyn FpuAccess, a: [u64; 6]) -> SysResult {
+    accept(k, cpu, a, libc::SYS_accept4 as u64)
+}
+
+fn accept(k: &mut Kernel, _: &mut dyn FpuAccess, a: [u64; 6], nr: u64) -> SysResult {
+    let [fd, addr, len_at, flags, ..] = a;
+    if flags as i32 & !(libc::SOCK_NONBLOCK | libc::SOCK_CLOEXEC) != 0 {
+        return err(libc::EINVAL);
+    }
+    let (domain, id, nonblock) = match k.files.get(fd as i32) {
+        Some(f) => match f.kind {
+            FileKind::BoundSocket { domain, id, .. } => {
+                (domain, id, f.flags & libc::O_NONBLOCK != 0)
+            }
+            FileKind::Socket { .. } | FileKind::SocketPair { .. } => return err(libc::EINVAL),
+            _ => return err(libc::ENOTSOCK),
+        },
+        None => return err(libc::EBADF),
+    };
+    let Some(b) = k.sockets.bound.get_mut(&id) else {
+        return err(libc::EINVAL);
+    };
+    if !b.listening {
+        return err(libc::EINVAL);
+    }
+    let Some((rx, tx)) = b.queue.pop_front() else {
+        if nonblock {
+            return err(libc::EAGAIN);
+        }
+        return SysResult::Block(Wait::Readable { fd: fd as i32, nr });
+    };
+    let file = OpenFile {
+        kind: FileKind::SocketPair { rx, tx },
+        path: String::new(),
+        offset: 0,
+        flags: libc::O_RDWR | (flags as i32 & libc::SOCK_NONBLOCK),
+    };
+    let new = match k
+        .files
+        .install(file, flags as i32 & libc::SOCK_CLOEXEC != 0, 0)
+    {
+        Ok(n) => n,
+        Err(e) => {
+            if let Some(b) = k.sockets.bound.get_mut(&id) {
+                b.queue.push_front((rx, tx));
+            }
+            return err(e);
+        }
+    };
+    if addr != 0 {
+        if let SysResult::Ret(e) = write_unnamed(k, domain, addr, len_at) {
+            if e < 0 {
+                return SysResult::Ret(e);
+            }
+        }
+    }
+    SysResult::Ret(new as i64)
+}
+
+/// Connects the stream socket at `fd` to listener `id`: a pair of pipes,
+/// one end the socket, the other queued for `accept`.
+fn connect_to(k: &mut Kernel, fd: u64, id: u64) -> SysResult {
+    let (to_server, to_client) = super::sys_pipe::new_connection(k);
+    if let Some(b) = k.sockets.bound.get_mut(&id) {
+        b.queue.push_back((to_server, to_client));
+    }
+    if let Some(f) = k.files.get_mut(fd as i32) {
+        f.kind = FileKind::SocketPair {
+            rx: to_client,
+            tx: to_server,
+        };
+    }
+    SysResult::Ret(0)
 }
 
 /// What connecting to the address at `addr` (`len` bytes) finds.
@@ -142,10 +462,26 @@ fn reach(k: &mut Kernel, domain: i32, addr: u64, len: u64) -> i32 {
 }
 
 fn sys_connect(k: &mut Kernel, _: &mut dyn FpuAccess, a: [u64; 6]) -> SysResult {
-    match socket_of(k, a[0]) {
-        Ok((domain, _)) => err(reach(k, domain, a[1], a[2])),
-        Err(e) => err(e),
+    let (domain, kind) = match k.files.get(a[0] as i32).map(|f| &f.kind) {
+        Some(FileKind::SocketPair { .. }) => return err(libc::EISCONN),
+        Some(FileKind::BoundSocket { id, .. })
+            if k.sockets.bound.get(id).is_some_and(|b| b.listening) =>
+        {
+            return err(libc::EINVAL);
+        }
+        _ => match socket_of(k, a[0]) {
+            Ok(s) => s,
+            Err(e) => return err(e),
+        },
+    };
+    if kind != libc::SOCK_DGRAM {
+        if let Ok(Some(name)) = read_name(k, domain, a[1], a[2]) {
+            if let Some(id) = listener(k, &name) {
+                return connect_to(k, a[0], id);
+            }
+        }
     }
+    err(reach(k, domain, a[1], a[2]))
 }
 
 /// A socket pair's end behind `fd` and whether a call on it must not wait
@@ -188,7 +524,26 @@ fn sys_recvfrom(k: &mut Kernel, _: &mut dyn FpuAccess, a: [u64; 6]) -> SysResult
     }
 }
 
+/// The pipe id a shut-down direction of a connection uses: none, so the
+/// peer sees the end (EOF, or EPIPE when it writes).
+const SHUT: u64 = u64::MAX;
+
 fn sys_shutdown(k: &mut Kernel, _: &mut dyn FpuAccess, a: [u64; 6]) -> SysResult {
+    if a[1] > 2 {
+        return err(libc::EINVAL);
+    }
+    if let Some(f) = k.files.get_mut(a[0] as i32) {
+        if let FileKind::SocketPair { rx, tx } = &mut f.kind {
+            if a[1] != 1 {
+                *rx = SHUT;
+            }
+            if a[1] != 0 {
+                *tx = SHUT;
+            }
+            k.pipes.note_activity();
+            return SysResult::Ret(0);
+        }
+    }
     match socket_of(k, a[0]) {
         Ok(_) => err(libc::ENOTCONN),
         Err(e) => err(e),
@@ -222,10 +577,59 @@ fn write_unnamed(k: &mut Kernel, domain: i32, addr: u64, len_at: u64) -> SysResu
 }
 
 fn sys_getsockname(k: &mut Kernel, _: &mut dyn FpuAccess, a: [u64; 6]) -> SysResult {
+    if let Some(FileKind::BoundSocket { id, .. }) = k.files.get(a[0] as i32).map(|f| &f.kind) {
+        if let Some(b) = k.sockets.bound.get(id) {
+            let name = b.name.clone();
+            return write_name(k, &name, a[1], a[2]);
+        }
+    }
     match socket_of(k, a[0]) {
         Ok((domain, _)) => write_unnamed(k, domain, a[1], a[2]),
         Err(e) => err(e),
     }
+}
+
+/// Writes the address of `name` to `addr`, as much as `*len` allows, and
+/// its full length to `*len`.
+fn write_name(k: &mut Kernel, name: &Name, addr: u64, len_at: u64) -> SysResult {
+    let mut len = [0u8; 4];
+    if k.read(len_at, &mut len).is_err() {
+        return err(libc::EFAULT);
+    }
+    let room = i32::from_le_bytes(len);
+    if room < 0 {
+        return err(libc::EINVAL);
+    }
+    let bytes = match name {
+        Name::Unix(path) => {
+            let mut b = (libc::AF_UNIX as u16).to_le_bytes().to_vec();
+            b.extend_from_slice(path.as_bytes());
+            if !path.starts_with('\0') {
+                b.push(0);
+            }
+            b
+        }
+        Name::Inet { family, port } => {
+            let mut b = (*family as u16).to_le_bytes().to_vec();
+            b.extend_from_slice(&port.to_be_bytes());
+            if *family == libc::AF_INET {
+                b.extend_from_slice(&[127, 0, 0, 1]);
+                b.resize(16, 0);
+            } else {
+                b.resize(28, 0);
+                b[23] = 1;
+            }
+            b
+        }
+    };
+    let n = bytes.len().min(room as usize);
+    if k.write(addr, &bytes[..n]).is_err()
+        || k.write(len_at, &(bytes.len() as u32).to_le_bytes())
+            .is_err()
+    {
+        return err(libc::EFAULT);
+    }
+    SysResult::Ret(0)
 }
 
 fn sys_getpeername(k: &mut Kernel, _: &mut dyn FpuAccess, a: [u64; 6]) -> SysResult {

@@ -268,13 +268,27 @@ fn wait_unless(nonblock: bool, id: u64, write: bool, len: usize, nr: u64) -> Sys
     }
 }
 
-/// Whether any description of pipe `id`'s read (or write) end is open.
+/// Whether any description of pipe `id`'s read (or write) end is open
+/// (a connection waiting in a listener's queue holds its ends too).
 fn end_open(k: &Kernel, id: u64, write: bool) -> bool {
     k.all_open_files().any(|f| match f.kind {
         FileKind::Pipe { id: i, write: w } => i == id && w == write,
         FileKind::SocketPair { rx, tx } => (if write { tx } else { rx }) == id,
         _ => false,
-    })
+    }) || k
+        .sockets
+        .queued_ends()
+        .any(|(rx, tx)| (if write { tx } else { rx }) == id)
+}
+
+/// Two new pipes, one each way: the ends of a connection.
+pub fn new_connection(k: &mut Kernel) -> (u64, u64) {
+    let (one, two) = (k.pipes.next, k.pipes.next + 1);
+    k.pipes.next += 2;
+    k.pipes.buffers.insert(one, VecDeque::new());
+    k.pipes.buffers.insert(two, VecDeque::new());
+    k.pipes.note_activity();
+    (one, two)
 }
 
 /// Bytes waiting in pipe `id`.
@@ -431,7 +445,9 @@ fn collect(k: &mut Kernel) {
             FileKind::SocketPair { rx, tx } => vec![rx, tx],
             _ => Vec::new(),
         })
+        .chain(k.sockets.queued_ends().flat_map(|(rx, tx)| [rx, tx]))
         .collect();
+    super::sys_net::collect(k);
     k.pipes.buffers.retain(|id, _| open.contains(id));
     let counters: std::collections::BTreeSet<u64> = k
         .all_open_files()

@@ -66,6 +66,13 @@ pub(super) fn readiness(k: &Kernel, fd: i32) -> Option<i16> {
                 | (if can_write { POLLOUT } else { 0 })
                 | (if peer_closed { POLLHUP } else { 0 })
         }
+        FileKind::BoundSocket { id, .. } => {
+            if k.sockets.has_queued(id) {
+                POLLIN
+            } else {
+                0
+            }
+        }
         FileKind::TimerFd { id, .. } => {
             if k.timers.fd_expirations(id) > 0 {
                 POLLIN

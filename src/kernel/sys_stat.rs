@@ -15,7 +15,7 @@ pub const CALLS: &[SyscallDef] = &[
     def(
         libc::SYS_fstat,
         sys_fstat,
-        "metadata is synthesized: owner root, times at the epoch",
+        "the host's metadata for host files (recorded); root's and the boot time for the overlay's",
     ),
     def(libc::SYS_stat, sys_stat, ""),
     def(libc::SYS_lstat, sys_lstat, ""),
@@ -281,14 +281,16 @@ fn meta_of_fd(k: &mut Kernel, fd: i32) -> Result<Meta, i32> {
             nlink: 1,
             stat: None,
         }),
-        FileKind::Socket { .. } | FileKind::SocketPair { .. } => Ok(Meta {
-            mode: libc::S_IFSOCK | 0o777,
-            size: 0,
-            ino: 2000 + fd as u64,
-            rdev: 0,
-            nlink: 1,
-            stat: None,
-        }),
+        FileKind::Socket { .. } | FileKind::BoundSocket { .. } | FileKind::SocketPair { .. } => {
+            Ok(Meta {
+                mode: libc::S_IFSOCK | 0o777,
+                size: 0,
+                ino: 2000 + fd as u64,
+                rdev: 0,
+                nlink: 1,
+                stat: None,
+            })
+        }
     }
 }
 

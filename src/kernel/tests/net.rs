@@ -61,3 +61,99 @@ cases! {
         [fd, SOL_SOCKET as u64, SO_TYPE as u64, val, len, 0]
     }, Want::Ret(0);
 }
+
+/// A unix stream socket bound to `path` and listening; its descriptor.
+fn listening(b: &mut super::Bench, path: &str, flags: i32) -> u64 {
+    let fd = b.ret(
+        SYS_socket,
+        [AF_UNIX as u64, (SOCK_STREAM | flags) as u64, 0, 0, 0, 0],
+    ) as u64;
+    let a = unix_addr(path);
+    let at = b.bytes(&a);
+    assert_eq!(b.ret(SYS_bind, [fd, at, a.len() as u64, 0, 0, 0]), 0);
+    assert_eq!(b.ret(SYS_listen, [fd, 8, 0, 0, 0, 0]), 0);
+    fd
+}
+
+cases! {
+    binding_twice_is_einval: SYS_bind, |b| {
+        let fd = listening(b, "/tmp/one", 0);
+        let a = unix_addr("/tmp/two");
+        [fd, b.bytes(&a), a.len() as u64, 0, 0, 0]
+    }, Want::Err(EINVAL);
+    binding_a_name_in_use_is_eaddrinuse: SYS_bind, |b| {
+        listening(b, "/tmp/one", 0);
+        let fd = b.ret(SYS_socket, [AF_UNIX as u64, SOCK_STREAM as u64, 0, 0, 0, 0]) as u64;
+        let a = unix_addr("/tmp/one");
+        [fd, b.bytes(&a), a.len() as u64, 0, 0, 0]
+    }, Want::Err(EADDRINUSE);
+    binding_over_an_existing_file_is_eaddrinuse: SYS_bind, |b| {
+        let fd = b.ret(SYS_socket, [AF_UNIX as u64, SOCK_STREAM as u64, 0, 0, 0, 0]) as u64;
+        let a = unix_addr("/data/hello.txt");
+        [fd, b.bytes(&a), a.len() as u64, 0, 0, 0]
+    }, Want::Err(EADDRINUSE);
+    binding_to_another_hosts_address_is_eaddrnotavail: SYS_bind, |b| {
+        let fd = b.ret(SYS_socket, [AF_INET as u64, SOCK_STREAM as u64, 0, 0, 0, 0]) as u64;
+        let a = inet_addr([10, 0, 0, 1]);
+        [fd, b.bytes(&a), a.len() as u64, 0, 0, 0]
+    }, Want::Err(EADDRNOTAVAIL);
+    binding_from_a_bad_pointer_is_efault: SYS_bind, |b| {
+        let fd = b.ret(SYS_socket, [AF_UNIX as u64, SOCK_STREAM as u64, 0, 0, 0, 0]) as u64;
+        [fd, super::UNMAPPED, 16, 0, 0, 0]
+    }, Want::Err(EFAULT);
+    binding_a_file_that_is_no_socket_is_enotsock: SYS_bind, |b| {
+        let a = unix_addr("/tmp/x");
+        [1, b.bytes(&a), a.len() as u64, 0, 0, 0]
+    }, Want::Err(ENOTSOCK);
+    a_datagram_socket_cannot_listen: SYS_listen, |b| {
+        let fd = b.ret(SYS_socket, [AF_UNIX as u64, SOCK_DGRAM as u64, 0, 0, 0, 0]) as u64;
+        [fd, 1, 0, 0, 0, 0]
+    }, Want::Err(EOPNOTSUPP);
+    accepting_on_a_socket_not_listening_is_einval: SYS_accept4, |b| {
+        let fd = b.ret(SYS_socket, [AF_UNIX as u64, SOCK_STREAM as u64, 0, 0, 0, 0]) as u64;
+        [fd, 0, 0, 0, 0, 0]
+    }, Want::Err(EINVAL);
+    accepting_with_unknown_flags_is_einval: SYS_accept4, |b| {
+        let fd = listening(b, "/tmp/l", 0);
+        [fd, 0, 0, 1, 0, 0]
+    }, Want::Err(EINVAL);
+    accepting_nothing_without_blocking_is_eagain: SYS_accept4, |b| {
+        let fd = listening(b, "/tmp/l", SOCK_NONBLOCK);
+        [fd, 0, 0, 0, 0, 0]
+    }, Want::Err(EAGAIN);
+    accepting_nothing_blocks: SYS_accept, |b| {
+        let fd = listening(b, "/tmp/l", 0);
+        [fd, 0, 0, 0, 0, 0]
+    }, Want::Blocks;
+    accepting_on_a_bad_descriptor_is_ebadf: SYS_accept, |b| [77, 0, 0, 0, 0, 0], Want::Err(EBADF);
+    a_connection_is_accepted_and_carries_bytes: SYS_read, |b| {
+        let l = listening(b, "/tmp/l", 0);
+        let c = b.ret(SYS_socket, [AF_UNIX as u64, SOCK_STREAM as u64, 0, 0, 0, 0]) as u64;
+        let a = unix_addr("/tmp/l");
+        let at = b.bytes(&a);
+        assert_eq!(b.ret(SYS_connect, [c, at, a.len() as u64, 0, 0, 0]), 0);
+        let s = b.ret(SYS_accept4, [l, 0, 0, SOCK_CLOEXEC as u64, 0, 0]) as u64;
+        let hi = b.bytes(b"hi");
+        assert_eq!(b.ret(SYS_write, [c, hi, 2, 0, 0, 0]), 2);
+        [s, super::SCRATCH + 8192, 16, 0, 0, 0]
+    }, Want::Ret(2), then |b| assert_eq!(b.read(super::SCRATCH + 8192, 2), b"hi");
+    connecting_a_connected_socket_is_eisconn: SYS_connect, |b| {
+        listening(b, "/tmp/l", 0);
+        let c = b.ret(SYS_socket, [AF_UNIX as u64, SOCK_STREAM as u64, 0, 0, 0, 0]) as u64;
+        let a = unix_addr("/tmp/l");
+        let at = b.bytes(&a);
+        assert_eq!(b.ret(SYS_connect, [c, at, a.len() as u64, 0, 0, 0]), 0);
+        [c, at, a.len() as u64, 0, 0, 0]
+    }, Want::Err(EISCONN);
+    shutdown_with_an_unknown_direction_is_einval: SYS_shutdown, |b| [0, 7, 0, 0, 0, 0], Want::Err(EINVAL);
+    a_shut_down_peer_reads_the_end: SYS_read, |b| {
+        let l = listening(b, "/tmp/l", 0);
+        let c = b.ret(SYS_socket, [AF_UNIX as u64, SOCK_STREAM as u64, 0, 0, 0, 0]) as u64;
+        let a = unix_addr("/tmp/l");
+        let at = b.bytes(&a);
+        assert_eq!(b.ret(SYS_connect, [c, at, a.len() as u64, 0, 0, 0]), 0);
+        let s = b.ret(SYS_accept, [l, 0, 0, 0, 0, 0]) as u64;
+        assert_eq!(b.ret(SYS_shutdown, [c, SHUT_WR as u64, 0, 0, 0, 0]), 0);
+        [s, b.buf(8), 8, 0, 0, 0]
+    }, Want::Ret(0);
+}

@@ -63,3 +63,50 @@ cases! {
         [fd, b.buf(8), 4, 0, 0, 0]
     }, Want::Err(EINVAL);
 }
+
+/// An iovec array of `(address, length)` in scratch memory.
+fn iov(b: &mut super::Bench, parts: &[(u64, u64)]) -> u64 {
+    let mut v = Vec::new();
+    for (base, len) in parts {
+        v.extend_from_slice(&base.to_le_bytes());
+        v.extend_from_slice(&len.to_le_bytes());
+    }
+    b.bytes(&v)
+}
+
+cases! {
+    writev_to_a_pipe_is_read_back_by_readv: SYS_readv, |b| {
+        let (r, w) = pipe_at(b, 0);
+        let (one, two) = (b.bytes(b"abc"), b.bytes(b"defg"));
+        let out = iov(b, &[(one, 3), (two, 4)]);
+        assert_eq!(b.ret(SYS_writev, [w, out, 2, 0, 0, 0]), 7);
+        let back = iov(b, &[(super::SCRATCH + 8192, 2), (super::SCRATCH + 8200, 16)]);
+        [r, back, 2, 0, 0, 0]
+    }, Want::Ret(7), then |b| {
+        assert_eq!(b.read(super::SCRATCH + 8192, 2), b"ab");
+        assert_eq!(b.read(super::SCRATCH + 8200, 5), b"cdefg");
+    };
+    readv_of_an_empty_pipe_waits_and_is_retried_as_readv: SYS_readv, |b| {
+        let (r, _) = pipe_at(b, 0);
+        let into = b.buf(8);
+        let v = iov(b, &[(into, 8)]);
+        [r, v, 1, 0, 0, 0]
+    }, Want::Blocks, then |b| {
+        let (r, _) = pipe_at(b, 0);
+        let into = b.buf(8);
+        let v = iov(b, &[(into, 8)]);
+        match b.call(SYS_readv, [r, v, 1, 0, 0, 0]) {
+            crate::kernel::SysResult::Block(crate::kernel::Wait::Pipe { nr, .. }) => {
+                assert_eq!(nr, SYS_readv as u64)
+            }
+            other => panic!("{other:?}"),
+        }
+    };
+    writev_to_a_pipe_without_reader_is_epipe: SYS_writev, |b| {
+        let (r, w) = pipe_at(b, 0);
+        assert_eq!(b.ret(SYS_close, [r, 0, 0, 0, 0, 0]), 0);
+        let one = b.bytes(b"x");
+        let v = iov(b, &[(one, 1)]);
+        [w, v, 1, 0, 0, 0]
+    }, Want::Err(EPIPE);
+}
