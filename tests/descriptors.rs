@@ -96,3 +96,22 @@ fn a_python_http_server_answers_urllib_over_loopback() {
         "200 hello over loopback\n"
     );
 }
+
+#[test]
+fn unix_and_udp_datagrams_and_sendmsg_recvmsg_do_what_they_do_natively() {
+    common::require_kvm();
+    let dir = tempfile::tempdir().unwrap();
+    let exe = build(dir.path(), "datagrams");
+    let native = Command::new(&exe).output().unwrap();
+    assert!(native.status.success());
+    let out = cli().args(["run", "--target"]).arg(&exe).output().unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&native.stdout)
+    );
+}

@@ -138,6 +138,7 @@ fn shells_pipelines_and_real_programs_print_what_they_print_natively() {
         "tar -cf t.tar tree && mkdir out && tar -xf t.tar -C out && cat out/tree/a out/tree/b && tar -tf t.tar | sort",
         "seq 1 20000 | xz -T2 -c | xz -d | tail -1",
         "yes | head -3",
+        "{ echo a; ls /nonexistent 2>&1 | wc -l; echo c; } > out.txt; cat out.txt",
         "ls -la --time-style=+%s /etc /usr/bin/ls",
         "sqlite3 :memory: 'create table t(x); insert into t values (1),(2); select sum(x) from t'",
     ] {
@@ -354,4 +355,42 @@ fn a_child_killed_by_sigpipe_is_reported_to_its_parent_not_as_a_crash() {
     );
     assert_eq!(exit_code(&v), Some(0), "{v}");
     assert_eq!(v["stdout"], "y\ndone\n");
+}
+
+/// The programs of the compatibility list that start processes, each run
+/// 20 times in separate processes: one stdout, one trace hash. A soak
+/// (several minutes): `cargo nextest run --run-ignored only`.
+#[test]
+#[ignore = "soak: 20 runs of each program; run with --run-ignored only"]
+fn real_programs_give_one_trace_hash_in_20_separate_processes() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("f"), "hello\n").unwrap();
+    let tokio = example("tokio_processes");
+    let sh = |s: &str| ("/bin/sh".to_string(), vec!["-c".to_string(), s.to_string()]);
+    let cases: Vec<(String, Vec<String>)> = vec![
+        sh("ls / | wc -l"),
+        sh("cat f; echo $?"),
+        sh("seq 1 20000 | xz -T2 -c | xz -d | tail -1"),
+        sh("tar -cf t.tar f && mkdir -p o && tar -xf t.tar -C o && cat o/f"),
+        sh("ls -la --time-style=+%s /etc | wc -c"),
+        sh("sqlite3 :memory: 'select 1'"),
+        (
+            "/usr/bin/python3".into(),
+            vec![
+                "-c".into(),
+                "import asyncio, subprocess\nprint(subprocess.run(['echo', 'x'], capture_output=True).stdout)\nasync def m():\n    p = await asyncio.create_subprocess_exec('true')\n    print(await p.wait())\nasyncio.run(m())".into(),
+            ],
+        ),
+        (tokio.to_string_lossy().into_owned(), Vec::new()),
+    ];
+    for (exe, args) in cases {
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        let (_, first) = run_json(dir.path(), Path::new(&exe), &args);
+        assert_eq!(exit_code(&first), Some(0), "{exe} {args:?}: {first}");
+        for _ in 1..20 {
+            let (_, v) = run_json(dir.path(), Path::new(&exe), &args);
+            assert_eq!(v["trace_hash"], first["trace_hash"], "{exe} {args:?}");
+            assert_eq!(v["stdout"], first["stdout"], "{exe} {args:?}");
+        }
+    }
 }

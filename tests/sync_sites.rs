@@ -204,7 +204,7 @@ fn a_spin_wait_is_a_hang_without_sync_sites() {
     cfg.timeout = std::time::Duration::from_secs(2);
     let r = common::run_config(&cfg);
     assert!(
-        matches!(r.outcome, Outcome::Hung { .. }),
+        matches!(r.outcome, Outcome::TimedOut { .. }),
         "{}",
         r.outcome.summary()
     );

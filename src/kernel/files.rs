@@ -63,6 +63,10 @@ pub struct OpenFile {
     pub offset: u64,
     /// `O_ACCMODE`, `O_APPEND`, `O_NONBLOCK` ... as given to `open`.
     pub flags: i32,
+    /// Once processes share the description (after a fork), its offset
+    /// lives in the kernel's table under this id instead of in `offset`:
+    /// a child writing to the parent's file moves the parent's offset too.
+    pub shared: Option<u64>,
 }
 
 impl OpenFile {
@@ -109,6 +113,7 @@ impl FdTable {
                 path: String::new(),
                 offset: 0,
                 flags,
+                shared: None,
             };
             t.install(f, false, 0).expect("room for stdio");
         }
@@ -209,6 +214,11 @@ impl FdTable {
         }
     }
 
+    /// Every description, to mark it shared (at fork).
+    pub fn descriptions_mut(&mut self) -> impl Iterator<Item = &mut OpenFile> {
+        self.files.values_mut()
+    }
+
     /// Open descriptors in order.
     pub fn list(&self) -> impl Iterator<Item = (i32, &OpenFile)> {
         self.fds
@@ -227,6 +237,7 @@ mod tests {
             path: "/dev/null".into(),
             offset: 0,
             flags: libc::O_RDWR,
+            shared: None,
         }
     }
 

@@ -190,6 +190,9 @@ pub struct Kernel {
     timers: sys_timer::Timers,
     /// Bound and listening sockets (`sys_net`).
     sockets: sys_net::Sockets,
+    /// Offsets of open file descriptions processes share, by id (see
+    /// `OpenFile::shared`).
+    offsets: BTreeMap<u64, u64>,
 }
 
 impl Kernel {
@@ -257,6 +260,7 @@ impl Kernel {
             first_pid: MAIN_TID.0,
             timers: Default::default(),
             sockets: Default::default(),
+            offsets: BTreeMap::new(),
         };
         let first = process::Process {
             pid: MAIN_TID.0,
@@ -394,6 +398,40 @@ impl Kernel {
         self.threads
             .get_mut(&self.current)
             .expect("current thread exists")
+    }
+
+    /// The offset of open file description `f`.
+    pub(super) fn offset_of(&self, f: &files::OpenFile) -> u64 {
+        f.shared
+            .and_then(|id| self.offsets.get(&id).copied())
+            .unwrap_or(f.offset)
+    }
+
+    /// Moves descriptor `fd`'s offset (its description's, shared or not).
+    pub(super) fn set_offset(&mut self, fd: i32, to: u64) {
+        let Some(f) = self.files.get_mut(fd) else {
+            return;
+        };
+        match f.shared {
+            Some(id) => {
+                self.offsets.insert(id, to);
+            }
+            None => f.offset = to,
+        }
+    }
+
+    /// Makes every description of the current process shareable by a
+    /// process about to be made (fork): their offsets move to the shared
+    /// table.
+    pub(super) fn share_descriptions(&mut self) {
+        let mut next = self.offsets.keys().next_back().map_or(0, |k| k + 1);
+        for f in self.files.descriptions_mut() {
+            if f.shared.is_none() {
+                f.shared = Some(next);
+                self.offsets.insert(next, f.offset);
+                next += 1;
+            }
+        }
     }
 
     /// A fresh thread id.

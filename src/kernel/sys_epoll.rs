@@ -74,6 +74,7 @@ fn sys_epoll_create1(k: &mut Kernel, _: &mut dyn FpuAccess, a: [u64; 6]) -> SysR
         path: String::new(),
         offset: 0,
         flags: libc::O_RDWR,
+        shared: None,
     };
     match k.files.install(file, flags & libc::EPOLL_CLOEXEC != 0, 0) {
         Ok(fd) => {

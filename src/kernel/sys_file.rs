@@ -122,6 +122,7 @@ fn open(k: &mut Kernel, path: &str, flags: i32, mode: u32) -> Result<i64, i32> {
         offset: 0,
         flags: flags
             & !(libc::O_CLOEXEC | libc::O_CREAT | libc::O_EXCL | libc::O_TRUNC | libc::O_NOCTTY),
+        shared: None,
     };
     if flags & libc::O_TMPFILE == libc::O_TMPFILE {
         return Err(libc::EOPNOTSUPP);
@@ -288,7 +289,7 @@ fn read_bytes(k: &mut Kernel, fd: i32, len: usize, at: Option<u64>) -> Result<Ve
         return Err(libc::EBADF);
     }
     let len = len.min(MAX_IO);
-    let off = at.unwrap_or(f.offset);
+    let off = at.unwrap_or(k.offset_of(f));
     let from_slice = |d: &[u8]| -> Vec<u8> {
         let start = (off as usize).min(d.len());
         d[start..(start + len).min(d.len())].to_vec()
@@ -327,9 +328,7 @@ fn read_bytes(k: &mut Kernel, fd: i32, len: usize, at: Option<u64>) -> Result<Ve
         }
     };
     if at.is_none() {
-        if let Some(f) = k.files.get_mut(fd) {
-            f.offset = off + out.len() as u64;
-        }
+        k.set_offset(fd, off + out.len() as u64);
     }
     Ok(out)
 }
@@ -347,11 +346,12 @@ fn write_bytes(k: &mut Kernel, fd: i32, data: &[u8], at: Option<u64>) -> Result<
         }
         FileKind::Null | FileKind::Zero | FileKind::Random => Ok(data.len()),
         FileKind::Overlay => {
+            let current = k.offset_of(&f);
             let buf = k.vfs.overlay_data_mut(&f.path).ok_or(libc::EIO)?;
             let off = match at {
                 Some(o) => o,
                 None if f.flags & libc::O_APPEND != 0 => buf.len() as u64,
-                None => f.offset,
+                None => current,
             } as usize;
             if off.saturating_add(data.len()) > (1 << 30) {
                 return Err(libc::EFBIG);
@@ -361,7 +361,7 @@ fn write_bytes(k: &mut Kernel, fd: i32, data: &[u8], at: Option<u64>) -> Result<
             }
             buf[off..off + data.len()].copy_from_slice(data);
             if at.is_none() {
-                k.files.get_mut(fd).unwrap().offset = (off + data.len()) as u64;
+                k.set_offset(fd, (off + data.len()) as u64);
             }
             Ok(data.len())
         }
@@ -382,6 +382,9 @@ fn access_ok(buf: u64, len: u64) -> bool {
 fn do_read(k: &mut Kernel, fd: u64, buf: u64, len: u64, at: Option<u64>) -> SysResult {
     if k.files.get(fd as i32).is_some() && !access_ok(buf, len) {
         return err(libc::EFAULT);
+    }
+    if let Some(r) = super::sys_net::read_datagram(k, fd, buf, len) {
+        return r;
     }
     if let Some(f) = k.files.get(fd as i32) {
         let nonblock = f.flags & libc::O_NONBLOCK != 0;
@@ -425,6 +428,9 @@ fn do_write(k: &mut Kernel, fd: u64, buf: u64, len: u64, at: Option<u64>) -> Sys
     let mut data = vec![0u8; (len as usize).min(MAX_IO)];
     if k.read(buf, &mut data).is_err() {
         return err(libc::EFAULT);
+    }
+    if let Some(r) = super::sys_net::write_datagram(k, fd, &data) {
+        return r;
     }
     if let Some(f) = k.files.get(fd as i32) {
         let nonblock = f.flags & libc::O_NONBLOCK != 0;
@@ -621,7 +627,7 @@ fn sys_lseek(k: &mut Kernel, _: &mut dyn FpuAccess, a: [u64; 6]) -> SysResult {
     };
     let base = match whence {
         0 => 0,
-        1 => f.offset as i64,
+        1 => k.offset_of(&f) as i64,
         2 => len as i64,
         3 => {
             // SEEK_DATA: everything is data.
@@ -646,7 +652,7 @@ fn sys_lseek(k: &mut Kernel, _: &mut dyn FpuAccess, a: [u64; 6]) -> SysResult {
 }
 
 fn set_offset(k: &mut Kernel, fd: i32, n: i64) -> SysResult {
-    k.files.get_mut(fd).unwrap().offset = n as u64;
+    k.set_offset(fd, n as u64);
     SysResult::Ret(n)
 }
 
@@ -743,7 +749,7 @@ fn sys_ioctl(k: &mut Kernel, _: &mut dyn FpuAccess, a: [u64; 6]) -> SysResult {
                 FileKind::Pipe { id, write: false } | FileKind::SocketPair { rx: id, .. } => {
                     super::sys_pipe::buffered(k, id) as u64
                 }
-                _ => file_len(k, &f).map_or(0, |l| l.saturating_sub(f.offset)),
+                _ => file_len(k, &f).map_or(0, |l| l.saturating_sub(k.offset_of(&f))),
             };
             match k.write_u32(a[2], avail.min(i32::MAX as u64) as u32) {
                 Ok(()) => SysResult::Ret(0),

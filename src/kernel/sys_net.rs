@@ -33,7 +33,7 @@ pub const CALLS: &[SyscallDef] = &[
     def(
         libc::SYS_bind,
         sys_bind,
-        "unix paths and abstract names, loopback and any-address ports (no file appears at a unix path); datagram sockets cannot receive",
+        "unix paths and abstract names, loopback and any-address ports (no file appears at a unix path)",
     ),
     def(libc::SYS_listen, sys_listen, "stream sockets"),
     def(libc::SYS_accept, sys_accept, ""),
@@ -43,14 +43,24 @@ pub const CALLS: &[SyscallDef] = &[
         "SOCK_NONBLOCK and SOCK_CLOEXEC",
     ),
     def(
+        libc::SYS_sendmsg,
+        sys_sendmsg,
+        "without ancillary data (passing descriptors is not modelled)",
+    ),
+    def(
+        libc::SYS_recvmsg,
+        sys_recvmsg,
+        "a stream fills its first buffer; no ancillary data comes back",
+    ),
+    def(
         libc::SYS_sendto,
         sys_sendto,
-        "to an address: as connect; unconnected: ENOTCONN",
+        "streams: connected ones; datagrams: to a bound unix name or loopback port (to nobody: unix ECONNREFUSED, UDP lost)",
     ),
     def(
         libc::SYS_recvfrom,
         sys_recvfrom,
-        "ENOTCONN: nothing connects",
+        "connected streams and bound datagram sockets",
     ),
     def(
         libc::SYS_shutdown,
@@ -61,7 +71,7 @@ pub const CALLS: &[SyscallDef] = &[
     def(
         libc::SYS_getsockname,
         sys_getsockname,
-        "unnamed: unix sockets are never bound, inet ones have the any address",
+        "a bound socket's name; others are unnamed (inet: the any address)",
     ),
     def(
         libc::SYS_getpeername,
@@ -93,6 +103,11 @@ struct Bound {
     /// Connections made and not accepted yet: each the `(rx, tx)` pipes
     /// of the accepting end.
     queue: VecDeque<(u64, u64)>,
+    /// A datagram socket: its received datagrams (with their senders'
+    /// names) and the peer `connect` gave it.
+    datagram: bool,
+    datagrams: VecDeque<(Vec<u8>, Option<Name>)>,
+    peer: Option<Name>,
 }
 
 /// Every bound socket, and the names they hold.
@@ -110,9 +125,12 @@ impl Sockets {
         self.bound.values().flat_map(|b| b.queue.iter().copied())
     }
 
-    /// Whether listener `id` has a connection to accept.
+    /// Whether bound socket `id` has a connection to accept or a datagram
+    /// to read.
     pub fn has_queued(&self, id: u64) -> bool {
-        self.bound.get(&id).is_some_and(|b| !b.queue.is_empty())
+        self.bound
+            .get(&id)
+            .is_some_and(|b| !b.queue.is_empty() || !b.datagrams.is_empty())
     }
 }
 
@@ -171,6 +189,7 @@ fn sys_socket(k: &mut Kernel, _: &mut dyn FpuAccess, a: [u64; 6]) -> SysResult {
         path: String::new(),
         offset: 0,
         flags: libc::O_RDWR | (a[1] as i32 & libc::SOCK_NONBLOCK),
+        shared: None,
     };
     let cloexec = a[1] as i32 & libc::SOCK_CLOEXEC != 0;
     match k.files.install(file, cloexec, 0) {
@@ -265,6 +284,9 @@ fn bind_to(k: &mut Kernel, fd: u64, domain: i32, kind: i32, name: Name) -> SysRe
             name,
             listening: false,
             queue: VecDeque::new(),
+            datagram: kind == libc::SOCK_DGRAM,
+            datagrams: VecDeque::new(),
+            peer: None,
         },
     );
     if let Some(f) = k.files.get_mut(fd as i32) {
@@ -289,9 +311,6 @@ fn sys_bind(k: &mut Kernel, _: &mut dyn FpuAccess, a: [u64; 6]) -> SysResult {
         Ok(None) => return err(libc::EADDRNOTAVAIL),
         Err(e) => return err(e),
     };
-    if kind == libc::SOCK_DGRAM {
-        return SysResult::Unsupported("a datagram socket that receives (bind)".into());
-    }
     bind_to(k, a[0], domain, kind, name)
 }
 
@@ -373,6 +392,7 @@ fn accept(k: &mut Kernel, _: &mut dyn FpuAccess, a: [u64; 6], nr: u64) -> SysRes
         path: String::new(),
         offset: 0,
         flags: libc::O_RDWR | (flags as i32 & libc::SOCK_NONBLOCK),
+        shared: None,
     };
     let new = match k
         .files
@@ -474,12 +494,30 @@ fn sys_connect(k: &mut Kernel, _: &mut dyn FpuAccess, a: [u64; 6]) -> SysResult 
             Err(e) => return err(e),
         },
     };
-    if kind != libc::SOCK_DGRAM {
-        if let Ok(Some(name)) = read_name(k, domain, a[1], a[2]) {
-            if let Some(id) = listener(k, &name) {
-                return connect_to(k, a[0], id);
-            }
+    let name = match read_name(k, domain, a[1], a[2]) {
+        Ok(n) => n,
+        Err(e) => return err(e),
+    };
+    if kind == libc::SOCK_DGRAM {
+        // A datagram socket's connect names its peer.
+        let Some(name) = name else {
+            return err(reach(k, domain, a[1], a[2]));
+        };
+        let unix_nobody = domain == libc::AF_UNIX && !k.sockets.names.contains_key(&name);
+        if unix_nobody {
+            return err(reach(k, domain, a[1], a[2]));
         }
+        let id = match datagram_autobind(k, a[0]) {
+            Ok(id) => id,
+            Err(e) => return err(e),
+        };
+        if let Some(b) = k.sockets.bound.get_mut(&id) {
+            b.peer = Some(name);
+        }
+        return SysResult::Ret(0);
+    }
+    if let Some(id) = name.and_then(|n| listener(k, &n)) {
+        return connect_to(k, a[0], id);
     }
     err(reach(k, domain, a[1], a[2]))
 }
@@ -495,33 +533,375 @@ fn pair_of(k: &Kernel, fd: u64, flags: u64) -> Option<(u64, u64, bool)> {
     Some((rx, tx, nonblock))
 }
 
-fn sys_sendto(k: &mut Kernel, _: &mut dyn FpuAccess, a: [u64; 6]) -> SysResult {
-    if let Some((_, tx, nonblock)) = pair_of(k, a[0], a[3]) {
-        let mut data = vec![0u8; (a[2] as usize).min(1 << 20)];
-        if k.read(a[1], &mut data).is_err() {
-            return err(libc::EFAULT);
+/// The bound datagram socket behind `fd`: its id, and whether a call on
+/// it must not wait.
+fn datagram_of(k: &Kernel, fd: u64, flags: u64) -> Option<(u64, bool)> {
+    let f = k.files.get(fd as i32)?;
+    let FileKind::BoundSocket {
+        kind: libc::SOCK_DGRAM,
+        id,
+        ..
+    } = f.kind
+    else {
+        return None;
+    };
+    let nonblock = f.flags & libc::O_NONBLOCK != 0 || flags as i32 & libc::MSG_DONTWAIT != 0;
+    Some((id, nonblock))
+}
+
+/// Gives datagram socket `fd` (of `domain`) a name if it has none (an
+/// ephemeral port, or an abstract unix name), as Linux does at its first
+/// send or `connect`; its id.
+fn datagram_autobind(k: &mut Kernel, fd: u64) -> Result<u64, i32> {
+    match k.files.get(fd as i32).map(|f| f.kind.clone()) {
+        Some(FileKind::BoundSocket { id, .. }) => Ok(id),
+        Some(FileKind::Socket { domain, kind }) => {
+            let name = if domain == libc::AF_UNIX {
+                Name::Unix(format!("\0{:05x}", k.sockets.next))
+            } else {
+                Name::Inet {
+                    family: domain,
+                    port: 0,
+                }
+            };
+            match bind_to(k, fd, domain, kind, name) {
+                SysResult::Ret(e) if e < 0 => Err(-e as i32),
+                _ => Ok(k.sockets.next - 1),
+            }
         }
-        return super::sys_pipe::write(k, tx, nonblock, &data, libc::SYS_sendto as u64);
+        Some(_) => Err(libc::ENOTSOCK),
+        None => Err(libc::EBADF),
     }
-    match socket_of(k, a[0]) {
-        Ok((domain, libc::SOCK_DGRAM)) if a[4] != 0 => err(reach(k, domain, a[4], a[5])),
+}
+
+/// Sends `data` as one datagram from socket `fd` to `to` (or its peer).
+fn send_datagram(
+    k: &mut Kernel,
+    fd: u64,
+    domain: i32,
+    data: Vec<u8>,
+    to: Option<Name>,
+) -> SysResult {
+    let from = match datagram_autobind(k, fd) {
+        Ok(id) => id,
+        Err(e) => return err(e),
+    };
+    let Some(to) = to.or_else(|| k.sockets.bound.get(&from).and_then(|b| b.peer.clone())) else {
+        return err(libc::EDESTADDRREQ);
+    };
+    let sender = k.sockets.bound.get(&from).map(|b| b.name.clone());
+    let receiver = k
+        .sockets
+        .names
+        .get(&to)
+        .copied()
+        .filter(|id| k.sockets.bound.get(id).is_some_and(|b| b.datagram));
+    let n = data.len() as i64;
+    match receiver {
+        Some(id) => {
+            if let Some(b) = k.sockets.bound.get_mut(&id) {
+                b.datagrams.push_back((data, sender));
+            }
+            k.pipes.note_activity();
+            SysResult::Ret(n)
+        }
+        // Nobody bound there: a unix datagram is refused; a UDP one is
+        // sent and lost, as on Linux.
+        None if domain == libc::AF_UNIX => err(libc::ECONNREFUSED),
+        None => SysResult::Ret(n),
+    }
+}
+
+/// Receives one datagram on bound socket `id` into `buf` (`len` bytes),
+/// writing the sender's address to `addr`/`len_at` when asked; waits
+/// (system call `nr` re-executed) when none is there.
+#[allow(clippy::too_many_arguments)]
+fn receive_datagram(
+    k: &mut Kernel,
+    fd: u64,
+    id: u64,
+    nonblock: bool,
+    buf: u64,
+    len: u64,
+    addr: u64,
+    len_at: u64,
+    nr: u64,
+) -> SysResult {
+    let Some((data, from)) = k
+        .sockets
+        .bound
+        .get_mut(&id)
+        .and_then(|b| b.datagrams.pop_front())
+    else {
+        if nonblock {
+            return err(libc::EAGAIN);
+        }
+        return SysResult::Block(Wait::Readable { fd: fd as i32, nr });
+    };
+    let n = data.len().min(len as usize);
+    if k.write(buf, &data[..n]).is_err() {
+        return err(libc::EFAULT);
+    }
+    if addr != 0 {
+        let r = match &from {
+            Some(name) => write_name(k, name, addr, len_at),
+            None => write_unnamed(k, libc::AF_UNIX, addr, len_at),
+        };
+        if let SysResult::Ret(e) = r {
+            if e < 0 {
+                return SysResult::Ret(e);
+            }
+        }
+    }
+    SysResult::Ret(n as i64)
+}
+
+/// Reads the data of a send: `len` bytes at `buf`.
+fn send_data(k: &mut Kernel, buf: u64, len: u64) -> Result<Vec<u8>, i32> {
+    let mut data = vec![0u8; (len as usize).min(1 << 20)];
+    k.read(buf, &mut data).map_err(|_| libc::EFAULT)?;
+    Ok(data)
+}
+
+fn sys_sendto(k: &mut Kernel, _: &mut dyn FpuAccess, a: [u64; 6]) -> SysResult {
+    let data = match send_data(k, a[1], a[2]) {
+        Ok(d) => d,
+        Err(e) => return err(e),
+    };
+    send(k, a[0], data, a[3], a[4], a[5], libc::SYS_sendto as u64)
+}
+
+/// A send of `data` on socket `fd` to the address at `addr` (`alen`
+/// bytes), or to its peer.
+fn send(
+    k: &mut Kernel,
+    fd: u64,
+    data: Vec<u8>,
+    flags: u64,
+    addr: u64,
+    alen: u64,
+    nr: u64,
+) -> SysResult {
+    if let Some((_, tx, nonblock)) = pair_of(k, fd, flags) {
+        return super::sys_pipe::write(k, tx, nonblock, &data, nr);
+    }
+    match socket_of(k, fd) {
+        Ok((domain, libc::SOCK_DGRAM)) => {
+            let to = if addr != 0 {
+                match read_name(k, domain, addr, alen) {
+                    // A unix name nobody holds: as connecting to it (ENOENT
+                    // for a missing path).
+                    Ok(Some(n)) if domain == libc::AF_UNIX && !k.sockets.names.contains_key(&n) => {
+                        return err(reach(k, domain, addr, alen));
+                    }
+                    Ok(Some(n)) => Some(n),
+                    Ok(None) => return err(reach(k, domain, addr, alen)),
+                    Err(e) => return err(e),
+                }
+            } else {
+                None
+            };
+            send_datagram(k, fd, domain, data, to)
+        }
         Ok(_) => err(libc::ENOTCONN),
         Err(e) => err(e),
     }
 }
 
 fn sys_recvfrom(k: &mut Kernel, _: &mut dyn FpuAccess, a: [u64; 6]) -> SysResult {
-    if let Some((rx, _, nonblock)) = pair_of(k, a[0], a[3]) {
+    receive(
+        k,
+        a[0],
+        a[1],
+        a[2],
+        a[3],
+        a[4],
+        a[5],
+        libc::SYS_recvfrom as u64,
+    )
+}
+
+/// A receive on socket `fd` into `len` bytes at `buf`, with the sender's
+/// address to `addr`/`len_at` when asked.
+#[allow(clippy::too_many_arguments)]
+fn receive(
+    k: &mut Kernel,
+    fd: u64,
+    buf: u64,
+    len: u64,
+    flags: u64,
+    addr: u64,
+    len_at: u64,
+    nr: u64,
+) -> SysResult {
+    if let Some((rx, _, nonblock)) = pair_of(k, fd, flags) {
         // The peer's address, if asked for, is unnamed: length 0.
-        if a[5] != 0 && k.write(a[5], &0u32.to_le_bytes()).is_err() {
+        if addr != 0 && k.write(len_at, &0u32.to_le_bytes()).is_err() {
             return err(libc::EFAULT);
         }
-        return super::sys_pipe::read(k, rx, nonblock, a[1], a[2], libc::SYS_recvfrom as u64);
+        return super::sys_pipe::read(k, rx, nonblock, buf, len, nr);
     }
-    match socket_of(k, a[0]) {
+    if let Some((id, nonblock)) = datagram_of(k, fd, flags) {
+        return receive_datagram(k, fd, id, nonblock, buf, len, addr, len_at, nr);
+    }
+    match socket_of(k, fd) {
         Ok(_) => err(libc::ENOTCONN),
         Err(e) => err(e),
     }
+}
+
+/// `read` on a datagram socket: one datagram.
+pub fn read_datagram(k: &mut Kernel, fd: u64, buf: u64, len: u64) -> Option<SysResult> {
+    let (id, nonblock) = datagram_of(k, fd, 0)?;
+    Some(receive_datagram(
+        k,
+        fd,
+        id,
+        nonblock,
+        buf,
+        len,
+        0,
+        0,
+        libc::SYS_read as u64,
+    ))
+}
+
+/// `write` on a datagram socket: one datagram to its peer.
+pub fn write_datagram(k: &mut Kernel, fd: u64, data: &[u8]) -> Option<SysResult> {
+    match k.files.get(fd as i32)?.kind {
+        FileKind::BoundSocket {
+            domain,
+            kind: libc::SOCK_DGRAM,
+            ..
+        }
+        | FileKind::Socket {
+            domain,
+            kind: libc::SOCK_DGRAM,
+        } => Some(send_datagram(k, fd, domain, data.to_vec(), None)),
+        _ => None,
+    }
+}
+
+/// The parts of a `struct msghdr`: the address, the iovecs, the control
+/// data's length.
+struct MsgHdr {
+    name: u64,
+    name_len_at: u64,
+    iov: Vec<(u64, u64)>,
+    control_len: u64,
+}
+
+fn read_msghdr(k: &mut Kernel, at: u64) -> Result<MsgHdr, i32> {
+    let word = |k: &mut Kernel, off: u64| k.read_u64(at + off).map_err(|_| libc::EFAULT);
+    let name = word(k, 0)?;
+    let iov_at = word(k, 16)?;
+    let iov_len = word(k, 24)?;
+    let control_len = word(k, 40)?;
+    if iov_len > 1024 {
+        return Err(libc::EMSGSIZE);
+    }
+    let mut iov = Vec::new();
+    for i in 0..iov_len {
+        let base = k.read_u64(iov_at + i * 16).map_err(|_| libc::EFAULT)?;
+        let len = k.read_u64(iov_at + i * 16 + 8).map_err(|_| libc::EFAULT)?;
+        iov.push((base, len));
+    }
+    Ok(MsgHdr {
+        name,
+        name_len_at: at + 8,
+        iov,
+        control_len,
+    })
+}
+
+fn sys_sendmsg(k: &mut Kernel, _: &mut dyn FpuAccess, a: [u64; 6]) -> SysResult {
+    let m = match read_msghdr(k, a[1]) {
+        Ok(m) => m,
+        Err(e) => return err(e),
+    };
+    if m.control_len > 0 {
+        return SysResult::Unsupported(
+            "sendmsg with ancillary data (passing descriptors or credentials)".into(),
+        );
+    }
+    let mut data = Vec::new();
+    for (base, len) in &m.iov {
+        match send_data(k, *base, *len) {
+            Ok(d) => data.extend_from_slice(&d),
+            Err(e) => return err(e),
+        }
+    }
+    let alen = if m.name != 0 {
+        match k.read_u32(m.name_len_at) {
+            Ok(n) => u64::from(n),
+            Err(_) => return err(libc::EFAULT),
+        }
+    } else {
+        0
+    };
+    send(k, a[0], data, a[2], m.name, alen, libc::SYS_sendmsg as u64)
+}
+
+fn sys_recvmsg(k: &mut Kernel, _: &mut dyn FpuAccess, a: [u64; 6]) -> SysResult {
+    let m = match read_msghdr(k, a[1]) {
+        Ok(m) => m,
+        Err(e) => return err(e),
+    };
+    // No control data comes back, and no flags.
+    if k.write_u64(a[1] + 40, 0).is_err() || k.write_u32(a[1] + 48, 0).is_err() {
+        return err(libc::EFAULT);
+    }
+    let nr = libc::SYS_recvmsg as u64;
+    if let Some((id, nonblock)) = datagram_of(k, a[0], a[2]) {
+        // One datagram, scattered over the buffers.
+        let total: u64 = m.iov.iter().map(|(_, l)| l).sum();
+        let Some((data, from)) = k
+            .sockets
+            .bound
+            .get_mut(&id)
+            .and_then(|b| b.datagrams.pop_front())
+        else {
+            if nonblock {
+                return err(libc::EAGAIN);
+            }
+            return SysResult::Block(Wait::Readable {
+                fd: a[0] as i32,
+                nr,
+            });
+        };
+        let mut done = 0usize;
+        for (base, len) in &m.iov {
+            let n = (*len as usize).min(data.len() - done);
+            if k.write(*base, &data[done..done + n]).is_err() {
+                return err(libc::EFAULT);
+            }
+            done += n;
+        }
+        if (data.len() as u64) > total && k.write_u32(a[1] + 48, libc::MSG_TRUNC as u32).is_err() {
+            return err(libc::EFAULT);
+        }
+        if m.name != 0 {
+            let r = match &from {
+                Some(name) => write_name(k, name, m.name, m.name_len_at),
+                None => write_unnamed(k, libc::AF_UNIX, m.name, m.name_len_at),
+            };
+            if let SysResult::Ret(e) = r {
+                if e < 0 {
+                    return SysResult::Ret(e);
+                }
+            }
+        }
+        return SysResult::Ret(done as i64);
+    }
+    // A stream: into the first buffer with room (a short read, as a
+    // stream may give).
+    let (buf, len) = m
+        .iov
+        .iter()
+        .copied()
+        .find(|(_, l)| *l > 0)
+        .unwrap_or((0, 0));
+    receive(k, a[0], buf, len, a[2], m.name, m.name_len_at, nr)
 }
 
 /// The pipe id a shut-down direction of a connection uses: none, so the

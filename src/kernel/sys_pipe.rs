@@ -95,6 +95,7 @@ fn sys_pipe2(k: &mut Kernel, _: &mut dyn FpuAccess, a: [u64; 6]) -> SysResult {
         } else {
             libc::O_RDONLY
         }) | (flags & libc::O_NONBLOCK),
+        shared: None,
     };
     let cloexec = flags & libc::O_CLOEXEC != 0;
     let read = match k.files.install(end(false), cloexec, 0) {
@@ -138,6 +139,7 @@ fn sys_socketpair(k: &mut Kernel, _: &mut dyn FpuAccess, a: [u64; 6]) -> SysResu
         path: String::new(),
         offset: 0,
         flags: libc::O_RDWR | (a[1] as i32 & libc::SOCK_NONBLOCK),
+        shared: None,
     };
     let cloexec = a[1] as i32 & libc::SOCK_CLOEXEC != 0;
     let first = match k.files.install(end(one, two), cloexec, 0) {
@@ -182,6 +184,7 @@ fn sys_eventfd2(k: &mut Kernel, _: &mut dyn FpuAccess, a: [u64; 6]) -> SysResult
         path: String::new(),
         offset: 0,
         flags: libc::O_RDWR | (flags & libc::O_NONBLOCK),
+        shared: None,
     };
     match k.files.install(file, flags & libc::EFD_CLOEXEC != 0, 0) {
         Ok(fd) => {

@@ -18,7 +18,7 @@ pub const CALLS: &[SyscallDef] = &[
     def(
         libc::SYS_fork,
         sys_fork,
-        "copy-on-write address space; descriptors are copied, so a file offset is not shared with the parent afterwards",
+        "the parent's private writable pages copied (copy-on-write above 32 MiB); descriptors share offsets, not status flags",
     ),
     def(
         libc::SYS_vfork,
@@ -142,6 +142,7 @@ pub fn spawn(
     if flags & CLONE_CHILD_CLEARTID != 0 {
         child.clear_child_tid = child_tid;
     }
+    k.share_descriptions();
     let me = k.process_entry().clone();
     let mut signals = k.signals.clone();
     if flags & CLONE_CLEAR_SIGHAND != 0 {
@@ -480,6 +481,7 @@ fn sys_pidfd_open(k: &mut Kernel, _: &mut dyn FpuAccess, a: [u64; 6]) -> SysResu
         path: "anon_inode:[pidfd]".into(),
         offset: 0,
         flags: libc::O_RDWR | flags,
+        shared: None,
     };
     match k.files.install(f, true, 0) {
         Ok(fd) => SysResult::Ret(fd as i64),

@@ -487,7 +487,7 @@ fn sys_getdents64(k: &mut Kernel, _: &mut dyn FpuAccess, a: [u64; 6]) -> SysResu
     ];
     let all: Vec<&(String, NodeKind)> = dot.iter().chain(entries.iter()).collect();
     let mut out = Vec::new();
-    let mut idx = f.offset as usize;
+    let mut idx = k.offset_of(&f) as usize;
     while idx < all.len() {
         let (name, kind) = all[idx];
         let reclen = (19 + name.len() + 1).div_ceil(8) * 8;
@@ -514,7 +514,7 @@ fn sys_getdents64(k: &mut Kernel, _: &mut dyn FpuAccess, a: [u64; 6]) -> SysResu
     if k.write(buf, &out).is_err() {
         return err(libc::EFAULT);
     }
-    k.files.get_mut(fd).unwrap().offset = idx as u64;
+    k.set_offset(fd, idx as u64);
     SysResult::Ret(out.len() as i64)
 }
 

@@ -479,6 +479,7 @@ fn sys_timerfd_create(k: &mut Kernel, _: &mut dyn FpuAccess, a: [u64; 6]) -> Sys
         path: "anon_inode:[timerfd]".into(),
         offset: 0,
         flags: libc::O_RDWR | (flags & TFD_NONBLOCK) as i32,
+        shared: None,
     };
     match k.files.install(f, flags & TFD_CLOEXEC != 0, 0) {
         Ok(fd) => {
@@ -600,6 +601,7 @@ fn sys_signalfd4(k: &mut Kernel, _: &mut dyn FpuAccess, a: [u64; 6]) -> SysResul
         path: "anon_inode:[signalfd]".into(),
         offset: 0,
         flags: libc::O_RDWR | (flags & SFD_NONBLOCK) as i32,
+        shared: None,
     };
     match k.files.install(f, flags & SFD_CLOEXEC != 0, 0) {
         Ok(fd) => SysResult::Ret(fd as i64),

@@ -87,12 +87,8 @@ pub fn implemented() -> impl Iterator<Item = &'static SyscallDef> {
 /// missing call is missing because nothing has needed it yet.
 pub const UNSUPPORTED: &[(&str, &str)] = &[
     (
-        "sendmsg, recvmsg, sendmmsg, recvmmsg",
-        "not yet: ancillary data (passing descriptors between processes) is not modelled",
-    ),
-    (
-        "bind of a datagram socket",
-        "not yet: datagrams are received by nobody (a send to loopback is refused)",
+        "sendmsg and recvmsg with ancillary data, sendmmsg, recvmmsg",
+        "not yet: passing descriptors or credentials between processes is not modelled",
     ),
     (
         "io_uring_setup, io_uring_enter, io_uring_register",

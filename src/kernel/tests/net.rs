@@ -157,3 +157,63 @@ cases! {
         [s, b.buf(8), 8, 0, 0, 0]
     }, Want::Ret(0);
 }
+
+/// A `msghdr` in scratch memory over one buffer, with `control_len`.
+fn msghdr(b: &mut super::Bench, buf: u64, len: u64, control_len: u64) -> u64 {
+    let iov = b.bytes(&[buf.to_le_bytes(), len.to_le_bytes()].concat());
+    let control = b.buf(64);
+    let mut m = Vec::new();
+    for w in [0, 0, iov, 1, control, control_len, 0] {
+        m.extend_from_slice(&w.to_le_bytes());
+    }
+    b.bytes(&m)
+}
+
+cases! {
+    a_datagram_to_a_missing_unix_path_is_enoent: SYS_sendto, |b| {
+        let fd = b.ret(SYS_socket, [AF_UNIX as u64, SOCK_DGRAM as u64, 0, 0, 0, 0]) as u64;
+        let a = unix_addr("/tmp/nobody");
+        let data = b.bytes(b"x");
+        [fd, data, 1, 0, b.bytes(&a), a.len() as u64]
+    }, Want::Err(ENOENT);
+    a_udp_datagram_to_nobody_is_sent_and_lost: SYS_sendto, |b| {
+        let fd = b.ret(SYS_socket, [AF_INET as u64, SOCK_DGRAM as u64, 0, 0, 0, 0]) as u64;
+        let a = inet_addr([127, 0, 0, 1]);
+        let data = b.bytes(b"xy");
+        [fd, data, 2, 0, b.bytes(&a), a.len() as u64]
+    }, Want::Ret(2);
+    a_datagram_without_an_address_or_peer_is_edestaddrreq: SYS_sendto, |b| {
+        let fd = b.ret(SYS_socket, [AF_INET as u64, SOCK_DGRAM as u64, 0, 0, 0, 0]) as u64;
+        let data = b.bytes(b"x");
+        [fd, data, 1, 0, 0, 0]
+    }, Want::Err(EDESTADDRREQ);
+    receiving_nothing_without_blocking_is_eagain: SYS_recvfrom, |b| {
+        let fd = b.ret(SYS_socket, [AF_UNIX as u64, (SOCK_DGRAM | SOCK_NONBLOCK) as u64, 0, 0, 0, 0]) as u64;
+        let a = unix_addr("/tmp/d");
+        let at = b.bytes(&a);
+        assert_eq!(b.ret(SYS_bind, [fd, at, a.len() as u64, 0, 0, 0]), 0);
+        [fd, b.buf(8), 8, 0, 0, 0]
+    }, Want::Err(EAGAIN);
+    receiving_nothing_blocks: SYS_recvfrom, |b| {
+        let fd = b.ret(SYS_socket, [AF_UNIX as u64, SOCK_DGRAM as u64, 0, 0, 0, 0]) as u64;
+        let a = unix_addr("/tmp/d");
+        let at = b.bytes(&a);
+        assert_eq!(b.ret(SYS_bind, [fd, at, a.len() as u64, 0, 0, 0]), 0);
+        [fd, b.buf(8), 8, 0, 0, 0]
+    }, Want::Blocks;
+    sendmsg_with_control_data_is_unsupported: SYS_sendmsg, |b| {
+        let fd = b.ret(SYS_socket, [AF_UNIX as u64, SOCK_DGRAM as u64, 0, 0, 0, 0]) as u64;
+        let buf = b.bytes(b"x");
+        let m = msghdr(b, buf, 1, 24);
+        [fd, m, 0, 0, 0, 0]
+    }, Want::Unsupported;
+    sendmsg_from_a_bad_header_is_efault: SYS_sendmsg, |b| {
+        let fd = b.ret(SYS_socket, [AF_UNIX as u64, SOCK_DGRAM as u64, 0, 0, 0, 0]) as u64;
+        [fd, super::UNMAPPED, 0, 0, 0, 0]
+    }, Want::Err(EFAULT);
+    recvmsg_on_a_file_that_is_no_socket_is_enotsock: SYS_recvmsg, |b| {
+        let buf = b.buf(8);
+        let m = msghdr(b, buf, 8, 0);
+        [1, m, 0, 0, 0, 0]
+    }, Want::Err(ENOTSOCK);
+}
