@@ -345,21 +345,7 @@ fn the_time_stamp_counter_is_virtual_and_the_same_in_every_run() {
 
 /// Builds a C program written here into `dir`.
 fn build_c(dir: &std::path::Path, name: &str, source: &str) -> std::path::PathBuf {
-    let src = dir.join(format!("{name}.c"));
-    std::fs::write(&src, source).unwrap();
-    let exe = dir.join(name);
-    let out = Command::new("gcc")
-        .args(["-O1", "-o"])
-        .arg(&exe)
-        .arg(&src)
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    exe
+    common::build_c_with(dir, name, source, &[])
 }
 
 /// Runs `exe` under `seeds` random walks in one machine (from its

@@ -11,22 +11,7 @@ use common::cli;
 use serde_json::Value;
 
 fn build_c(dir: &Path, name: &str, source: &str, defines: &[&str]) -> PathBuf {
-    let src = dir.join(format!("{name}.c"));
-    std::fs::write(&src, source).unwrap();
-    let exe = dir.join(name);
-    let out = Command::new("gcc")
-        .args(["-O1", "-o"])
-        .arg(&exe)
-        .arg(&src)
-        .args(defines)
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    exe
+    common::build_c_with(dir, name, source, defines)
 }
 
 /// `run --json` of `exe args` in `dir`: exit code of rewind-fuzz and the report.

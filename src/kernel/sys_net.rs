@@ -612,21 +612,17 @@ fn send_datagram(
     }
 }
 
-/// Receives one datagram on bound socket `id` into `buf` (`len` bytes),
-/// writing the sender's address to `addr`/`len_at` when asked; waits
-/// (system call `nr` re-executed) when none is there.
-#[allow(clippy::too_many_arguments)]
+/// Receives one datagram on bound socket `id`, scattered over `bufs`,
+/// with the sender's address to `addr`/`len_at` when asked; waits (system
+/// call `nr` re-executed) when none is there. The bytes delivered, and
+/// whether the datagram was longer (the rest is lost, as on Linux).
 fn receive_datagram(
     k: &mut Kernel,
-    fd: u64,
-    id: u64,
-    nonblock: bool,
-    buf: u64,
-    len: u64,
-    addr: u64,
-    len_at: u64,
+    (fd, id, nonblock): (u64, u64, bool),
+    bufs: &[(u64, u64)],
+    (addr, len_at): (u64, u64),
     nr: u64,
-) -> SysResult {
+) -> Result<(usize, bool), SysResult> {
     let Some((data, from)) = k
         .sockets
         .bound
@@ -634,13 +630,17 @@ fn receive_datagram(
         .and_then(|b| b.datagrams.pop_front())
     else {
         if nonblock {
-            return err(libc::EAGAIN);
+            return Err(err(libc::EAGAIN));
         }
-        return SysResult::Block(Wait::Readable { fd: fd as i32, nr });
+        return Err(SysResult::Block(Wait::Readable { fd: fd as i32, nr }));
     };
-    let n = data.len().min(len as usize);
-    if k.write(buf, &data[..n]).is_err() {
-        return err(libc::EFAULT);
+    let mut done = 0usize;
+    for (base, len) in bufs {
+        let n = (*len as usize).min(data.len() - done);
+        if k.write(*base, &data[done..done + n]).is_err() {
+            return Err(err(libc::EFAULT));
+        }
+        done += n;
     }
     if addr != 0 {
         let r = match &from {
@@ -649,11 +649,11 @@ fn receive_datagram(
         };
         if let SysResult::Ret(e) = r {
             if e < 0 {
-                return SysResult::Ret(e);
+                return Err(SysResult::Ret(e));
             }
         }
     }
-    SysResult::Ret(n as i64)
+    Ok((done, done < data.len()))
 }
 
 /// Reads the data of a send: `len` bytes at `buf`.
@@ -742,7 +742,10 @@ fn receive(
         return super::sys_pipe::read(k, rx, nonblock, buf, len, nr);
     }
     if let Some((id, nonblock)) = datagram_of(k, fd, flags) {
-        return receive_datagram(k, fd, id, nonblock, buf, len, addr, len_at, nr);
+        return match receive_datagram(k, (fd, id, nonblock), &[(buf, len)], (addr, len_at), nr) {
+            Ok((n, _)) => SysResult::Ret(n as i64),
+            Err(r) => r,
+        };
     }
     match socket_of(k, fd) {
         Ok(_) => err(libc::ENOTCONN),
@@ -753,17 +756,13 @@ fn receive(
 /// `read` on a datagram socket: one datagram.
 pub fn read_datagram(k: &mut Kernel, fd: u64, buf: u64, len: u64) -> Option<SysResult> {
     let (id, nonblock) = datagram_of(k, fd, 0)?;
-    Some(receive_datagram(
-        k,
-        fd,
-        id,
-        nonblock,
-        buf,
-        len,
-        0,
-        0,
-        libc::SYS_read as u64,
-    ))
+    let nr = libc::SYS_read as u64;
+    Some(
+        match receive_datagram(k, (fd, id, nonblock), &[(buf, len)], (0, 0), nr) {
+            Ok((n, _)) => SysResult::Ret(n as i64),
+            Err(r) => r,
+        },
+    )
 }
 
 /// `write` on a datagram socket: one datagram to its peer.
@@ -854,44 +853,16 @@ fn sys_recvmsg(k: &mut Kernel, _: &mut dyn FpuAccess, a: [u64; 6]) -> SysResult 
     let nr = libc::SYS_recvmsg as u64;
     if let Some((id, nonblock)) = datagram_of(k, a[0], a[2]) {
         // One datagram, scattered over the buffers.
-        let total: u64 = m.iov.iter().map(|(_, l)| l).sum();
-        let Some((data, from)) = k
-            .sockets
-            .bound
-            .get_mut(&id)
-            .and_then(|b| b.datagrams.pop_front())
-        else {
-            if nonblock {
-                return err(libc::EAGAIN);
-            }
-            return SysResult::Block(Wait::Readable {
-                fd: a[0] as i32,
-                nr,
-            });
-        };
-        let mut done = 0usize;
-        for (base, len) in &m.iov {
-            let n = (*len as usize).min(data.len() - done);
-            if k.write(*base, &data[done..done + n]).is_err() {
-                return err(libc::EFAULT);
-            }
-            done += n;
-        }
-        if (data.len() as u64) > total && k.write_u32(a[1] + 48, libc::MSG_TRUNC as u32).is_err() {
-            return err(libc::EFAULT);
-        }
-        if m.name != 0 {
-            let r = match &from {
-                Some(name) => write_name(k, name, m.name, m.name_len_at),
-                None => write_unnamed(k, libc::AF_UNIX, m.name, m.name_len_at),
-            };
-            if let SysResult::Ret(e) = r {
-                if e < 0 {
-                    return SysResult::Ret(e);
+        let to = (a[0], id, nonblock);
+        return match receive_datagram(k, to, &m.iov, (m.name, m.name_len_at), nr) {
+            Ok((n, cut)) => {
+                if cut && k.write_u32(a[1] + 48, libc::MSG_TRUNC as u32).is_err() {
+                    return err(libc::EFAULT);
                 }
+                SysResult::Ret(n as i64)
             }
-        }
-        return SysResult::Ret(done as i64);
+            Err(r) => r,
+        };
     }
     // A stream: into the first buffer with room (a short read, as a
     // stream may give).

@@ -9,7 +9,7 @@ pub const CALLS: &[SyscallDef] = &[
     def(
         libc::SYS_poll,
         sys_poll,
-        "pipes end a wait too (the call is taken again); sockets never become ready",
+        "pipes end a wait too (the call is taken again); an unconnected stream socket never becomes ready",
     ),
     def(
         libc::SYS_ppoll,
@@ -37,8 +37,10 @@ const POLLHUP: i16 = 0x10;
 const POLLNVAL: i16 = 0x20;
 
 /// What descriptor `fd` is ready for now, as poll bits (POLLERR and
-/// POLLHUP included); `None` for a descriptor not open. Sockets never
-/// become ready (nothing connects); other files always are.
+/// POLLHUP included); `None` for a descriptor not open. A connected
+/// socket is as its pipes are, a listening one readable with a connection
+/// waiting, a datagram one writable (and readable with a datagram); an
+/// unconnected stream socket never becomes ready; other files always are.
 pub(super) fn readiness(k: &Kernel, fd: i32) -> Option<i16> {
     let f = k.files.get(fd)?;
     Some(match f.kind {
@@ -66,13 +68,15 @@ pub(super) fn readiness(k: &Kernel, fd: i32) -> Option<i16> {
                 | (if can_write { POLLOUT } else { 0 })
                 | (if peer_closed { POLLHUP } else { 0 })
         }
-        FileKind::BoundSocket { id, .. } => {
-            if k.sockets.has_queued(id) {
-                POLLIN
-            } else {
-                0
-            }
+        FileKind::BoundSocket { id, kind, .. } => {
+            // A datagram socket can always send.
+            let out = if kind == libc::SOCK_DGRAM { POLLOUT } else { 0 };
+            out | if k.sockets.has_queued(id) { POLLIN } else { 0 }
         }
+        FileKind::Socket {
+            kind: libc::SOCK_DGRAM,
+            ..
+        } => POLLOUT,
         FileKind::TimerFd { id, .. } => {
             if k.timers.fd_expirations(id) > 0 {
                 POLLIN

@@ -63,6 +63,26 @@ pub fn run_config(c: &RunConfig) -> RunReport {
     vm.run().expect("run")
 }
 
+/// Compiles the C program `source` with gcc (and `flags`) into `dir/name`.
+pub fn build_c_with(dir: &std::path::Path, name: &str, source: &str, flags: &[&str]) -> PathBuf {
+    let src = dir.join(format!("{name}.c"));
+    std::fs::write(&src, source).unwrap();
+    let exe = dir.join(name);
+    let out = Command::new("gcc")
+        .args(["-O1", "-o"])
+        .arg(&exe)
+        .arg(&src)
+        .args(flags)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    exe
+}
+
 /// The `rewind-fuzz` binary under test.
 pub fn cli() -> Command {
     Command::new(env!("CARGO_BIN_EXE_rewind-fuzz"))
