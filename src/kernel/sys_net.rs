@@ -901,9 +901,10 @@ fn sys_shutdown(k: &mut Kernel, _: &mut dyn FpuAccess, a: [u64; 6]) -> SysResult
     }
 }
 
-/// Writes the unnamed address of `domain` to `addr`, as much as `*len`
-/// allows, and its full length to `*len`.
-fn write_unnamed(k: &mut Kernel, domain: i32, addr: u64, len_at: u64) -> SysResult {
+/// Writes the socket address `bytes` to `addr`, as much as `*len_at`
+/// allows, and its full length to `*len_at`, as Linux's calls that return
+/// an address do.
+fn write_address(k: &mut Kernel, bytes: &[u8], addr: u64, len_at: u64) -> SysResult {
     let mut len = [0u8; 4];
     if k.read(len_at, &mut len).is_err() {
         return err(libc::EFAULT);
@@ -912,19 +913,25 @@ fn write_unnamed(k: &mut Kernel, domain: i32, addr: u64, len_at: u64) -> SysResu
     if room < 0 {
         return err(libc::EINVAL);
     }
+    let n = bytes.len().min(room as usize);
+    if k.write(addr, &bytes[..n]).is_err()
+        || k.write(len_at, &(bytes.len() as u32).to_le_bytes())
+            .is_err()
+    {
+        return err(libc::EFAULT);
+    }
+    SysResult::Ret(0)
+}
+
+/// Writes the unnamed address of `domain` (see [`write_address`]).
+fn write_unnamed(k: &mut Kernel, domain: i32, addr: u64, len_at: u64) -> SysResult {
     let mut name = (domain as u16).to_le_bytes().to_vec();
     match domain {
         libc::AF_INET => name.resize(16, 0),
         libc::AF_INET6 => name.resize(28, 0),
         _ => {}
     }
-    let n = name.len().min(room as usize);
-    if k.write(addr, &name[..n]).is_err()
-        || k.write(len_at, &(name.len() as u32).to_le_bytes()).is_err()
-    {
-        return err(libc::EFAULT);
-    }
-    SysResult::Ret(0)
+    write_address(k, &name, addr, len_at)
 }
 
 fn sys_getsockname(k: &mut Kernel, _: &mut dyn FpuAccess, a: [u64; 6]) -> SysResult {
@@ -940,17 +947,8 @@ fn sys_getsockname(k: &mut Kernel, _: &mut dyn FpuAccess, a: [u64; 6]) -> SysRes
     }
 }
 
-/// Writes the address of `name` to `addr`, as much as `*len` allows, and
-/// its full length to `*len`.
+/// Writes the address of `name` (see [`write_address`]).
 fn write_name(k: &mut Kernel, name: &Name, addr: u64, len_at: u64) -> SysResult {
-    let mut len = [0u8; 4];
-    if k.read(len_at, &mut len).is_err() {
-        return err(libc::EFAULT);
-    }
-    let room = i32::from_le_bytes(len);
-    if room < 0 {
-        return err(libc::EINVAL);
-    }
     let bytes = match name {
         Name::Unix(path) => {
             let mut b = (libc::AF_UNIX as u16).to_le_bytes().to_vec();
@@ -973,14 +971,7 @@ fn write_name(k: &mut Kernel, name: &Name, addr: u64, len_at: u64) -> SysResult 
             b
         }
     };
-    let n = bytes.len().min(room as usize);
-    if k.write(addr, &bytes[..n]).is_err()
-        || k.write(len_at, &(bytes.len() as u32).to_le_bytes())
-            .is_err()
-    {
-        return err(libc::EFAULT);
-    }
-    SysResult::Ret(0)
+    write_address(k, &bytes, addr, len_at)
 }
 
 fn sys_getpeername(k: &mut Kernel, _: &mut dyn FpuAccess, a: [u64; 6]) -> SysResult {
