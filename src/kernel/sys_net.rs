@@ -315,9 +315,8 @@ fn sys_bind(k: &mut Kernel, _: &mut dyn FpuAccess, a: [u64; 6]) -> SysResult {
 }
 
 fn sys_listen(k: &mut Kernel, _: &mut dyn FpuAccess, a: [u64; 6]) -> SysResult {
-    let (domain, kind, bound) = match k.files.get(a[0] as i32).map(|f| &f.kind) {
-        Some(FileKind::Socket { domain, kind }) => (*domain, *kind, None),
-        Some(FileKind::BoundSocket { domain, kind, id }) => (*domain, *kind, Some(*id)),
+    let kind = match k.files.get(a[0] as i32).map(|f| &f.kind) {
+        Some(FileKind::Socket { kind, .. } | FileKind::BoundSocket { kind, .. }) => *kind,
         Some(FileKind::SocketPair { .. }) => return err(libc::EINVAL),
         Some(_) => return err(libc::ENOTSOCK),
         None => return err(libc::EBADF),
@@ -325,26 +324,9 @@ fn sys_listen(k: &mut Kernel, _: &mut dyn FpuAccess, a: [u64; 6]) -> SysResult {
     if kind == libc::SOCK_DGRAM {
         return err(libc::EOPNOTSUPP);
     }
-    let id = match bound {
-        Some(id) => id,
-        None => {
-            // An unbound inet socket gets an ephemeral port; a unix one an
-            // abstract name, as Linux's autobind.
-            let name = if domain == libc::AF_UNIX {
-                Name::Unix(format!("\0{:05x}", k.sockets.next))
-            } else {
-                Name::Inet {
-                    family: domain,
-                    port: 0,
-                }
-            };
-            if let SysResult::Ret(e) = bind_to(k, a[0], domain, kind, name) {
-                if e < 0 {
-                    return SysResult::Ret(e);
-                }
-            }
-            k.sockets.next - 1
-        }
+    let id = match autobind(k, a[0]) {
+        Ok(id) => id,
+        Err(e) => return err(e),
     };
     if let Some(b) = k.sockets.bound.get_mut(&id) {
         b.listening = true;
@@ -507,7 +489,7 @@ fn sys_connect(k: &mut Kernel, _: &mut dyn FpuAccess, a: [u64; 6]) -> SysResult 
         if unix_nobody {
             return err(reach(k, domain, a[1], a[2]));
         }
-        let id = match datagram_autobind(k, a[0]) {
+        let id = match autobind(k, a[0]) {
             Ok(id) => id,
             Err(e) => return err(e),
         };
@@ -549,10 +531,10 @@ fn datagram_of(k: &Kernel, fd: u64, flags: u64) -> Option<(u64, bool)> {
     Some((id, nonblock))
 }
 
-/// Gives datagram socket `fd` (of `domain`) a name if it has none (an
-/// ephemeral port, or an abstract unix name), as Linux does at its first
-/// send or `connect`; its id.
-fn datagram_autobind(k: &mut Kernel, fd: u64) -> Result<u64, i32> {
+/// Gives socket `fd` a name if it has none (an ephemeral port, or an
+/// abstract unix name), as Linux's autobind does at `listen` or at a
+/// datagram socket's first send or `connect`; its id.
+fn autobind(k: &mut Kernel, fd: u64) -> Result<u64, i32> {
     match k.files.get(fd as i32).map(|f| f.kind.clone()) {
         Some(FileKind::BoundSocket { id, .. }) => Ok(id),
         Some(FileKind::Socket { domain, kind }) => {
@@ -582,7 +564,7 @@ fn send_datagram(
     data: Vec<u8>,
     to: Option<Name>,
 ) -> SysResult {
-    let from = match datagram_autobind(k, fd) {
+    let from = match autobind(k, fd) {
         Ok(id) => id,
         Err(e) => return err(e),
     };
