@@ -123,6 +123,7 @@ fn shells_pipelines_and_real_programs_print_what_they_print_natively() {
         "tar -cf t.tar tree && mkdir out && tar -xf t.tar -C out && cat out/tree/a out/tree/b && tar -tf t.tar | sort",
         "seq 1 20000 | xz -T2 -c | xz -d | tail -1",
         "yes | head -3",
+        "seq 1 3 | tac",
         "{ echo a; ls /nonexistent 2>&1 | wc -l; echo c; } > out.txt; cat out.txt",
         "ls -la --time-style=+%s /etc /usr/bin/ls",
         "sqlite3 :memory: 'create table t(x); insert into t values (1),(2); select sum(x) from t'",

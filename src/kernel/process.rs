@@ -171,6 +171,31 @@ impl Kernel {
         self.files.list().map(|(_, f)| f).chain(parked)
     }
 
+    /// Makes the open descriptions of overlay files at `from` (or under it)
+    /// follow them to `to`, in every process, as descriptors follow an
+    /// inode on Linux; whether there were any.
+    pub(super) fn retarget_descriptions(&mut self, from: &str, to: &str) -> bool {
+        let under = format!("{from}/");
+        let mut any = false;
+        let mut follow = |t: &mut FdTable| {
+            for f in t.descriptions_mut() {
+                if matches!(f.kind, super::files::FileKind::Overlay)
+                    && (f.path == from || f.path.starts_with(&under))
+                {
+                    f.path = format!("{to}{}", &f.path[from.len()..]);
+                    any = true;
+                }
+            }
+        };
+        follow(&mut self.files);
+        for p in self.procs.values_mut().filter(|p| p.ended.is_none()) {
+            if let Some(parked) = p.parked.as_mut() {
+                follow(&mut parked.files);
+            }
+        }
+        any
+    }
+
     /// The live processes holding an end of pipe `id` open (the write end
     /// when `write`), lowest pid first.
     pub(super) fn pipe_end_holders(&self, id: u64, write: bool) -> Vec<Pid> {

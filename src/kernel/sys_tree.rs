@@ -83,6 +83,13 @@ fn remove(k: &mut Kernel, p: &str, dir: bool) -> Result<i64, i32> {
         (true, false, true) => Err(libc::ENOTDIR),
         (true, true, true) if !k.vfs.list(p).is_empty() => Err(libc::ENOTEMPTY),
         _ => {
+            // A file still open somewhere lives on, nameless, for the
+            // descriptors that have it (tac writes to a temporary file it
+            // has unlinked): its data moves to a path no guest path can be.
+            let hidden = format!("\0unlinked/{}", k.vfs.overlay_len());
+            if !dir && k.retarget_descriptions(p, &hidden) {
+                k.vfs.rename(p, &hidden);
+            }
             k.vfs.remove(p);
             Ok(0)
         }
@@ -145,6 +152,7 @@ fn rename(k: &mut Kernel, from: &str, to: &str, flags: u64) -> Result<i64, i32> 
     }
     copy_up(k, from)?;
     k.vfs.rename(from, to);
+    k.retarget_descriptions(from, to);
     Ok(0)
 }
 

@@ -548,6 +548,11 @@ impl Vfs {
         );
     }
 
+    /// How many paths the overlay holds (a fresh suffix for a hidden one).
+    pub fn overlay_len(&self) -> usize {
+        self.overlay.len()
+    }
+
     /// Removes a path (hiding the host's copy, if any).
     pub fn remove(&mut self, path: &str) {
         self.overlay.insert(path.to_string(), OverlayNode::Deleted);

@@ -37,3 +37,25 @@ cases! {
     changes_under_proc_are_refused: SYS_mkdir, |b| [b.str("/proc/x"), 0o755, 0, 0, 0, 0], Want::Err(EACCES);
     chmod_of_a_missing_file_is_enoent: SYS_chmod, |b| [b.str("/data/nope"), 0o600, 0, 0, 0, 0], Want::Err(ENOENT);
 }
+
+cases! {
+    an_unlinked_file_open_elsewhere_is_still_written_and_read: SYS_pread64, |b| {
+        let fd = b.open("/tmp/gone", O_CREAT | O_RDWR);
+        let p = b.str("/tmp/gone");
+        assert_eq!(b.ret(SYS_unlink, [p, 0, 0, 0, 0, 0]), 0);
+        let data = b.bytes(b"still here");
+        assert_eq!(b.ret(SYS_write, [fd, data, 10, 0, 0, 0]), 10);
+        let missing = b.str("/tmp/gone");
+        assert_eq!(b.ret(SYS_access, [missing, 0, 0, 0, 0, 0]), -(ENOENT as i64));
+        [fd, super::SCRATCH + 8192, 10, 0, 0, 0]
+    }, Want::Ret(10), then |b| assert_eq!(b.read(super::SCRATCH + 8192, 10), b"still here");
+    a_renamed_file_is_still_written_through_its_descriptor: SYS_read, |b| {
+        let fd = b.open("/tmp/old", O_CREAT | O_WRONLY);
+        let (from, to) = (b.str("/tmp/old"), b.str("/tmp/new"));
+        assert_eq!(b.ret(SYS_rename, [from, to, 0, 0, 0, 0]), 0);
+        let data = b.bytes(b"moved");
+        assert_eq!(b.ret(SYS_write, [fd, data, 5, 0, 0, 0]), 5);
+        let back = b.open("/tmp/new", O_RDONLY);
+        [back, super::SCRATCH + 8192, 16, 0, 0, 0]
+    }, Want::Ret(5), then |b| assert_eq!(b.read(super::SCRATCH + 8192, 5), b"moved");
+}
