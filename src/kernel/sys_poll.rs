@@ -235,16 +235,10 @@ fn sys_select(k: &mut Kernel, _: &mut dyn FpuAccess, a: [u64; 6]) -> SysResult {
     let deadline = if a[4] == 0 {
         Some(None)
     } else {
-        let (s, us) = match (k.read_u64(a[4]), k.read_u64(a[4] + 8)) {
-            (Ok(s), Ok(us)) => (s as i64, us as i64),
-            _ => return err(libc::EFAULT),
-        };
-        if s < 0 || !(0..1_000_000).contains(&us) {
-            return err(libc::EINVAL);
-        }
-        match s as u64 * 1_000_000_000 + us as u64 * 1000 {
-            0 => None,
-            t => Some(Some(k.now + t)),
+        match super::sys_timer::read_timeval(k, a[4]) {
+            Ok(0) => None,
+            Ok(t) => Some(Some(k.now + t)),
+            Err(e) => return err(e),
         }
     };
     select(

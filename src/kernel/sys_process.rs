@@ -9,6 +9,10 @@
 
 use super::loader::{self, Exec, LoadError};
 use super::process::{Ended, Parked, Pid, Process};
+use super::sys_thread::{
+    CLONE_CHILD_CLEARTID, CLONE_CHILD_SETTID, CLONE_DETACHED, CLONE_PARENT_SETTID, CLONE_SETTLS,
+    CLONE_VM, CloneArgs,
+};
 use super::table::{SyscallDef, def};
 use super::thread::{Thread, Wait};
 use super::{FpuAccess, Kernel, SysResult, err};
@@ -58,45 +62,37 @@ pub const CALLS: &[SyscallDef] = &[
     def(libc::SYS_setsid, sys_setsid, ""),
 ];
 
-const CLONE_VM: u64 = 0x100;
 const CLONE_VFORK: u64 = 0x4000;
-const CLONE_SETTLS: u64 = 0x80000;
-const CLONE_PARENT_SETTID: u64 = 0x100000;
-const CLONE_CHILD_CLEARTID: u64 = 0x200000;
-const CLONE_DETACHED: u64 = 0x400000;
-const CLONE_CHILD_SETTID: u64 = 0x1000000;
 const CLONE_CLEAR_SIGHAND: u64 = 0x1_0000_0000;
 
 fn sys_fork(k: &mut Kernel, cpu: &mut dyn FpuAccess, _: [u64; 6]) -> SysResult {
-    spawn(k, cpu, 0, libc::SIGCHLD as u32, 0, 0, 0, 0)
+    let c = CloneArgs {
+        exit_signal: libc::SIGCHLD as u32,
+        ..Default::default()
+    };
+    spawn(k, cpu, c)
 }
 
 fn sys_vfork(k: &mut Kernel, cpu: &mut dyn FpuAccess, _: [u64; 6]) -> SysResult {
-    spawn(
-        k,
-        cpu,
-        CLONE_VM | CLONE_VFORK,
-        libc::SIGCHLD as u32,
-        0,
-        0,
-        0,
-        0,
-    )
+    let c = CloneArgs {
+        flags: CLONE_VM | CLONE_VFORK,
+        exit_signal: libc::SIGCHLD as u32,
+        ..Default::default()
+    };
+    spawn(k, cpu, c)
 }
 
 /// Creates a process (`clone` without CLONE_THREAD): a copy of the current
 /// one whose first thread returns 0 where the caller returns the new pid.
-#[allow(clippy::too_many_arguments)]
-pub fn spawn(
-    k: &mut Kernel,
-    cpu: &mut dyn FpuAccess,
-    flags: u64,
-    exit_signal: u32,
-    stack: u64,
-    parent_tid: u64,
-    child_tid: u64,
-    tls: u64,
-) -> SysResult {
+pub(super) fn spawn(k: &mut Kernel, cpu: &mut dyn FpuAccess, c: CloneArgs) -> SysResult {
+    let CloneArgs {
+        flags,
+        exit_signal,
+        stack,
+        parent_tid,
+        child_tid,
+        tls,
+    } = c;
     let known = CLONE_VM
         | CLONE_VFORK
         | CLONE_SETTLS

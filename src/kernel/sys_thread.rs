@@ -67,25 +67,28 @@ fn sys_zero(_: &mut Kernel, _: &mut dyn FpuAccess, _: [u64; 6]) -> SysResult {
     SysResult::Ret(0)
 }
 
-const CLONE_VM: u64 = 0x100;
-const CLONE_FS: u64 = 0x200;
-const CLONE_FILES: u64 = 0x400;
-const CLONE_SIGHAND: u64 = 0x800;
-const CLONE_THREAD: u64 = 0x10000;
-const CLONE_SYSVSEM: u64 = 0x40000;
-const CLONE_SETTLS: u64 = 0x80000;
-const CLONE_PARENT_SETTID: u64 = 0x100000;
-const CLONE_CHILD_CLEARTID: u64 = 0x200000;
-const CLONE_DETACHED: u64 = 0x400000;
-const CLONE_CHILD_SETTID: u64 = 0x1000000;
+pub(super) const CLONE_VM: u64 = 0x100;
+pub(super) const CLONE_FS: u64 = 0x200;
+pub(super) const CLONE_FILES: u64 = 0x400;
+pub(super) const CLONE_SIGHAND: u64 = 0x800;
+pub(super) const CLONE_THREAD: u64 = 0x10000;
+pub(super) const CLONE_SYSVSEM: u64 = 0x40000;
+pub(super) const CLONE_SETTLS: u64 = 0x80000;
+pub(super) const CLONE_PARENT_SETTID: u64 = 0x100000;
+pub(super) const CLONE_CHILD_CLEARTID: u64 = 0x200000;
+pub(super) const CLONE_DETACHED: u64 = 0x400000;
+pub(super) const CLONE_CHILD_SETTID: u64 = 0x1000000;
 
-struct CloneArgs {
-    flags: u64,
-    exit_signal: u32,
-    stack: u64,
-    parent_tid: u64,
-    child_tid: u64,
-    tls: u64,
+/// What `clone` and `clone3` ask for, for a thread or a process.
+#[derive(Default)]
+pub(super) struct CloneArgs {
+    pub flags: u64,
+    /// The signal the parent gets when a child process ends.
+    pub exit_signal: u32,
+    pub stack: u64,
+    pub parent_tid: u64,
+    pub child_tid: u64,
+    pub tls: u64,
 }
 
 fn sys_clone(k: &mut Kernel, cpu: &mut dyn FpuAccess, a: [u64; 6]) -> SysResult {
@@ -129,16 +132,7 @@ fn sys_clone3(k: &mut Kernel, cpu: &mut dyn FpuAccess, a: [u64; 6]) -> SysResult
 
 fn clone_thread(k: &mut Kernel, cpu: &mut dyn FpuAccess, c: CloneArgs) -> SysResult {
     if c.flags & CLONE_THREAD == 0 {
-        return super::sys_process::spawn(
-            k,
-            cpu,
-            c.flags,
-            c.exit_signal,
-            c.stack,
-            c.parent_tid,
-            c.child_tid,
-            c.tls,
-        );
+        return super::sys_process::spawn(k, cpu, c);
     }
     let needed = CLONE_VM | CLONE_THREAD | CLONE_SIGHAND;
     if c.flags & needed != needed {
@@ -432,7 +426,9 @@ pub fn futex_wake(k: &mut Kernel, addr: u64, n: usize, bitset: u32) -> usize {
     woken.len()
 }
 
-fn read_timespec(k: &mut Kernel, ptr: u64) -> Result<u64, i32> {
+/// Reads a `struct timespec` as nanoseconds (EFAULT, or EINVAL for a
+/// negative or out-of-range value).
+pub(super) fn read_timespec(k: &mut Kernel, ptr: u64) -> Result<u64, i32> {
     let sec = k.read_u64(ptr).map_err(|_| libc::EFAULT)? as i64;
     let nsec = k.read_u64(ptr + 8).map_err(|_| libc::EFAULT)? as i64;
     if sec < 0 || !(0..1_000_000_000).contains(&nsec) {

@@ -11,6 +11,7 @@ use std::collections::BTreeMap;
 use super::files::{FileKind, OpenFile};
 use super::process::Pid;
 use super::signal;
+use super::sys_thread::read_timespec;
 use super::table::{SyscallDef, def};
 use super::thread::{Nanos, PendingSignal, Tid, Wait};
 use super::{FpuAccess, Kernel, SysResult, err};
@@ -170,22 +171,15 @@ impl Kernel {
     }
 }
 
-fn read_timeval(k: &mut Kernel, at: u64) -> Result<Nanos, i32> {
+/// Reads a `struct timeval` as nanoseconds (EFAULT, or EINVAL for a
+/// negative or out-of-range value).
+pub(super) fn read_timeval(k: &mut Kernel, at: u64) -> Result<Nanos, i32> {
     let s = k.read_u64(at).map_err(|_| libc::EFAULT)? as i64;
     let us = k.read_u64(at + 8).map_err(|_| libc::EFAULT)? as i64;
     if s < 0 || !(0..1_000_000).contains(&us) {
         return Err(libc::EINVAL);
     }
     Ok(s as u64 * 1_000_000_000 + us as u64 * 1000)
-}
-
-fn read_timespec(k: &mut Kernel, at: u64) -> Result<Nanos, i32> {
-    let s = k.read_u64(at).map_err(|_| libc::EFAULT)? as i64;
-    let ns = k.read_u64(at + 8).map_err(|_| libc::EFAULT)? as i64;
-    if s < 0 || !(0..1_000_000_000).contains(&ns) {
-        return Err(libc::EINVAL);
-    }
-    Ok(s as u64 * 1_000_000_000 + ns as u64)
 }
 
 fn split(ns: Nanos, unit: u64) -> [u64; 2] {
