@@ -190,9 +190,17 @@ pub struct Kernel {
     timers: sys_timer::Timers,
     /// Bound and listening sockets (`sys_net`).
     sockets: sys_net::Sockets,
-    /// Offsets of open file descriptions processes share, by id (see
-    /// `OpenFile::shared`).
-    offsets: BTreeMap<u64, u64>,
+    /// Offsets and status flags of open file descriptions processes
+    /// share, by id (see `OpenFile::shared`).
+    shared_files: BTreeMap<u64, SharedFile>,
+}
+
+/// What processes sharing an open file description share besides the
+/// file itself.
+#[derive(Clone, Copy, Debug)]
+struct SharedFile {
+    offset: u64,
+    flags: i32,
 }
 
 impl Kernel {
@@ -260,7 +268,7 @@ impl Kernel {
             first_pid: MAIN_TID.0,
             timers: Default::default(),
             sockets: Default::default(),
-            offsets: BTreeMap::new(),
+            shared_files: BTreeMap::new(),
         };
         let first = process::Process {
             pid: MAIN_TID.0,
@@ -403,8 +411,20 @@ impl Kernel {
     /// The offset of open file description `f`.
     pub(super) fn offset_of(&self, f: &files::OpenFile) -> u64 {
         f.shared
-            .and_then(|id| self.offsets.get(&id).copied())
-            .unwrap_or(f.offset)
+            .and_then(|id| self.shared_files.get(&id))
+            .map_or(f.offset, |s| s.offset)
+    }
+
+    /// The status flags (`O_APPEND`, `O_NONBLOCK` ...) of description `f`.
+    pub(super) fn flags_of(&self, f: &files::OpenFile) -> i32 {
+        f.shared
+            .and_then(|id| self.shared_files.get(&id))
+            .map_or(f.flags, |s| s.flags)
+    }
+
+    /// Whether calls on description `f` must not wait.
+    pub(super) fn nonblocking(&self, f: &files::OpenFile) -> bool {
+        self.flags_of(f) & libc::O_NONBLOCK != 0
     }
 
     /// Moves descriptor `fd`'s offset (its description's, shared or not).
@@ -412,23 +432,37 @@ impl Kernel {
         let Some(f) = self.files.get_mut(fd) else {
             return;
         };
-        match f.shared {
-            Some(id) => {
-                self.offsets.insert(id, to);
-            }
+        match f.shared.and_then(|id| self.shared_files.get_mut(&id)) {
+            Some(s) => s.offset = to,
             None => f.offset = to,
         }
     }
 
+    /// Sets descriptor `fd`'s status flags (its description's, so every
+    /// process sharing it sees them, as `fcntl(F_SETFL)` does on Linux).
+    pub(super) fn set_flags(&mut self, fd: i32, flags: i32) {
+        let Some(f) = self.files.get_mut(fd) else {
+            return;
+        };
+        f.flags = flags;
+        if let Some(s) = f.shared.and_then(|id| self.shared_files.get_mut(&id)) {
+            s.flags = flags;
+        }
+    }
+
     /// Makes every description of the current process shareable by a
-    /// process about to be made (fork): their offsets move to the shared
-    /// table.
+    /// process about to be made (fork): their offsets and status flags
+    /// move to the shared table.
     pub(super) fn share_descriptions(&mut self) {
-        let mut next = self.offsets.keys().next_back().map_or(0, |k| k + 1);
+        let mut next = self.shared_files.keys().next_back().map_or(0, |k| k + 1);
         for f in self.files.descriptions_mut() {
             if f.shared.is_none() {
                 f.shared = Some(next);
-                self.offsets.insert(next, f.offset);
+                let state = SharedFile {
+                    offset: f.offset,
+                    flags: f.flags,
+                };
+                self.shared_files.insert(next, state);
                 next += 1;
             }
         }

@@ -347,10 +347,11 @@ fn write_bytes(k: &mut Kernel, fd: i32, data: &[u8], at: Option<u64>) -> Result<
         FileKind::Null | FileKind::Zero | FileKind::Random => Ok(data.len()),
         FileKind::Overlay => {
             let current = k.offset_of(&f);
+            let append = k.flags_of(&f) & libc::O_APPEND != 0;
             let buf = k.vfs.overlay_data_mut(&f.path).ok_or(libc::EIO)?;
             let off = match at {
                 Some(o) => o,
-                None if f.flags & libc::O_APPEND != 0 => buf.len() as u64,
+                None if append => buf.len() as u64,
                 None => current,
             } as usize;
             if off.saturating_add(data.len()) > (1 << 30) {
@@ -387,7 +388,7 @@ fn do_read(k: &mut Kernel, fd: u64, buf: u64, len: u64, at: Option<u64>) -> SysR
         return r;
     }
     if let Some(f) = k.files.get(fd as i32) {
-        let nonblock = f.flags & libc::O_NONBLOCK != 0;
+        let nonblock = k.nonblocking(f);
         if let FileKind::SocketPair { rx, .. } = f.kind {
             let nr = libc::SYS_read as u64;
             return super::sys_pipe::read(k, rx, nonblock, buf, len, nr);
@@ -433,7 +434,7 @@ fn do_write(k: &mut Kernel, fd: u64, buf: u64, len: u64, at: Option<u64>) -> Sys
         return r;
     }
     if let Some(f) = k.files.get(fd as i32) {
-        let nonblock = f.flags & libc::O_NONBLOCK != 0;
+        let nonblock = k.nonblocking(f);
         if let FileKind::SocketPair { tx, .. } = f.kind {
             let nr = libc::SYS_write as u64;
             return super::sys_pipe::write(k, tx, nonblock, &data, nr);
@@ -575,7 +576,7 @@ fn writev(k: &mut Kernel, fd: u64, iov: u64, n: u64, at: Option<u64>) -> SysResu
         if at.is_some() {
             return err(libc::ESPIPE);
         }
-        let nonblock = f.flags & libc::O_NONBLOCK != 0;
+        let nonblock = k.nonblocking(f);
         let nr = libc::SYS_writev as u64;
         return match f.kind {
             FileKind::Pipe { id, write: true } => {
@@ -693,15 +694,15 @@ fn sys_fcntl(k: &mut Kernel, _: &mut dyn FpuAccess, a: [u64; 6]) -> SysResult {
             k.files.set_cloexec(fd, arg & 1 != 0);
             SysResult::Ret(0)
         }
-        libc::F_GETFL => SysResult::Ret(k.files.get(fd).unwrap().flags as i64),
+        libc::F_GETFL => SysResult::Ret(k.flags_of(k.files.get(fd).unwrap()) as i64),
         libc::F_SETFL => {
             let settable = libc::O_APPEND
                 | libc::O_NONBLOCK
                 | libc::O_ASYNC
                 | libc::O_DIRECT
                 | libc::O_NOATIME;
-            let f = k.files.get_mut(fd).unwrap();
-            f.flags = (f.flags & !settable) | (arg as i32 & settable);
+            let now = k.flags_of(k.files.get(fd).unwrap());
+            k.set_flags(fd, (now & !settable) | (arg as i32 & settable));
             SysResult::Ret(0)
         }
         libc::F_GETLK | libc::F_OFD_GETLK => {
@@ -739,9 +740,8 @@ fn sys_ioctl(k: &mut Kernel, _: &mut dyn FpuAccess, a: [u64; 6]) -> SysResult {
                 Ok(v) => v != 0,
                 Err(_) => return err(libc::EFAULT),
             };
-            if let Some(f) = k.files.get_mut(fd) {
-                f.flags = (f.flags & !libc::O_NONBLOCK) | if on { libc::O_NONBLOCK } else { 0 };
-            }
+            let now = k.flags_of(&f) & !libc::O_NONBLOCK;
+            k.set_flags(fd, now | if on { libc::O_NONBLOCK } else { 0 });
             SysResult::Ret(0)
         }
         FIONREAD => {

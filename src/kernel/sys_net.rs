@@ -350,7 +350,7 @@ fn accept(k: &mut Kernel, _: &mut dyn FpuAccess, a: [u64; 6], nr: u64) -> SysRes
     let (domain, id, nonblock) = match k.files.get(fd as i32) {
         Some(f) => match f.kind {
             FileKind::BoundSocket { domain, id, .. } => {
-                (domain, id, f.flags & libc::O_NONBLOCK != 0)
+                (domain, id, k.nonblocking(f))
             }
             FileKind::Socket { .. } | FileKind::SocketPair { .. } => return err(libc::EINVAL),
             _ => return err(libc::ENOTSOCK),
@@ -511,7 +511,7 @@ fn pair_of(k: &Kernel, fd: u64, flags: u64) -> Option<(u64, u64, bool)> {
     let FileKind::SocketPair { rx, tx } = f.kind else {
         return None;
     };
-    let nonblock = f.flags & libc::O_NONBLOCK != 0 || flags as i32 & libc::MSG_DONTWAIT != 0;
+    let nonblock = k.nonblocking(f) || flags as i32 & libc::MSG_DONTWAIT != 0;
     Some((rx, tx, nonblock))
 }
 
@@ -527,7 +527,7 @@ fn datagram_of(k: &Kernel, fd: u64, flags: u64) -> Option<(u64, bool)> {
     else {
         return None;
     };
-    let nonblock = f.flags & libc::O_NONBLOCK != 0 || flags as i32 & libc::MSG_DONTWAIT != 0;
+    let nonblock = k.nonblocking(f) || flags as i32 & libc::MSG_DONTWAIT != 0;
     Some((id, nonblock))
 }
 

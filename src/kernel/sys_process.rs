@@ -22,7 +22,7 @@ pub const CALLS: &[SyscallDef] = &[
     def(
         libc::SYS_fork,
         sys_fork,
-        "the parent's private writable pages copied (copy-on-write above 32 MiB); descriptors share offsets, not status flags",
+        "the parent's private writable pages copied (copy-on-write above 32 MiB); descriptors share offsets and status flags",
     ),
     def(
         libc::SYS_vfork,

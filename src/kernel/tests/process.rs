@@ -111,4 +111,15 @@ cases! {
         [pid, 0, 0, 0, 0, 0]
     }, Want::Ret(0);
     kill_with_a_bad_signal_is_einval: SYS_kill, |b| [1, 99, 0, 0, 0, 0], Want::Err(EINVAL);
+    a_childs_status_flags_are_its_parents: SYS_fcntl, |b| {
+        let ends = b.buf(8);
+        assert_eq!(b.ret(SYS_pipe2, [ends, 0, 0, 0, 0, 0]), 0);
+        let pid = fork(b);
+        let def = super::super::table::lookup(SYS_fcntl as u64).unwrap();
+        let set = [3, F_SETFL as u64, O_NONBLOCK as u64, 0, 0, 0];
+        let fpu = &mut b.fpu;
+        let r = b.k.with_process(pid as u32, |k| (def.handler)(k, fpu, set));
+        assert!(matches!(r, super::super::SysResult::Ret(0)), "{r:?}");
+        [3, F_GETFL as u64, 0, 0, 0, 0]
+    }, Want::Ret((O_RDONLY | O_NONBLOCK) as i64);
 }
