@@ -201,6 +201,8 @@ fn open(k: &mut Kernel, path: &str, flags: i32, mode: u32) -> Result<i64, i32> {
             FileKind::Dir(Arc::new(k.vfs.list(path)))
         }
         Resolved::Symlink { .. } => return Err(libc::ELOOP),
+        // A socket is reached with connect, not open.
+        Resolved::Socket { .. } => return Err(libc::ENXIO),
         Resolved::HostFile { data, mode } => {
             if writes {
                 // Copy up: the host's file stays untouched.

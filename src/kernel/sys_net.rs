@@ -17,6 +17,7 @@ use std::collections::{BTreeMap, VecDeque};
 use super::files::{FileKind, OpenFile};
 use super::table::{SyscallDef, def};
 use super::thread::Wait;
+use super::vfs::{Resolved, parent_of};
 use super::{FpuAccess, Kernel, SysResult, err};
 
 pub const CALLS: &[SyscallDef] = &[
@@ -33,7 +34,7 @@ pub const CALLS: &[SyscallDef] = &[
     def(
         libc::SYS_bind,
         sys_bind,
-        "unix paths and abstract names, loopback and any-address ports (no file appears at a unix path)",
+        "unix paths (a socket node appears there, and stays until unlinked) and abstract names, loopback and any-address ports",
     ),
     def(libc::SYS_listen, sys_listen, "stream sockets"),
     def(libc::SYS_accept, sys_accept, ""),
@@ -120,6 +121,11 @@ pub struct Sockets {
 }
 
 impl Sockets {
+    /// Whether no socket is bound.
+    pub fn is_empty(&self) -> bool {
+        self.bound.is_empty()
+    }
+
     /// The pipe ends of connections waiting to be accepted.
     pub fn queued_ends(&self) -> impl Iterator<Item = (u64, u64)> + '_ {
         self.bound.values().flat_map(|b| b.queue.iter().copied())
@@ -241,9 +247,23 @@ fn read_name(k: &mut Kernel, domain: i32, addr: u64, len: u64) -> Result<Option<
     })
 }
 
+/// The bound socket `name` leads to, if any: a unix path leads through
+/// the socket node `bind` made there (moved by rename, gone at unlink),
+/// other names through the table of names.
+fn holder(k: &mut Kernel, name: &Name) -> Option<u64> {
+    let id = match name {
+        Name::Unix(path) if !path.starts_with('\0') => match k.vfs.resolve(path, true) {
+            Resolved::Socket { id, .. } => id,
+            _ => return None,
+        },
+        _ => *k.sockets.names.get(name)?,
+    };
+    k.sockets.bound.contains_key(&id).then_some(id)
+}
+
 /// The listening socket `name` leads to, if any.
-fn listener(k: &Kernel, name: &Name) -> Option<u64> {
-    let id = *k.sockets.names.get(name)?;
+fn listener(k: &mut Kernel, name: &Name) -> Option<u64> {
+    let id = holder(k, name)?;
     k.sockets.bound.get(&id)?.listening.then_some(id)
 }
 
@@ -267,17 +287,28 @@ fn bind_to(k: &mut Kernel, fd: u64, domain: i32, kind: i32, name: Name) -> SysRe
         },
         n => n,
     };
-    if k.sockets.names.contains_key(&name) {
-        return err(libc::EADDRINUSE);
-    }
-    if let Name::Unix(path) = &name {
-        if !path.starts_with('\0') && k.vfs.resolve(path, false).exists() {
-            return err(libc::EADDRINUSE);
+    let id = k.sockets.next;
+    match &name {
+        // A unix path names a socket node in the file tree, as on Linux:
+        // it stays after the socket closes until someone unlinks it.
+        Name::Unix(path) if !path.starts_with('\0') => {
+            if k.vfs.resolve(path, false).exists() {
+                return err(libc::EADDRINUSE);
+            }
+            if !k.vfs.resolve(&parent_of(path), true).is_dir() {
+                return err(k.vfs.absent_errno(path));
+            }
+            let mode = 0o777 & !k.vfs.umask;
+            k.vfs.put_socket(path, id, mode);
+        }
+        _ => {
+            if k.sockets.names.contains_key(&name) {
+                return err(libc::EADDRINUSE);
+            }
+            k.sockets.names.insert(name.clone(), id);
         }
     }
-    let id = k.sockets.next;
     k.sockets.next += 1;
-    k.sockets.names.insert(name.clone(), id);
     k.sockets.bound.insert(
         id,
         Bound {
@@ -349,9 +380,7 @@ fn accept(k: &mut Kernel, _: &mut dyn FpuAccess, a: [u64; 6], nr: u64) -> SysRes
     }
     let (domain, id, nonblock) = match k.files.get(fd as i32) {
         Some(f) => match f.kind {
-            FileKind::BoundSocket { domain, id, .. } => {
-                (domain, id, k.nonblocking(f))
-            }
+            FileKind::BoundSocket { domain, id, .. } => (domain, id, k.nonblocking(f)),
             FileKind::Socket { .. } | FileKind::SocketPair { .. } => return err(libc::EINVAL),
             _ => return err(libc::ENOTSOCK),
         },
@@ -485,7 +514,7 @@ fn sys_connect(k: &mut Kernel, _: &mut dyn FpuAccess, a: [u64; 6]) -> SysResult 
         let Some(name) = name else {
             return err(reach(k, domain, a[1], a[2]));
         };
-        let unix_nobody = domain == libc::AF_UNIX && !k.sockets.names.contains_key(&name);
+        let unix_nobody = domain == libc::AF_UNIX && holder(k, &name).is_none();
         if unix_nobody {
             return err(reach(k, domain, a[1], a[2]));
         }
@@ -572,12 +601,7 @@ fn send_datagram(
         return err(libc::EDESTADDRREQ);
     };
     let sender = k.sockets.bound.get(&from).map(|b| b.name.clone());
-    let receiver = k
-        .sockets
-        .names
-        .get(&to)
-        .copied()
-        .filter(|id| k.sockets.bound.get(id).is_some_and(|b| b.datagram));
+    let receiver = holder(k, &to).filter(|id| k.sockets.bound.get(id).is_some_and(|b| b.datagram));
     let n = data.len() as i64;
     match receiver {
         Some(id) => {
@@ -673,7 +697,7 @@ fn send(
                 match read_name(k, domain, addr, alen) {
                     // A unix name nobody holds: as connecting to it (ENOENT
                     // for a missing path).
-                    Ok(Some(n)) if domain == libc::AF_UNIX && !k.sockets.names.contains_key(&n) => {
+                    Ok(Some(n)) if domain == libc::AF_UNIX && holder(k, &n).is_none() => {
                         return err(reach(k, domain, addr, alen));
                     }
                     Ok(Some(n)) => Some(n),

@@ -394,7 +394,11 @@ pub fn poll_state(k: &Kernel, id: u64, write: bool) -> (bool, bool, bool) {
 /// they can go on: each re-executes its `syscall` instruction. Called after
 /// every system call while any thread waits so.
 pub fn settle(k: &mut Kernel) {
-    if k.pipes.buffers.is_empty() && k.pipes.counters.is_empty() && !k.pipes.activity {
+    if k.pipes.buffers.is_empty()
+        && k.pipes.counters.is_empty()
+        && !k.pipes.activity
+        && k.sockets.is_empty()
+    {
         return;
     }
     let ends = k

@@ -79,6 +79,7 @@ pub(super) struct Meta {
 const S_IFREG: u32 = 0o100000;
 pub(super) const S_IFDIR: u32 = 0o040000;
 const S_IFLNK: u32 = 0o120000;
+const S_IFSOCK: u32 = 0o140000;
 const S_IFCHR: u32 = 0o020000;
 
 pub(super) fn meta_of_path(k: &mut Kernel, path: &str, follow: bool) -> Result<Meta, i32> {
@@ -187,6 +188,14 @@ pub(super) fn meta_of_path(k: &mut Kernel, path: &str, follow: bool) -> Result<M
         Resolved::Symlink { target } => Ok(Meta {
             mode: S_IFLNK | 0o777,
             size: target.len() as u64,
+            ino,
+            rdev: 0,
+            nlink: 1,
+            stat: None,
+        }),
+        Resolved::Socket { mode, .. } => Ok(Meta {
+            mode: S_IFSOCK | mode,
+            size: 0,
             ino,
             rdev: 0,
             nlink: 1,
@@ -503,6 +512,7 @@ fn sys_getdents64(k: &mut Kernel, _: &mut dyn FpuAccess, a: [u64; 6]) -> SysResu
             NodeKind::Dir => 4,
             NodeKind::File => 8,
             NodeKind::Symlink => 10,
+            NodeKind::Socket => 12,
         };
         rec[19..19 + name.len()].copy_from_slice(name.as_bytes());
         out.extend_from_slice(&rec);

@@ -278,6 +278,10 @@ fn chmod(k: &mut Kernel, p: &str, mode: u64) -> Result<i64, i32> {
             k.vfs.put_dir(p, mode as u32 & 0o7777);
             return Ok(0);
         }
+        Resolved::Socket { id, .. } => {
+            k.vfs.put_socket(p, id, mode as u32 & 0o7777);
+            return Ok(0);
+        }
         _ => copy_up(k, p)?,
     }
     if let Some(d) = k.vfs.overlay_data(p).cloned() {

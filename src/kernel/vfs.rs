@@ -20,6 +20,8 @@ pub enum NodeKind {
     File,
     Dir,
     Symlink,
+    /// A unix socket's name (only the overlay has them).
+    Socket,
 }
 
 /// What a host path was found to be.
@@ -339,6 +341,11 @@ pub enum OverlayNode {
     Symlink {
         target: String,
     },
+    /// A unix socket's name (`bind`): bound socket `id` of `sys_net`.
+    Socket {
+        id: u64,
+        mode: u32,
+    },
     /// A host path the guest deleted.
     Deleted,
 }
@@ -351,6 +358,7 @@ pub enum Resolved {
     OverlayFile { mode: u32, size: u64 },
     OverlayDir { mode: u32 },
     Symlink { target: String },
+    Socket { id: u64, mode: u32 },
     Missing,
 }
 
@@ -431,6 +439,13 @@ impl Vfs {
                 }
                 Some(OverlayNode::Dir { mode }) => {
                     return (Resolved::OverlayDir { mode: *mode }, None);
+                }
+                Some(OverlayNode::Socket { id, mode }) => {
+                    let r = Resolved::Socket {
+                        id: *id,
+                        mode: *mode,
+                    };
+                    return (r, None);
                 }
                 Some(OverlayNode::Deleted) => return (Resolved::Missing, None),
                 Some(OverlayNode::Symlink { target }) => {
@@ -548,6 +563,12 @@ impl Vfs {
         );
     }
 
+    /// Names a unix socket: bound socket `id` of `sys_net`.
+    pub fn put_socket(&mut self, path: &str, id: u64, mode: u32) {
+        self.overlay
+            .insert(path.to_string(), OverlayNode::Socket { id, mode });
+    }
+
     /// How many paths the overlay holds (a fresh suffix for a hidden one).
     pub fn overlay_len(&self) -> usize {
         self.overlay.len()
@@ -609,6 +630,9 @@ impl Vfs {
                 }
                 OverlayNode::Symlink { .. } => {
                     map.insert(name.to_string(), NodeKind::Symlink);
+                }
+                OverlayNode::Socket { .. } => {
+                    map.insert(name.to_string(), NodeKind::Socket);
                 }
             }
         }

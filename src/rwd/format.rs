@@ -945,7 +945,9 @@ impl WireKind {
 
     pub fn from_node_kind(k: NodeKind) -> Self {
         match k {
-            NodeKind::File => WireKind::File,
+            // Host listings name sockets as files; only the overlay has
+            // socket nodes, and it is never recorded.
+            NodeKind::File | NodeKind::Socket => WireKind::File,
             NodeKind::Dir => WireKind::Dir,
             NodeKind::Symlink => WireKind::Symlink,
         }

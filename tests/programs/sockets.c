@@ -4,6 +4,7 @@
 #include <stdio.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/un.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -68,6 +69,14 @@ int main(void) {
     /* A second bind to the same name is refused. */
     int again = socket(AF_UNIX, SOCK_STREAM, 0);
     printf("bind again: %d\n", bind(again, (struct sockaddr *)&ua, sizeof ua));
+    /* The name is a socket in the file tree until it is unlinked. */
+    close(l);
+    struct stat st;
+    printf("a socket node: %d\n", stat("/tmp/sk-test.sock", &st) == 0 && S_ISSOCK(st.st_mode));
+    int late = socket(AF_UNIX, SOCK_STREAM, 0);
+    printf("connect after close refused: %d\n", connect(late, (struct sockaddr *)&ua, sizeof ua) == -1);
+    unlink("/tmp/sk-test.sock");
+    printf("bind after unlink: %d\n", bind(again, (struct sockaddr *)&ua, sizeof ua));
     unlink("/tmp/sk-test.sock");
     return 0;
 }

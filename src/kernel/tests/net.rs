@@ -216,4 +216,52 @@ cases! {
         let m = msghdr(b, buf, 8, 0);
         [1, m, 0, 0, 0, 0]
     }, Want::Err(ENOTSOCK);
+    a_bound_path_is_a_socket_node: SYS_newfstatat, |b| {
+        listening(b, "/tmp/s", 0);
+        [AT_FDCWD as u64, b.str("/tmp/s"), super::SCRATCH + 8192, 0, 0, 0]
+    }, Want::Ret(0), then |b| {
+        let mode = u32::from_le_bytes(b.read(super::SCRATCH + 8192 + 24, 4).try_into().unwrap());
+        assert_eq!(mode & S_IFMT, S_IFSOCK, "mode {mode:o}");
+    };
+    opening_a_socket_node_is_enxio: SYS_openat, |b| {
+        listening(b, "/tmp/s", 0);
+        [AT_FDCWD as u64, b.str("/tmp/s"), O_RDONLY as u64, 0, 0, 0]
+    }, Want::Err(ENXIO);
+    binding_in_a_missing_directory_is_enoent: SYS_bind, |b| {
+        let fd = b.ret(SYS_socket, [AF_UNIX as u64, SOCK_STREAM as u64, 0, 0, 0, 0]) as u64;
+        let a = unix_addr("/tmp/no/s");
+        [fd, b.bytes(&a), a.len() as u64, 0, 0, 0]
+    }, Want::Err(ENOENT);
+    an_unlinked_socket_path_is_enoent: SYS_connect, |b| {
+        listening(b, "/tmp/s", 0);
+        let s = b.str("/tmp/s");
+        assert_eq!(b.ret(SYS_unlink, [s, 0, 0, 0, 0, 0]), 0);
+        let c = b.ret(SYS_socket, [AF_UNIX as u64, SOCK_STREAM as u64, 0, 0, 0, 0]) as u64;
+        let a = unix_addr("/tmp/s");
+        [c, b.bytes(&a), a.len() as u64, 0, 0, 0]
+    }, Want::Err(ENOENT);
+    an_unlinked_socket_path_can_be_bound_again: SYS_bind, |b| {
+        listening(b, "/tmp/s", 0);
+        let s = b.str("/tmp/s");
+        assert_eq!(b.ret(SYS_unlink, [s, 0, 0, 0, 0, 0]), 0);
+        let fd = b.ret(SYS_socket, [AF_UNIX as u64, SOCK_STREAM as u64, 0, 0, 0, 0]) as u64;
+        let a = unix_addr("/tmp/s");
+        [fd, b.bytes(&a), a.len() as u64, 0, 0, 0]
+    }, Want::Ret(0);
+    a_closed_listeners_path_stays_and_refuses: SYS_connect, |b| {
+        let l = listening(b, "/tmp/s", 0);
+        assert_eq!(b.ret(SYS_close, [l, 0, 0, 0, 0, 0]), 0);
+        super::super::sys_pipe::settle(&mut b.k);
+        let c = b.ret(SYS_socket, [AF_UNIX as u64, SOCK_STREAM as u64, 0, 0, 0, 0]) as u64;
+        let a = unix_addr("/tmp/s");
+        [c, b.bytes(&a), a.len() as u64, 0, 0, 0]
+    }, Want::Err(ECONNREFUSED);
+    a_renamed_socket_is_reached_at_its_new_path: SYS_connect, |b| {
+        listening(b, "/tmp/s", 0);
+        let (from, to) = (b.str("/tmp/s"), b.str("/tmp/t"));
+        assert_eq!(b.ret(SYS_rename, [from, to, 0, 0, 0, 0]), 0);
+        let c = b.ret(SYS_socket, [AF_UNIX as u64, SOCK_STREAM as u64, 0, 0, 0, 0]) as u64;
+        let a = unix_addr("/tmp/t");
+        [c, b.bytes(&a), a.len() as u64, 0, 0, 0]
+    }, Want::Ret(0);
 }
