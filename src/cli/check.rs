@@ -319,6 +319,12 @@ fn replay_command(t: &TargetArgs, schedule: &std::path::Path) -> String {
     for e in &t.env {
         cmd.push_str(&format!(" --env {e}"));
     }
+    if let Some(f) = &t.expect_stdout {
+        cmd.push_str(&format!(" --expect-stdout {}", f.display()));
+    }
+    if let Some(c) = &t.oracle {
+        cmd.push_str(&format!(" --oracle '{}'", c.replace('\'', r"'\''")));
+    }
     if !t.args.is_empty() {
         cmd.push_str(" --");
         for arg in &t.args {

@@ -70,9 +70,49 @@ pub struct TargetArgs {
     /// '/data/**'). Their replays read them from their own host.
     #[arg(long = "exclude-files", value_name = "GLOB")]
     pub exclude_files: Vec<String>,
+    /// The stdout of a correct run: a run that exits having printed
+    /// anything else ends as `wrong-output` (a failure of its own kind).
+    #[arg(long, value_name = "FILE")]
+    pub expect_stdout: Option<std::path::PathBuf>,
+    /// A host command (run with `sh -c`) that reads a run's stdout on its
+    /// stdin and exits non-zero when it is wrong: such a run ends as
+    /// `wrong-output`.
+    #[arg(long, value_name = "CMD", conflicts_with = "expect_stdout")]
+    pub oracle: Option<String>,
     /// Arguments for the program.
     #[arg(last = true)]
     pub args: Vec<String>,
+}
+
+/// The output oracle `--expect-stdout FILE` or `--oracle CMD` asks for.
+pub fn oracle(
+    expect_stdout: Option<&Path>,
+    command: Option<&str>,
+) -> Result<Option<crate::observe::oracle::Oracle>, UserError> {
+    use crate::observe::oracle::Oracle;
+    if let Some(f) = expect_stdout {
+        let data = std::fs::read(f).map_err(|e| {
+            UserError::bad_input(format!(
+                "cannot read --expect-stdout {}: {e}; give the file holding the output a correct run prints",
+                f.display()
+            ))
+        })?;
+        return Ok(Some(Oracle::Stdout(data)));
+    }
+    Ok(command.map(|c| Oracle::Command(c.to_string())))
+}
+
+/// Refuses to replay `rwd` when it judges its runs with a host command
+/// the user has not agreed to run (`--run-oracle`): a reproducer from
+/// elsewhere must not run commands on this host unasked.
+pub fn consent_to_oracle(rwd: &Rwd, name: &str, agreed: bool) -> Result<(), UserError> {
+    match rwd.oracle_command() {
+        Some(c) if !agreed => Err(UserError::bad_input(format!(
+            "{name} judges its runs with the host command {:?}; add --run-oracle to run it on this host (check it first: rewind-fuzz show {name})",
+            crate::escape::line(c)
+        ))),
+        _ => Ok(()),
+    }
 }
 
 /// The `--exclude-files` patterns as one matcher.
@@ -137,6 +177,7 @@ impl TargetArgs {
         cfg.memory_mib = self.memory;
         cfg.shim = !self.no_shim;
         cfg.exclude_files = exclusions(&self.exclude_files)?;
+        cfg.oracle = oracle(self.expect_stdout.as_deref(), self.oracle.as_deref())?;
         cfg.snapshot_at = if self.no_snapshot {
             SnapshotAt::Never
         } else {

@@ -40,7 +40,10 @@ pub fn gdb(a: GdbArgs) -> Result<u8, UserError> {
     if let Some(note) = rwd.for_display().host_files_note() {
         eprintln!("rewind-fuzz: note: {note}");
     }
-    let cfg = rwd.run_config();
+    let mut cfg = rwd.run_config();
+    // The debugger shows the run; judging its output adds nothing there,
+    // and a command from the reproducer is not run unasked.
+    cfg.oracle = None;
     let source = rwd.source();
     let symbols = symbol_file(&cfg.kernel.exe, &source)?;
     serve(&cfg, source, rwd.schedule(), a.at, listener, &symbols)

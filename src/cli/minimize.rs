@@ -9,7 +9,8 @@ use serde_json::json;
 
 use super::UserError;
 use super::common::{
-    TargetArgs, check_output, ctrl_c, interrupted, parse_duration, replay_level, vm_error,
+    TargetArgs, check_output, consent_to_oracle, ctrl_c, interrupted, parse_duration, replay_level,
+    vm_error,
 };
 use crate::explore::minimize::{self, Budget, MinimizeError};
 use crate::kernel::vfs::FileSource;
@@ -76,6 +77,16 @@ pub struct ScheduleTarget {
     /// Its scheduling points in user code [default: the schedule's].
     #[arg(long, value_name = "LEVEL")]
     pub sync_points: Option<crate::code::SyncPoints>,
+    /// The stdout its correct runs print (its `--expect-stdout`).
+    #[arg(long, value_name = "FILE")]
+    pub expect_stdout: Option<PathBuf>,
+    /// The host command that judged its output (its `--oracle`).
+    #[arg(long, value_name = "CMD", conflicts_with = "expect_stdout")]
+    pub oracle: Option<String>,
+    /// Run the host command a .rwd INPUT judges its output with; without
+    /// it, such a reproducer is refused.
+    #[arg(long)]
+    pub run_oracle: bool,
     /// Its arguments.
     #[arg(last = true)]
     pub args: Vec<String>,
@@ -93,6 +104,8 @@ impl ScheduleTarget {
             || self.memory.is_some()
             || self.no_shim
             || self.sync_points.is_some()
+            || self.expect_stdout.is_some()
+            || self.oracle.is_some()
             || !self.args.is_empty()
     }
 
@@ -115,6 +128,13 @@ impl ScheduleTarget {
         opt("cwd", self.cwd.clone());
         opt("memory", self.memory.map(|v| v.to_string()));
         opt("sync-points", self.sync_points.map(|v| v.to_string()));
+        opt(
+            "expect-stdout",
+            self.expect_stdout
+                .as_ref()
+                .map(|p| p.to_string_lossy().into_owned()),
+        );
+        opt("oracle", self.oracle.clone());
         for e in &self.env {
             argv.push("--env".into());
             argv.push(e.clone());
@@ -158,6 +178,7 @@ pub fn minimize(a: MinimizeArgs) -> Result<u8, UserError> {
                 "{name} cannot be run here: {why}"
             )));
         }
+        consent_to_oracle(&rwd, &name, a.target.run_oracle)?;
         let want = rwd.expected.signature.clone();
         (rwd.run_config(), rwd.source(), rwd.schedule(), want)
     } else {

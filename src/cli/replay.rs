@@ -7,7 +7,7 @@ use clap::Args;
 use serde_json::json;
 
 use super::UserError;
-use super::common::{load_rwd, outcome_json, vm_error};
+use super::common::{consent_to_oracle, load_rwd, outcome_json, vm_error};
 use crate::report::Symbols;
 use crate::rwd;
 
@@ -19,6 +19,10 @@ pub struct ReplayArgs {
     /// Print one JSON object with the result on stdout.
     #[arg(long)]
     pub json: bool,
+    /// Run the host command the reproducer judges its output with
+    /// (`--oracle`); without it, such a reproducer is refused.
+    #[arg(long)]
+    pub run_oracle: bool,
 }
 
 /// `eprintln!` for lines that hold strings from the reproducer or the run.
@@ -30,6 +34,7 @@ macro_rules! say {
 
 pub fn replay(a: ReplayArgs) -> Result<u8, UserError> {
     let rwd = load_rwd(&a.file)?;
+    consent_to_oracle(&rwd, &a.file.display().to_string(), a.run_oracle)?;
     if let Some(note) = rwd.for_display().host_files_note() {
         eprintln!("rewind-fuzz: note: {note}");
     }

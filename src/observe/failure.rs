@@ -24,6 +24,8 @@ pub enum FailureKind {
     TimedOut,
     /// It needed more memory than the machine has: a limit of the machine.
     OutOfMemory,
+    /// It exited, but its output oracle rejected what it printed.
+    WrongOutput,
     /// It needed a system call the monitor does not implement: a limit of
     /// the monitor, not a bug of the program.
     Unsupported { syscall: String },
@@ -46,6 +48,7 @@ impl FailureKind {
             Outcome::Hung { reason, .. } => FailureKind::Hung(*reason),
             Outcome::TimedOut { .. } => FailureKind::TimedOut,
             Outcome::OutOfMemory { .. } => FailureKind::OutOfMemory,
+            Outcome::WrongOutput { .. } => FailureKind::WrongOutput,
             Outcome::Unsupported { syscall, .. } => FailureKind::Unsupported {
                 syscall: syscall.clone(),
             },
@@ -63,6 +66,7 @@ impl FailureKind {
             FailureKind::Hung(_) => "hung",
             FailureKind::TimedOut => "timed-out",
             FailureKind::OutOfMemory => "out-of-memory",
+            FailureKind::WrongOutput => "wrong-output",
             FailureKind::Unsupported { .. } => "unsupported",
         }
     }

@@ -6,6 +6,7 @@
 
 pub mod failure;
 pub mod locks;
+pub mod oracle;
 pub mod outcome;
 pub mod trace;
 

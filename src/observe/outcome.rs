@@ -107,6 +107,15 @@ pub enum Outcome {
         thread: u32,
         rip: u64,
     },
+    /// The program exited, but its output oracle (`--expect-stdout`,
+    /// `--oracle`) says what it printed is wrong.
+    WrongOutput {
+        code: i32,
+        /// The oracle, as the user gave it.
+        oracle: String,
+        /// What is wrong: the first differing line, or the oracle's word.
+        difference: String,
+    },
     /// The program made a system call (or used a feature) the monitor does
     /// not implement.
     Unsupported {
@@ -120,7 +129,7 @@ pub enum Outcome {
 
 impl Outcome {
     /// One of `exited`, `crashed`, `deadlocked`, `hung`, `timed-out`,
-    /// `out-of-memory`, `unsupported`.
+    /// `out-of-memory`, `wrong-output`, `unsupported`.
     pub fn kind(&self) -> &'static str {
         match self {
             Outcome::Exited { .. } => "exited",
@@ -129,6 +138,7 @@ impl Outcome {
             Outcome::Hung { .. } => "hung",
             Outcome::TimedOut { .. } => "timed-out",
             Outcome::OutOfMemory { .. } => "out-of-memory",
+            Outcome::WrongOutput { .. } => "wrong-output",
             Outcome::Unsupported { .. } => "unsupported",
         }
     }
@@ -194,6 +204,14 @@ impl Outcome {
                 rip,
             } => format!(
                 "out of memory: the program needs more than the {memory_mib} MiB of guest memory (raise --memory); thread {thread} at rip {rip:#x}"
+            ),
+            Outcome::WrongOutput {
+                code,
+                oracle,
+                difference,
+            } => format!(
+                "wrong output: exited with code {code}, but {oracle} says: {}",
+                crate::escape::line(difference)
             ),
             Outcome::Unsupported {
                 syscall,

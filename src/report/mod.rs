@@ -148,7 +148,7 @@ impl Symbols {
             Outcome::Unsupported { rip, .. } => {
                 vec![format!("called from {}", self.at(*rip).short())]
             }
-            Outcome::Exited { .. } => Vec::new(),
+            Outcome::Exited { .. } | Outcome::WrongOutput { .. } => Vec::new(),
         }
     }
 
@@ -175,7 +175,7 @@ impl Symbols {
             | Outcome::Unsupported { rip, .. } => {
                 json!({ "at": self.at(*rip).short() })
             }
-            Outcome::Exited { .. } => Value::Null,
+            Outcome::Exited { .. } | Outcome::WrongOutput { .. } => Value::Null,
         }
     }
 

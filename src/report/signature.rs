@@ -158,7 +158,8 @@ pub fn compute(f: &Facts, locate: &mut Locate) -> Signature {
         (_, Outcome::Unsupported { rip, .. }) | (_, Outcome::OutOfMemory { rip, .. }) => {
             vec![site_name(&locate(*rip, false))]
         }
-        (_, Outcome::Exited { .. }) => Vec::new(),
+        // A wrong result has no site: one finding per program and oracle.
+        (_, Outcome::Exited { .. }) | (_, Outcome::WrongOutput { .. }) => Vec::new(),
     };
     Signature::new(failure.detail(), sites)
 }

@@ -1,10 +1,10 @@
-//! The `.rwd` file format, version 2: its types, and encoding and decoding
+//! The `.rwd` file format, version 5: its types, and encoding and decoding
 //! with limits (the reader must survive hostile files). Version 1 files
 //! (before sync sites) still decode: they ran with `--sync-points calls`.
 //!
 //! ```text
 //! offset 0   4 bytes   magic "RWD\0"
-//!        4   u32 LE    format version (2; 1 is read too)
+//!        4   u32 LE    format version (5; 1 to 4 are read too)
 //!        8   u64 LE    length of the payload once decompressed
 //!       16   ...       one zstd frame (with its content checksum) holding the
 //!                      payload: bincode 2 (standard configuration: variable-
@@ -24,6 +24,7 @@ use crate::arch::abi::HintOp;
 use crate::code::{SiteKind, SyncPoints};
 use crate::kernel::vfs::{HostNode, HostStat, NodeKind};
 use crate::observe::locks::{Inversion, OrderEdge};
+use crate::observe::oracle::Oracle;
 use crate::observe::outcome::{BlockedThread, HungReason, Outcome};
 use crate::observe::trace::{Event, Operation};
 use crate::report::signature::Signature;
@@ -31,10 +32,11 @@ use crate::sched::{Decision, Schedule};
 
 /// The first four bytes of every reproducer.
 pub const MAGIC: [u8; 4] = *b"RWD\0";
-/// The format version this code writes; it reads 1 to 3 too. Version 2
+/// The format version this code writes; it reads 1 to 4 too. Version 2
 /// added the sync-point level, 3 files left out (`WireNode::Host`), 4 the
-/// host's metadata of the recorded files (`Rwd::stats`).
-pub const VERSION: u32 = 4;
+/// host's metadata of the recorded files (`Rwd::stats`), 5 the output
+/// oracle (`Rwd::oracle`, `WireOutcome::WrongOutput`).
+pub const VERSION: u32 = 5;
 /// Bytes before the compressed payload.
 pub const HEADER_LEN: usize = 16;
 /// The largest payload a reader accepts (decompressed). With the decoding
@@ -83,6 +85,69 @@ pub struct Rwd {
     /// that exist (version 4): a lookup without one replays with made-up
     /// metadata, as before version 4.
     pub stats: Vec<FileStat>,
+    /// The output oracle the runs were judged by (version 5): a replay
+    /// judges the same way.
+    pub oracle: Option<WireOracle>,
+}
+
+/// An output oracle (`observe::oracle::Oracle`).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub enum WireOracle {
+    /// The stdout expected, byte for byte.
+    Stdout(#[serde(with = "bytes")] Vec<u8>),
+    /// A host command judging the stdout.
+    Command(String),
+}
+
+impl WireOracle {
+    pub fn from_oracle(o: &Oracle) -> Self {
+        match o {
+            Oracle::Stdout(b) => WireOracle::Stdout(b.clone()),
+            Oracle::Command(c) => WireOracle::Command(c.clone()),
+        }
+    }
+
+    pub fn to_oracle(&self) -> Oracle {
+        match self {
+            WireOracle::Stdout(b) => Oracle::Stdout(b.clone()),
+            WireOracle::Command(c) => Oracle::Command(c.clone()),
+        }
+    }
+}
+
+/// A version 4 reproducer: a version 5 one without its last field.
+#[derive(Deserialize)]
+struct RwdV4 {
+    monitor: String,
+    cpu_model: String,
+    target: Target,
+    blobs: Vec<Blob>,
+    files: Vec<FileEntry>,
+    schedule: WireSchedule,
+    expected: Expected,
+    trace: TraceRecord,
+    story: Story,
+    sync_points: SyncPoints,
+    stats: Vec<FileStat>,
+}
+
+impl From<RwdV4> for Rwd {
+    fn from(v: RwdV4) -> Rwd {
+        Rwd {
+            monitor: v.monitor,
+            cpu_model: v.cpu_model,
+            target: v.target,
+            blobs: v.blobs,
+            files: v.files,
+            schedule: v.schedule,
+            expected: v.expected,
+            trace: v.trace,
+            story: v.story,
+            sync_points: v.sync_points,
+            stats: v.stats,
+            oracle: None,
+        }
+    }
 }
 
 /// The metadata of one recorded lookup.
@@ -122,6 +187,7 @@ impl From<RwdV3> for Rwd {
             story: v.story,
             sync_points: v.sync_points,
             stats: Vec::new(),
+            oracle: None,
         }
     }
 }
@@ -154,6 +220,7 @@ impl From<RwdV1> for Rwd {
             story: v.story,
             sync_points: SyncPoints::Calls,
             stats: Vec::new(),
+            oracle: None,
         }
     }
 }
@@ -279,6 +346,12 @@ pub enum WireOutcome {
         memory_mib: u64,
         thread: u32,
         rip: u64,
+    },
+    /// Version 5.
+    WrongOutput {
+        code: i32,
+        oracle: String,
+        difference: String,
     },
 }
 
@@ -537,9 +610,18 @@ impl Rwd {
                 esc(syscall);
                 esc(detail);
             }
+            WireOutcome::WrongOutput {
+                oracle, difference, ..
+            } => {
+                esc(oracle);
+                esc(difference);
+            }
             WireOutcome::Exited { .. }
             | WireOutcome::Hung { .. }
             | WireOutcome::OutOfMemory { .. } => {}
+        }
+        if let Some(WireOracle::Command(c)) = &mut r.oracle {
+            esc(c);
         }
         r.story.threads.iter_mut().for_each(|(_, name)| esc(name));
         r.story.mappings.iter_mut().for_each(|m| esc(&mut m.path));
@@ -596,6 +678,7 @@ impl Rwd {
         let rwd = match version {
             1 => decode_payload::<RwdV1>(&payload).map(Rwd::from),
             2 | 3 => decode_payload::<RwdV3>(&payload).map(Rwd::from),
+            4 => decode_payload::<RwdV4>(&payload).map(Rwd::from),
             _ => decode_payload::<Rwd>(&payload),
         }
         .map_err(corrupt)?;
@@ -1011,6 +1094,15 @@ impl WireOutcome {
                 thread,
                 rip,
             },
+            Outcome::WrongOutput {
+                code,
+                oracle,
+                difference,
+            } => WireOutcome::WrongOutput {
+                code,
+                oracle,
+                difference,
+            },
             Outcome::Unsupported {
                 syscall,
                 nr,
@@ -1078,6 +1170,15 @@ impl WireOutcome {
                 memory_mib,
                 thread,
                 rip,
+            },
+            WireOutcome::WrongOutput {
+                code,
+                oracle,
+                difference,
+            } => Outcome::WrongOutput {
+                code,
+                oracle,
+                difference,
             },
             WireOutcome::Unsupported {
                 syscall,
@@ -1291,6 +1392,7 @@ pub(crate) mod tests {
             },
             sync_points: SyncPoints::Atomics,
             stats: Vec::new(),
+            oracle: Some(WireOracle::Stdout(b"sum = 10\n".to_vec())),
         }
     }
 

@@ -201,6 +201,7 @@ pub fn from_run(cfg: &RunConfig, vm: &Vm, report: &RunReport) -> Option<Rwd> {
         },
         sync_points: kc.sync_points,
         stats,
+        oracle: cfg.oracle.as_ref().map(format::WireOracle::from_oracle),
     })
 }
 
@@ -221,6 +222,7 @@ impl Rwd {
         cfg.memory_mib = t.memory_mib;
         cfg.timeout = Duration::from_millis(t.timeout_ms);
         cfg.shim = t.shim;
+        cfg.oracle = self.oracle.as_ref().map(format::WireOracle::to_oracle);
         // What was left out stays out of reproducers made from this one.
         let mut left_out = globset::GlobSetBuilder::new();
         for path in self.host_paths() {
@@ -232,6 +234,23 @@ impl Rwd {
             .build()
             .unwrap_or_else(|_| globset::GlobSet::empty());
         cfg
+    }
+
+    /// The host command judging this reproducer's runs, if it has one:
+    /// replaying it runs that command on this host.
+    pub fn oracle_command(&self) -> Option<&str> {
+        match &self.oracle {
+            Some(format::WireOracle::Command(c)) => Some(c),
+            _ => None,
+        }
+    }
+
+    /// The stdout its runs must print, if it has that oracle.
+    pub fn expected_stdout(&self) -> Option<&[u8]> {
+        match &self.oracle {
+            Some(format::WireOracle::Stdout(b)) => Some(b),
+            _ => None,
+        }
     }
 
     /// The files the reproducer holds: path and size, each path once.

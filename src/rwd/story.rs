@@ -271,6 +271,11 @@ impl<'a> StoryTeller<'a> {
                 let loc = self.at(*rip).short();
                 let _ = writeln!(out, "  {} called it from {loc}", self.thread(*thread));
             }
+            Outcome::WrongOutput { .. } => {
+                for l in self.output_comparison() {
+                    let _ = writeln!(out, "  {l}");
+                }
+            }
             Outcome::Exited { .. } => {}
         }
         for inv in self.rwd.potential_deadlocks() {
@@ -287,6 +292,73 @@ impl<'a> StoryTeller<'a> {
                     out,
                     "    {} took {to} at {to_site} while holding {from} (taken at {from_site})",
                     self.thread(e.thread)
+                );
+            }
+        }
+        out
+    }
+
+    /// For a wrong result: the expected and the actual stdout side by side
+    /// from their first differing line (the actual one's end, for a
+    /// command oracle), a few lines each.
+    fn output_comparison(&self) -> Vec<String> {
+        const SHOWN: usize = 8;
+        let got = &self.rwd.story.stdout;
+        let complete = got.len() < super::format::MAX_OUTPUT;
+        let lines = |b: &[u8]| -> Vec<String> {
+            b.split_inclusive(|&c| c == b'\n')
+                .map(|l| l.strip_suffix(b"\n").unwrap_or(l))
+                .map(|l| crate::escape::line(&String::from_utf8_lossy(l)).into_owned())
+                .collect()
+        };
+        let show = |out: &mut Vec<String>, title: String, all: &[String], from: usize| {
+            out.push(title);
+            if from >= all.len() {
+                out.push("  (nothing)".into());
+            }
+            for l in all.iter().skip(from).take(SHOWN) {
+                out.push(format!("  | {l}"));
+            }
+            if all.len() > from + SHOWN {
+                out.push(format!("  ... {} more lines", all.len() - from - SHOWN));
+            }
+        };
+        let mut out = Vec::new();
+        let (got_lines, mut want_lines) = (lines(got), None);
+        if let Some(want) = self.rwd.expected_stdout() {
+            want_lines = Some(lines(want));
+        }
+        match want_lines {
+            Some(want) if complete => {
+                let first = want
+                    .iter()
+                    .zip(&got_lines)
+                    .position(|(a, b)| a != b)
+                    .unwrap_or(want.len().min(got_lines.len()));
+                let at = first.saturating_sub(1);
+                show(
+                    &mut out,
+                    format!("expected stdout, from line {}:", at + 1),
+                    &want,
+                    at,
+                );
+                show(
+                    &mut out,
+                    format!("actual stdout, from line {}:", at + 1),
+                    &got_lines,
+                    at,
+                );
+            }
+            _ => {
+                if let Some(c) = self.rwd.oracle_command() {
+                    out.push(format!("oracle command: {}", crate::escape::line(c)));
+                }
+                let from = got_lines.len().saturating_sub(SHOWN);
+                show(
+                    &mut out,
+                    "the end of the actual stdout:".into(),
+                    &got_lines,
+                    from,
                 );
             }
         }

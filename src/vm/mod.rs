@@ -28,6 +28,7 @@ use crate::kernel::{FpuAccess, Kernel, KernelConfig};
 use crate::machine::{Exit, Machine, MachineError, TscTrap};
 use crate::memory::{PhysError, PhysMemory};
 use crate::observe::locks::Inversion;
+use crate::observe::oracle::Oracle;
 use crate::observe::outcome::Outcome;
 use crate::observe::trace::Event;
 use crate::sched::{Decision, RunUntilBlocked, SchedView, Schedule, Strategy};
@@ -56,6 +57,9 @@ pub struct RunConfig {
     /// Files kept out of reproducers (`--exclude-files`): their replays
     /// read them from the host.
     pub exclude_files: globset::GlobSet,
+    /// Judges what a run that exits printed (`--expect-stdout`,
+    /// `--oracle`): a wrong result ends it as `wrong-output`.
+    pub oracle: Option<Oracle>,
 }
 
 /// Where a `Vm` takes its snapshot.
@@ -83,6 +87,7 @@ impl RunConfig {
             hint_ring: true,
             cancel: crate::machine::Cancel::new(),
             exclude_files: globset::GlobSet::empty(),
+            oracle: None,
         }
     }
 }
@@ -232,6 +237,7 @@ pub struct Vm {
     strategy: Box<dyn Strategy>,
     timeout: Duration,
     cancel: crate::machine::Cancel,
+    oracle: Option<Oracle>,
     /// The thread whose extended state is in the CPU.
     fpu_owner: Option<Tid>,
     engine: EngineState,
@@ -264,6 +270,7 @@ impl Vm {
             strategy: Box::new(RunUntilBlocked),
             timeout: cfg.timeout,
             cancel: cfg.cancel.clone(),
+            oracle: cfg.oracle.clone(),
             fpu_owner: None,
             engine: EngineState::default(),
             snapshot_at: cfg.snapshot_at,
@@ -327,6 +334,22 @@ impl Vm {
         Ok(self.report(start, exits0, inval0, from_snapshot))
     }
 
+    /// `outcome`, or `wrong-output` when the run exited and the oracle
+    /// rejects what it printed.
+    fn judge(&self, outcome: Outcome, stdout: &[u8]) -> Outcome {
+        let (Some(oracle), Outcome::Exited { code }) = (&self.oracle, &outcome) else {
+            return outcome;
+        };
+        match oracle.judge(stdout) {
+            None => outcome,
+            Some(difference) => Outcome::WrongOutput {
+                code: *code,
+                oracle: oracle.describe(),
+                difference,
+            },
+        }
+    }
+
     /// The report of the run that just ended.
     fn report(
         &self,
@@ -337,11 +360,12 @@ impl Vm {
     ) -> RunReport {
         let k = &self.kernel;
         let obs = k.observer();
+        let outcome = obs
+            .outcome()
+            .cloned()
+            .expect("the loop ends with an outcome");
         RunReport {
-            outcome: obs
-                .outcome()
-                .cloned()
-                .expect("the loop ends with an outcome"),
+            outcome: self.judge(outcome, obs.stdout()),
             steps: obs.step(),
             trace_hash: obs.trace().hash_hex(),
             threads: k.threads().len(),

@@ -1,0 +1,176 @@
+//! Output oracles: judging a run by what it printed, for bugs whose symptom
+//! is a wrong result rather than a crash or a deadlock.
+//!
+//! An oracle judges every run that exits (whatever its code); a run it
+//! rejects ends as [`Outcome::WrongOutput`](super::outcome::Outcome), an
+//! outcome kind of its own. A reproducer keeps its oracle, so a replay
+//! judges the same way.
+
+use std::io::{Read, Write};
+use std::process::{Command, Stdio};
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+use wait_timeout::ChildExt;
+
+/// How long an oracle command may take before its verdict is "wrong".
+const COMMAND_TIMEOUT: Duration = Duration::from_secs(60);
+
+/// A judgment of a run's stdout.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum Oracle {
+    /// The stdout must be exactly these bytes (`--expect-stdout FILE`).
+    Stdout(Vec<u8>),
+    /// A host command (run with `sh -c`) reads the stdout on its stdin and
+    /// exits non-zero for a wrong result (`--oracle CMD`).
+    Command(String),
+}
+
+impl Oracle {
+    /// How the user asked for it, for reports.
+    pub fn describe(&self) -> String {
+        match self {
+            Oracle::Stdout(_) => "--expect-stdout".into(),
+            Oracle::Command(c) => format!("--oracle {c:?}"),
+        }
+    }
+
+    /// `None` when `stdout` is right; otherwise one line on what is wrong.
+    pub fn judge(&self, stdout: &[u8]) -> Option<String> {
+        match self {
+            Oracle::Stdout(want) => first_difference(want, stdout),
+            Oracle::Command(cmd) => run_command(cmd, stdout),
+        }
+    }
+}
+
+/// The first line where `got` differs from `want`, quoted, or `None` when
+/// they are equal.
+pub fn first_difference(want: &[u8], got: &[u8]) -> Option<String> {
+    if want == got {
+        return None;
+    }
+    let quote = |l: Option<&[u8]>| match l {
+        Some(l) => format!("{:?}", String::from_utf8_lossy(l)),
+        None => "nothing".to_string(),
+    };
+    let mut w = want.split_inclusive(|&b| b == b'\n');
+    let mut g = got.split_inclusive(|&b| b == b'\n');
+    let mut line = 1;
+    loop {
+        let (a, b) = (w.next(), g.next());
+        if a != b {
+            return Some(format!(
+                "stdout line {line}: expected {}, got {}",
+                quote(a),
+                quote(b)
+            ));
+        }
+        line += 1;
+    }
+}
+
+/// Runs oracle command `cmd` on `stdout`: `None` when it exits 0, otherwise
+/// what it said (its first line of output) or how it ended.
+fn run_command(cmd: &str, stdout: &[u8]) -> Option<String> {
+    let spawned = Command::new("sh")
+        .arg("-c")
+        .arg(cmd)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn();
+    let mut child = match spawned {
+        Ok(c) => c,
+        Err(e) => return Some(format!("the oracle command could not start: {e}")),
+    };
+    // Fed from a thread, so an oracle that stops reading early cannot
+    // block us, nor we it.
+    let mut stdin = child.stdin.take().expect("piped stdin");
+    let input = stdout.to_vec();
+    let feeder = std::thread::spawn(move || {
+        let _ = stdin.write_all(&input);
+    });
+    let status = match child.wait_timeout(COMMAND_TIMEOUT) {
+        Ok(Some(s)) => s,
+        Ok(None) => {
+            let _ = child.kill();
+            let _ = child.wait();
+            return Some(format!(
+                "the oracle command ran longer than {} s",
+                COMMAND_TIMEOUT.as_secs()
+            ));
+        }
+        Err(e) => return Some(format!("waiting for the oracle command: {e}")),
+    };
+    let _ = feeder.join();
+    if status.success() {
+        return None;
+    }
+    let mut said = String::new();
+    for pipe in [
+        child.stdout.take().map(|p| Box::new(p) as Box<dyn Read>),
+        child.stderr.take().map(|p| Box::new(p) as Box<dyn Read>),
+    ]
+    .into_iter()
+    .flatten()
+    {
+        let mut text = String::new();
+        let _ = pipe.take(4096).read_to_string(&mut text);
+        if let Some(line) = text.lines().find(|l| !l.trim().is_empty()) {
+            said = line.trim().to_string();
+            break;
+        }
+    }
+    let how = match status.code() {
+        Some(c) => format!("the oracle command exited with {c}"),
+        None => "the oracle command was killed by a signal".to_string(),
+    };
+    Some(if said.is_empty() {
+        how
+    } else {
+        format!("{how}: {said}")
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn equal_output_passes() {
+        assert_eq!(first_difference(b"a\nb\n", b"a\nb\n"), None);
+    }
+
+    #[test]
+    fn the_first_differing_line_is_named() {
+        let d = first_difference(b"sum = 10\nok\n", b"sum = 9\nok\n").unwrap();
+        assert_eq!(
+            d,
+            r#"stdout line 1: expected "sum = 10\n", got "sum = 9\n""#
+        );
+        let d = first_difference(b"a\nb\n", b"a\n").unwrap();
+        assert_eq!(d, r#"stdout line 2: expected "b\n", got nothing"#);
+    }
+
+    #[test]
+    fn a_command_judges_by_its_exit_status() {
+        let o = Oracle::Command("grep -q 'sum = 10'".into());
+        assert_eq!(o.judge(b"sum = 10\n"), None);
+        assert_eq!(
+            o.judge(b"sum = 9\n").as_deref(),
+            Some("the oracle command exited with 1")
+        );
+        let says = Oracle::Command("echo 'bad sum' >&2; exit 3".into());
+        assert_eq!(
+            says.judge(b"").as_deref(),
+            Some("the oracle command exited with 3: bad sum")
+        );
+    }
+
+    #[test]
+    fn a_command_that_reads_nothing_still_judges() {
+        let o = Oracle::Command("exit 0".into());
+        assert_eq!(o.judge(&vec![b'x'; 1 << 20]), None);
+    }
+}
