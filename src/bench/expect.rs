@@ -25,16 +25,22 @@ pub enum Verdict {
 }
 
 /// Judges one run: `expect` is the buggy build's `[expect]`, or `None` for a
-/// fixed twin (which must exit 0 with no lock-order cycle).
-pub fn verdict(expect: Option<&Expect>, outcome: &Outcome, inversions: bool) -> Verdict {
+/// fixed twin (which must exit with one of `ok_codes`, the program's normal
+/// exit codes, with no lock-order cycle).
+pub fn verdict(
+    expect: Option<&Expect>,
+    outcome: &Outcome,
+    inversions: bool,
+    ok_codes: &[i32],
+) -> Verdict {
     if let Some(e) = expect {
         if is_expected(e, outcome, inversions) {
             return Verdict::Bug;
         }
     }
     match outcome {
-        Outcome::Exited { code: 0 } if inversions => Verdict::LockWarning,
-        Outcome::Exited { code: 0 } => Verdict::Pass,
+        Outcome::Exited { code } if ok_codes.contains(code) && inversions => Verdict::LockWarning,
+        Outcome::Exited { code } if ok_codes.contains(code) => Verdict::Pass,
         _ => Verdict::Other,
     }
 }
@@ -59,6 +65,7 @@ pub fn is_expected(e: &Expect, outcome: &Outcome, inversions: bool) -> bool {
         (ExpectKind::Unsupported, Outcome::Unsupported { syscall, .. }) => {
             e.syscall.as_ref().is_none_or(|s| s == syscall)
         }
+        (ExpectKind::WrongOutput, Outcome::WrongOutput { .. }) => true,
         _ => false,
     }
 }
@@ -102,35 +109,35 @@ mod tests {
     #[test]
     fn a_deadlock_harness_is_found_by_a_deadlock_not_by_its_lock_warning() {
         let e = expect("kind = \"deadlocked\"");
-        assert_eq!(verdict(Some(&e), &deadlocked(), true), Verdict::Bug);
-        assert_eq!(verdict(Some(&e), &OK, true), Verdict::LockWarning);
-        assert_eq!(verdict(Some(&e), &OK, false), Verdict::Pass);
-        assert_eq!(verdict(Some(&e), &crashed(11), false), Verdict::Other);
+        assert_eq!(verdict(Some(&e), &deadlocked(), true, &[0]), Verdict::Bug);
+        assert_eq!(verdict(Some(&e), &OK, true, &[0]), Verdict::LockWarning);
+        assert_eq!(verdict(Some(&e), &OK, false, &[0]), Verdict::Pass);
+        assert_eq!(verdict(Some(&e), &crashed(11), false, &[0]), Verdict::Other);
     }
 
     #[test]
     fn a_crash_must_be_the_expected_signal() {
         let e = expect("kind = \"crashed\"\nsignal = \"SIGABRT\"");
-        assert_eq!(verdict(Some(&e), &crashed(6), false), Verdict::Bug);
-        assert_eq!(verdict(Some(&e), &crashed(11), false), Verdict::Other);
+        assert_eq!(verdict(Some(&e), &crashed(6), false, &[0]), Verdict::Bug);
+        assert_eq!(verdict(Some(&e), &crashed(11), false, &[0]), Verdict::Other);
     }
 
     #[test]
     fn a_potential_deadlock_is_found_by_the_inversion_alone() {
         let e = expect("kind = \"potential-deadlock\"");
-        assert_eq!(verdict(Some(&e), &OK, true), Verdict::Bug);
-        assert_eq!(verdict(Some(&e), &OK, false), Verdict::Pass);
+        assert_eq!(verdict(Some(&e), &OK, true, &[0]), Verdict::Bug);
+        assert_eq!(verdict(Some(&e), &OK, false, &[0]), Verdict::Pass);
     }
 
     #[test]
     fn an_exit_code_harness_needs_that_code() {
         let e = expect("kind = \"exited\"\ncode = 101");
         assert_eq!(
-            verdict(Some(&e), &Outcome::Exited { code: 101 }, false),
+            verdict(Some(&e), &Outcome::Exited { code: 101 }, false, &[0]),
             Verdict::Bug
         );
         assert_eq!(
-            verdict(Some(&e), &Outcome::Exited { code: 1 }, false),
+            verdict(Some(&e), &Outcome::Exited { code: 1 }, false, &[0]),
             Verdict::Other
         );
     }
@@ -153,9 +160,12 @@ mod tests {
 
     #[test]
     fn any_failure_of_a_fixed_twin_is_one_and_a_clean_exit_is_not() {
-        assert_eq!(verdict(None, &OK, false), Verdict::Pass);
-        assert_eq!(verdict(None, &OK, true), Verdict::LockWarning);
-        assert_eq!(verdict(None, &deadlocked(), false), Verdict::Other);
+        assert_eq!(verdict(None, &OK, false, &[0]), Verdict::Pass);
+        assert_eq!(verdict(None, &OK, true, &[0]), Verdict::LockWarning);
+        assert_eq!(verdict(None, &deadlocked(), false, &[0]), Verdict::Other);
+        let three = Outcome::Exited { code: 3 };
+        assert_eq!(verdict(None, &three, false, &[0]), Verdict::Other);
+        assert_eq!(verdict(None, &three, false, &[3]), Verdict::Pass);
         assert_eq!(failure_kind(&OK, true), "potential-deadlock");
         assert_eq!(failure_kind(&crashed(6), false), "crashed");
     }

@@ -17,5 +17,5 @@ pub mod results;
 pub mod runner;
 
 pub use column::{Column, DEFAULT_COLUMNS, parse_columns};
-pub use results::{BenchReport, FixedTrial, NativeLoop, Trial};
+pub use results::{BenchReport, FixedTrial, NativeLoop, Trial, Unrunnable};
 pub use runner::{BenchConfig, BenchError};

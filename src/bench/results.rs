@@ -84,7 +84,20 @@ pub struct BenchReport {
     pub fixed: Vec<FixedTrial>,
     /// `None` when the native loop was not run.
     pub native: Option<Vec<NativeLoop>>,
+    /// Programs that could not be run (a build that failed, a system call
+    /// the machine lacks), each with why; the bench went on without them.
+    #[serde(default)]
+    pub unrunnable: Vec<Unrunnable>,
     pub elapsed_s: f64,
+}
+
+/// A program of the suite the bench could not run.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Unrunnable {
+    pub harness: String,
+    /// `buggy` or `fixed`.
+    pub variant: String,
+    pub reason: String,
 }
 
 /// One strategy over every harness and seed.
@@ -329,6 +342,7 @@ impl BenchReport {
             "trials": self.trials,
             "fixed": self.fixed,
             "native": self.native,
+            "unrunnable": self.unrunnable,
             "summary": self.summary(),
             "elapsed_s": self.elapsed_s,
         })
@@ -450,6 +464,15 @@ impl BenchReport {
             }
             out.push('\n');
         }
+        if !self.unrunnable.is_empty() {
+            out.push('\n');
+            let _ = writeln!(out, "| could not run | build | why |");
+            let _ = writeln!(out, "| --- | --- | --- |");
+            for u in &self.unrunnable {
+                let why = crate::escape::line(&u.reason).replace('|', "\\|");
+                let _ = writeln!(out, "| {} | {} | {why} |", u.harness, u.variant);
+            }
+        }
         out
     }
 
@@ -528,6 +551,7 @@ pub(crate) mod tests {
             seeds: 2,
             jobs: 2,
             strategies: vec!["random".into(), "pct:3".into()],
+            unrunnable: Vec::new(),
             harnesses: vec!["abba".into(), "depth3".into()],
             trials,
             fixed: vec![FixedTrial {

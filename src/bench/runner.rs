@@ -18,12 +18,13 @@ use indicatif::ProgressBar;
 use super::column::{Column, Search};
 use super::expect::{self, Verdict};
 use super::native;
-use super::results::{BenchReport, FixedTrial, NativeLoop, Trial};
+use super::results::{BenchReport, FixedTrial, NativeLoop, Trial, Unrunnable};
 use crate::code::SyncPoints;
 use crate::explore::{self, Runner, map_parallel};
 use crate::harness::{self, Expect, Harness, HarnessError, Variant};
 use crate::kernel::KernelConfig;
 use crate::kernel::vfs::FileSource;
+use crate::observe::outcome::Outcome;
 use crate::sched::{ScheduleError, StrategyKind};
 use crate::vm::{RunConfig, RunReport, VmError};
 
@@ -61,6 +62,10 @@ pub enum BenchError {
     Schedule(#[from] ScheduleError),
     #[error("fuzzing: {0}")]
     Fuzz(String),
+    /// The program's default run ends in a way that says it cannot run
+    /// here (a system call the machine lacks).
+    #[error("{0}")]
+    Unrunnable(String),
     #[error("running {harness} natively: {source}")]
     Native {
         harness: String,
@@ -80,6 +85,8 @@ struct Target {
     cfg: RunConfig,
     /// The buggy build's `[expect]`; `None` for the twin.
     expect: Option<Expect>,
+    /// The program's normal exit codes.
+    ok_codes: Vec<i32>,
     /// Decision points of a default run (PCT spreads its change points over
     /// them) and its steps (a measure of cost).
     decision_points: u64,
@@ -131,7 +138,11 @@ impl Pool {
 }
 
 /// The machine configuration for a harness build at `level`.
-fn run_config(exe: &std::path::Path, h: &Harness, level: SyncPoints) -> RunConfig {
+fn run_config(
+    exe: &std::path::Path,
+    h: &Harness,
+    level: SyncPoints,
+) -> Result<RunConfig, HarnessError> {
     let exe = exe.canonicalize().unwrap_or_else(|_| exe.to_path_buf());
     let mut k = KernelConfig::new(&exe.to_string_lossy(), &h.manifest.args);
     k.sync_points = level;
@@ -140,7 +151,8 @@ fn run_config(exe: &std::path::Path, h: &Harness, level: SyncPoints) -> RunConfi
     }
     let mut cfg = RunConfig::new(k);
     cfg.memory_mib = 256;
-    cfg
+    cfg.oracle = h.oracle()?;
+    Ok(cfg)
 }
 
 /// Builds a harness variant and runs it once with the default strategy at
@@ -151,12 +163,17 @@ fn prepare(
     level: SyncPoints,
 ) -> Result<(Target, Runner), BenchError> {
     let exe = harness::build(h, variant)?;
-    let cfg = run_config(&exe, h, level);
+    let cfg = run_config(&exe, h, level)?;
     let explore::Probe {
         report: probe,
         runner,
         decision_points,
     } = explore::probe(&cfg, FileSource::host())?;
+    let expected_unsupported =
+        variant == Variant::Buggy && h.manifest.expect.kind == harness::ExpectKind::Unsupported;
+    if matches!(probe.outcome, Outcome::Unsupported { .. }) && !expected_unsupported {
+        return Err(BenchError::Unrunnable(probe.outcome.summary()));
+    }
     let target = Target {
         harness: h.name.clone(),
         variant,
@@ -165,6 +182,7 @@ fn prepare(
         exe,
         cfg,
         expect: (variant == Variant::Buggy).then(|| h.manifest.expect.clone()),
+        ok_codes: h.manifest.ok_codes.clone(),
         decision_points,
         steps: probe.steps.max(1),
     };
@@ -198,7 +216,7 @@ fn run_schedules(
         let r = runner.run(strategy)?;
         o.schedules += 1;
         let inversions = !r.potential_deadlocks.is_empty();
-        let v = expect::verdict(t.expect.as_ref(), &r.outcome, inversions);
+        let v = expect::verdict(t.expect.as_ref(), &r.outcome, inversions, &t.ok_codes);
         let failed = match (&t.expect, v) {
             (_, Verdict::Pass) | (Some(_), Verdict::LockWarning) => false,
             (Some(_), Verdict::Other) => {
@@ -251,8 +269,10 @@ fn fuzz_until_bug(t: &Target, column: &Column, seed: u64, limit: u64) -> Result<
     let start = Instant::now();
     let mix = column.strategy_mix().expect("a fuzz column parsed its mix");
     let want = t.expect.clone();
+    let ok = t.ok_codes.clone();
     let accept: Arc<dyn Fn(&RunReport) -> bool + Send + Sync> = Arc::new(move |r| {
-        let v = expect::verdict(want.as_ref(), &r.outcome, !r.potential_deadlocks.is_empty());
+        let inversions = !r.potential_deadlocks.is_empty();
+        let v = expect::verdict(want.as_ref(), &r.outcome, inversions, &ok);
         match want {
             Some(_) => v == Verdict::Bug,
             None => v != Verdict::Pass,
@@ -300,20 +320,54 @@ pub fn run(cfg: &BenchConfig, bar: &ProgressBar) -> Result<BenchReport, BenchErr
         idle: Mutex::new(Vec::new()),
         cap: 4 * jobs + builds.len(),
     };
-    let targets: Vec<Target> =
-        map_parallel(builds.len(), jobs, |i| -> Result<Target, BenchError> {
+    // A program that cannot be built or run is reported and left out.
+    let prepared = map_parallel(
+        builds.len(),
+        jobs,
+        |i| -> Result<Result<Target, String>, BenchError> {
             let (h, v, level) = builds[i];
-            let (t, runner) = prepare(h, v, level)?;
-            pool.put(i, runner);
+            let r = match prepare(h, v, level) {
+                Ok((t, runner)) => {
+                    pool.put(i, runner);
+                    Ok(t)
+                }
+                Err(BenchError::Harness(e)) => Err(e.to_string()),
+                Err(BenchError::Vm(e)) => Err(e.to_string()),
+                Err(BenchError::Unrunnable(why)) => Err(why),
+                Err(e) => return Err(e),
+            };
             bar.inc(1);
-            Ok(t)
-        })?;
+            Ok(r)
+        },
+    )?;
+    let mut unrunnable: Vec<Unrunnable> = Vec::new();
+    let targets: Vec<Option<Target>> = prepared
+        .into_iter()
+        .zip(&builds)
+        .map(|(r, (h, v, _))| match r {
+            Ok(t) => Some(t),
+            Err(reason) => {
+                let known = unrunnable
+                    .iter()
+                    .any(|u| u.harness == h.name && u.variant == v.name());
+                if !known {
+                    unrunnable.push(Unrunnable {
+                        harness: h.name.clone(),
+                        variant: v.name().to_string(),
+                        reason: first_lines(&reason),
+                    });
+                }
+                None
+            }
+        })
+        .collect();
 
     // Every available column on every buggy target from every seed, and on
     // every twin once; the costliest first.
     let mut work: Vec<Work> = Vec::new();
     for &column in &columns {
         for (ti, t) in targets.iter().enumerate() {
+            let Some(t) = t else { continue };
             if t.level != cfg.columns[column].level_for(t.needs) {
                 continue;
             }
@@ -332,12 +386,13 @@ pub fn run(cfg: &BenchConfig, bar: &ProgressBar) -> Result<BenchReport, BenchErr
             }
         }
     }
-    work.sort_by_key(|w| std::cmp::Reverse(targets[w.target].steps * w.limit));
+    let target = |i: usize| targets[i].as_ref().expect("work only for prepared targets");
+    work.sort_by_key(|w| std::cmp::Reverse(target(w.target).steps * w.limit));
     phase(bar, work.len(), "trials");
     let outcomes = map_parallel(work.len(), jobs, |i| -> Result<Tally, BenchError> {
         let w = work[i];
         let column = &cfg.columns[w.column];
-        let o = run_trial(&pool, w.target, &targets[w.target], column, w.seed, w.limit)?;
+        let o = run_trial(&pool, w.target, target(w.target), column, w.seed, w.limit)?;
         bar.inc(1);
         Ok(o)
     })?;
@@ -349,7 +404,7 @@ pub fn run(cfg: &BenchConfig, bar: &ProgressBar) -> Result<BenchReport, BenchErr
     let mut trials = Vec::new();
     let mut fixed = Vec::new();
     for (w, o) in done {
-        let t = &targets[w.target];
+        let t = target(w.target);
         let strategy = cfg.columns[w.column].to_string();
         if t.expect.is_some() {
             trials.push(Trial {
@@ -375,8 +430,9 @@ pub fn run(cfg: &BenchConfig, bar: &ProgressBar) -> Result<BenchReport, BenchErr
         }
     }
 
+    let ready: Vec<&Target> = targets.iter().flatten().collect();
     let native = match cfg.native_cap {
-        Some(cap) => Some(native_phase(cfg, &targets, &trials, cap, bar)?),
+        Some(cap) => Some(native_phase(cfg, &ready, &trials, cap, bar)?),
         None => None,
     };
     Ok(BenchReport {
@@ -386,19 +442,41 @@ pub fn run(cfg: &BenchConfig, bar: &ProgressBar) -> Result<BenchReport, BenchErr
         seeds: cfg.seeds,
         jobs,
         strategies: cfg.columns.iter().map(|c| c.to_string()).collect(),
-        harnesses: cfg.harnesses.iter().map(|h| h.name.clone()).collect(),
+        // The programs that ran: the others are listed as unrunnable.
+        harnesses: cfg
+            .harnesses
+            .iter()
+            .filter(|h| {
+                !unrunnable
+                    .iter()
+                    .any(|u| u.harness == h.name && u.variant == "buggy")
+            })
+            .map(|h| h.name.clone())
+            .collect(),
         trials,
         fixed,
         native,
+        unrunnable,
         elapsed_s: start.elapsed().as_secs_f64(),
     })
+}
+
+/// The first line of why a program cannot run and, for a failed build,
+/// the compiler's first error.
+fn first_lines(reason: &str) -> String {
+    let mut lines = reason.lines();
+    let first = lines.next().unwrap_or("").to_string();
+    match lines.find(|l| l.contains("error")) {
+        Some(e) => format!("{first}: {}", e.trim()),
+        None => first,
+    }
 }
 
 /// Runs each buggy build natively for as long as the machine's trials took
 /// on it (within the floor and the cap), the longest first.
 fn native_phase(
     cfg: &BenchConfig,
-    targets: &[Target],
+    targets: &[&Target],
     trials: &[Trial],
     cap: Duration,
     bar: &ProgressBar,
@@ -409,6 +487,7 @@ fn native_phase(
     }
     let mut plan: Vec<(&Target, Duration)> = targets
         .iter()
+        .copied()
         // One loop per harness, whatever the levels the machine ran at.
         .filter(|t| {
             t.variant == Variant::Buggy && Some(t.level) == targets.first().map(|f| f.level)

@@ -21,6 +21,11 @@ pub struct BenchArgs {
     /// Bug-suite harnesses to run (repeatable or comma-separated; default: all).
     #[arg(long = "harness", value_name = "NAME", num_args = 1..)]
     pub harnesses: Vec<String>,
+    /// A directory of programs to bench instead of the bundled suite: one
+    /// subdirectory per program with a `harness.toml` manifest (see
+    /// docs/suites.md); a fixed twin is optional there.
+    #[arg(long, value_name = "DIR")]
+    pub suite: Option<PathBuf>,
     /// Schedules per trial before giving up [default: 1000, 100 with --quick].
     #[arg(long, value_name = "SCHEDULES")]
     pub budget: Option<u64>,
@@ -57,6 +62,38 @@ pub struct BenchArgs {
     /// atomics, or the level a harness's bug needs when higher].
     #[arg(long, value_name = "LEVELS", value_delimiter = ',')]
     pub sync_points: Vec<crate::code::SyncPoints>,
+}
+
+/// The programs of suite directory `dir`, or those of them named.
+fn select_in_suite(dir: &std::path::Path, names: &[String]) -> Result<Vec<Harness>, UserError> {
+    if !dir.is_dir() {
+        return Err(UserError::bad_input(format!(
+            "--suite {} is not a directory; give a directory with one subdirectory per program, each holding a harness.toml",
+            dir.display()
+        )));
+    }
+    let all = harness::list_in(dir).map_err(|e| UserError::bad_input(e.to_string()))?;
+    if all.is_empty() {
+        return Err(UserError::bad_input(format!(
+            "--suite {} holds no program: each needs a subdirectory with a harness.toml (docs/suites.md)",
+            dir.display()
+        )));
+    }
+    let names: Vec<&str> = names
+        .iter()
+        .flat_map(|n| n.split(','))
+        .map(str::trim)
+        .collect();
+    if let Some(missing) = names.iter().find(|n| !all.iter().any(|h| h.name == **n)) {
+        return Err(UserError::bad_input(format!(
+            "--suite {} has no program named {missing}",
+            dir.display()
+        )));
+    }
+    Ok(all
+        .into_iter()
+        .filter(|h| names.is_empty() || names.contains(&h.name.as_str()))
+        .collect())
 }
 
 /// The bug-suite harnesses named, or all of them.
@@ -108,7 +145,10 @@ pub fn bench(a: BenchArgs) -> Result<u8, UserError> {
     check_output("--plot", a.plot.as_deref())?;
     let columns =
         bench::parse_columns(&a.strategies, &a.sync_points).map_err(UserError::bad_input)?;
-    let harnesses = select(&a.harnesses)?;
+    let harnesses = match &a.suite {
+        Some(dir) => select_in_suite(dir, &a.harnesses)?,
+        None => select(&a.harnesses)?,
+    };
     let budget = a.budget.unwrap_or(if a.quick { 100 } else { 1000 });
     let seeds = a.seeds.unwrap_or(if a.quick { 3 } else { 5 });
     if budget == 0 {
@@ -190,6 +230,14 @@ pub fn bench(a: BenchArgs) -> Result<u8, UserError> {
             f.strategy,
             f.first_failure.unwrap_or(0),
             f.first_failure_kind.as_deref().unwrap_or("?")
+        );
+    }
+    for u in &report.unrunnable {
+        eprintln!(
+            "rewind-fuzz: could not run {} ({}): {}",
+            u.harness,
+            u.variant,
+            crate::escape::line(&u.reason)
         );
     }
     for t in report.trials.iter().filter(|t| t.unexpected > 0) {

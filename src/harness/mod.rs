@@ -102,6 +102,9 @@ pub enum ExpectKind {
     PotentialDeadlock,
     /// The program makes a system call the monitor does not implement (`syscall`).
     Unsupported,
+    /// The program exits, but its output oracle (`expect_stdout`, `oracle`)
+    /// rejects what it printed.
+    WrongOutput,
 }
 
 /// Which budget stops a run that never ends.
@@ -216,10 +219,24 @@ pub struct Manifest {
     /// whose output order varies (libtest).
     #[serde(default)]
     pub stdout_contains: Vec<String>,
+    /// The exit codes of a run that went right (default: 0 only): a
+    /// program whose normal exit code is 3 says `ok_codes = [3]`.
+    #[serde(default = "zero")]
+    pub ok_codes: Vec<i32>,
+    /// A file (relative to the harness directory) holding the exact stdout
+    /// of a correct run: runs printing anything else are `wrong-output`.
+    pub expect_stdout: Option<PathBuf>,
+    /// A host command (`sh -c`, in the harness directory) that reads a
+    /// run's stdout and exits non-zero for a wrong result.
+    pub oracle: Option<String>,
     /// What the (buggy) build does.
     pub expect: Expect,
     /// The fixed twin, for bug-suite harnesses.
     pub fixed: Option<Fixed>,
+}
+
+fn zero() -> Vec<i32> {
+    vec![0]
 }
 
 impl Manifest {
@@ -269,6 +286,20 @@ impl Manifest {
         }
         if e.budget.is_some() && e.kind != ExpectKind::Hung {
             return Err("`expect.budget` is only meaningful with kind = \"hung\"".into());
+        }
+        if self.expect_stdout.is_some() && self.oracle.is_some() {
+            return Err("give `expect_stdout` or `oracle`, not both".into());
+        }
+        if e.kind == ExpectKind::WrongOutput
+            && self.expect_stdout.is_none()
+            && self.oracle.is_none()
+        {
+            return Err(
+                "kind = \"wrong-output\" needs an oracle: `expect_stdout` or `oracle`".into(),
+            );
+        }
+        if self.ok_codes.is_empty() {
+            return Err("`ok_codes` is empty; leave it out for 0".into());
         }
         Ok(())
     }
@@ -410,9 +441,35 @@ impl Harness {
         }
     }
 
-    /// Where [`build`] puts a variant's binary (it may not exist yet).
+    /// Where [`build`] puts a variant's binary (it may not exist yet): the
+    /// bundled suite's in [`output_dir`], another suite's in a directory of
+    /// its own there, so that programs of two suites never share a name.
     pub fn binary(&self, variant: Variant) -> PathBuf {
-        output_dir().join(self.binary_name(variant))
+        let suite = self.dir.parent().unwrap_or(Path::new("/"));
+        let canonical = |p: &Path| p.canonicalize().unwrap_or_else(|_| p.to_path_buf());
+        let out = if canonical(suite) == canonical(&source_root()) {
+            output_dir()
+        } else {
+            let id = xxhash_rust::xxh3::xxh3_64(canonical(suite).as_os_str().as_encoded_bytes());
+            output_dir().join(format!("suite-{id:016x}"))
+        };
+        out.join(self.binary_name(variant))
+    }
+
+    /// The output oracle its runs are judged by, if its manifest names one.
+    pub fn oracle(&self) -> Result<Option<crate::observe::oracle::Oracle>, HarnessError> {
+        use crate::observe::oracle::Oracle;
+        if let Some(f) = &self.manifest.expect_stdout {
+            let path = self.dir.join(f);
+            let data = fs::read(&path).map_err(io_error(&path))?;
+            return Ok(Some(Oracle::Stdout(data)));
+        }
+        Ok(self.manifest.oracle.as_ref().map(|c| {
+            // The command runs where the manifest is, so it can name files
+            // beside it.
+            let dir = self.dir.to_string_lossy().replace('\'', r"'\''");
+            Oracle::Command(format!("cd '{dir}' && {c}"))
+        }))
     }
 
     /// The sources as paths, for reading and for staleness checks.
