@@ -166,8 +166,15 @@ fn coverage_guided_search_is_deterministic_for_a_seed() {
     let c = common::config(&common::harness("atomicity"), &[]);
     let accept: Arc<dyn Fn(&rewind_fuzz::vm::RunReport) -> bool + Send + Sync> =
         Arc::new(|r| r.outcome.kind() == "crashed");
-    let a = schedules_to_bug(c.clone(), 3, StrategyMix::default(), 3000, accept.clone()).unwrap();
-    let b = schedules_to_bug(c, 3, StrategyMix::default(), 3000, accept).unwrap();
+    let a = schedules_to_bug(
+        c.clone(),
+        3,
+        StrategyMix::default(),
+        (3000, None),
+        accept.clone(),
+    )
+    .unwrap();
+    let b = schedules_to_bug(c, 3, StrategyMix::default(), (3000, None), accept).unwrap();
     assert!(a.is_some(), "the atomicity violation is found");
     assert_eq!(a, b);
 }

@@ -31,13 +31,18 @@ fn a_suite_directory_gives_each_program_its_row() {
         SUITE,
         "--strategies",
         "random,pct:3",
-        "--budget",
-        "300",
+        "--trial-time",
+        "10s",
         "--seeds",
         "2",
         "--fixed-budget",
         "100",
     ]);
+    assert_eq!(v["trial_time_s"], 10.0, "{v}");
+    for st in v["summary"]["strategies"].as_array().unwrap() {
+        assert_eq!(st["bugs_per_seed"].as_array().unwrap().len(), 2, "{st}");
+        assert!(st["bugs_per_seed_mean"].as_f64().unwrap() >= 1.0, "{st}");
+    }
     let ran: Vec<&str> = v["harnesses"]
         .as_array()
         .unwrap()

@@ -136,9 +136,14 @@ fn the_same_inversion_as_a_libtest_test_deadlocks_too() {
 fn the_fuzzer_finds_the_rust_inversion() {
     require_kvm();
     let cfg = at(&harness("rust-mutex-inversion"), SyncPoints::Atomics);
-    let hit =
-        rewind_fuzz::fuzz::schedules_to_bug(cfg, 1, Default::default(), 2000, Arc::new(deadlocked))
-            .expect("fuzz");
+    let hit = rewind_fuzz::fuzz::schedules_to_bug(
+        cfg,
+        1,
+        Default::default(),
+        (2000, None),
+        Arc::new(deadlocked),
+    )
+    .expect("fuzz");
     assert!(
         hit.is_some(),
         "the fuzzer deadlocks it within 2000 executions"
@@ -231,9 +236,14 @@ fn a_bug_between_two_atomics_is_found_by_the_fuzzer_and_its_fix_passes() {
     require_kvm();
     let crashed = |r: &RunReport| matches!(r.outcome, Outcome::Crashed { .. });
     let cfg = at(&harness("treiber-aba"), SyncPoints::Atomics);
-    let hit =
-        rewind_fuzz::fuzz::schedules_to_bug(cfg, 0, Default::default(), 2000, Arc::new(crashed))
-            .expect("fuzz");
+    let hit = rewind_fuzz::fuzz::schedules_to_bug(
+        cfg,
+        0,
+        Default::default(),
+        (2000, None),
+        Arc::new(crashed),
+    )
+    .expect("fuzz");
     assert!(
         hit.is_some(),
         "the fuzzer finds the ABA within 2000 executions"

@@ -63,8 +63,9 @@ fn steps(mut hits: Vec<u64>, weight: f64, end: f64) -> Steps {
 /// Draws the plot as an SVG document.
 pub fn svg(r: &BenchReport) -> Result<String, String> {
     let native_end = r.native.iter().flatten().map(|l| l.runs).max().unwrap_or(0);
-    let end = (r.budget.max(native_end).max(2)) as f64;
-    let lines = strategy_lines(r, r.budget.max(1) as f64);
+    let span = r.schedule_span();
+    let end = (span.max(native_end).max(2)) as f64;
+    let lines = strategy_lines(r, span.max(1) as f64);
     let native = native_line(r, native_end.max(1) as f64);
     let top = r.harnesses.len().max(1) as f64;
     let mut out = String::new();

@@ -71,6 +71,9 @@ pub struct BenchReport {
     pub command: String,
     /// Schedules per trial before giving up.
     pub budget: u64,
+    /// Seconds per trial before giving up (`--trial-time`), if bounded.
+    #[serde(default)]
+    pub trial_time_s: Option<f64>,
     /// Schedules per fixed twin and strategy.
     pub fixed_budget: u64,
     /// Trials per strategy and harness.
@@ -116,6 +119,16 @@ pub struct StrategySummary {
     /// Fixed-twin schedules run, and how many failed.
     pub fixed_schedules: u64,
     pub false_positives: u64,
+    /// Bugs found per seed (one pass over the suite from that seed), seed
+    /// by seed: how the papers count "bugs found per trial".
+    pub bugs_per_seed: Vec<usize>,
+    pub bugs_per_seed_mean: f64,
+    /// Standard deviation of `bugs_per_seed` (population).
+    pub bugs_per_seed_sd: f64,
+    /// Median wall time to the bug, over the trials that found it.
+    pub median_time_to_bug_s: Option<f64>,
+    /// Median schedules to the bug, over the trials that found it.
+    pub median_found_schedules: Option<u64>,
 }
 
 /// The native loop over every harness.
@@ -266,7 +279,43 @@ impl BenchReport {
             + fixed.iter().map(|f| f.schedules).sum::<u64>();
         let wall: f64 = trials.iter().map(|t| t.wall_s).sum::<f64>()
             + fixed.iter().map(|f| f.wall_s).sum::<f64>();
+        let mut seeds: Vec<u64> = trials.iter().map(|t| t.seed).collect();
+        seeds.sort_unstable();
+        seeds.dedup();
+        let bugs_per_seed: Vec<usize> = seeds
+            .iter()
+            .map(|seed| {
+                trials
+                    .iter()
+                    .filter(|t| t.seed == *seed && t.schedules_to_bug.is_some())
+                    .count()
+            })
+            .collect();
+        let n = bugs_per_seed.len().max(1) as f64;
+        let mean = bugs_per_seed.iter().sum::<usize>() as f64 / n;
+        let var = bugs_per_seed
+            .iter()
+            .map(|b| (*b as f64 - mean).powi(2))
+            .sum::<f64>()
+            / n;
+        let times: Vec<Option<f64>> = trials
+            .iter()
+            .filter(|t| t.schedules_to_bug.is_some())
+            .map(|t| Some(t.wall_s))
+            .collect();
         StrategySummary {
+            bugs_per_seed,
+            bugs_per_seed_mean: mean,
+            bugs_per_seed_sd: var.sqrt(),
+            median_time_to_bug_s: quantile(&times, 0.5),
+            median_found_schedules: quantile(
+                &to_bug
+                    .iter()
+                    .flatten()
+                    .map(|n| Some(*n))
+                    .collect::<Vec<_>>(),
+                0.5,
+            ),
             strategy: s.to_string(),
             trials: trials.len(),
             found,
@@ -334,6 +383,7 @@ impl BenchReport {
         json!({
             "command": self.command,
             "budget": self.budget,
+            "trial_time_s": self.trial_time_s,
             "fixed_budget": self.fixed_budget,
             "seeds": self.seeds,
             "jobs": self.jobs,
@@ -396,10 +446,44 @@ impl BenchReport {
         out
     }
 
+    /// Per strategy, bugs found per trial over the seeds (the papers'
+    /// table for time-boxed trials), with the median schedules and time to
+    /// a bug.
+    pub fn to_trial_table(&self) -> String {
+        let s = self.summary();
+        let programs = self.harnesses.len();
+        let mut out = String::new();
+        let _ = writeln!(
+            out,
+            "| strategy | bugs found per trial (of {programs}), mean ± sd | per seed | median schedules to bug | median time to bug | schedules/s per job |"
+        );
+        let _ = writeln!(out, "| --- | --- | --- | --- | --- | --- |");
+        for st in &s.strategies {
+            let per_seed: Vec<String> = st.bugs_per_seed.iter().map(|b| b.to_string()).collect();
+            let _ = writeln!(
+                out,
+                "| {} | {:.1} ± {:.1} | {} | {} | {} | {} |",
+                st.strategy,
+                st.bugs_per_seed_mean,
+                st.bugs_per_seed_sd,
+                per_seed.join(" "),
+                st.median_found_schedules
+                    .map_or("-".into(), |m| m.to_string()),
+                st.median_time_to_bug_s.map_or("-".into(), seconds),
+                st.execs_per_s.map_or("-".into(), |e| format!("{e:.0}")),
+            );
+        }
+        out
+    }
+
     /// The summary as Markdown tables, for a terminal or the README.
     pub fn to_table(&self) -> String {
         let s = self.summary();
         let mut out = String::new();
+        if self.trial_time_s.is_some() {
+            out.push_str(&self.to_trial_table());
+            out.push('\n');
+        }
         let _ = writeln!(out, "{STRATEGY_HEADER}");
         let _ = writeln!(out, "| --- | --- | --- | --- | --- | --- |");
         for st in &s.strategies {
@@ -476,6 +560,15 @@ impl BenchReport {
         out
     }
 
+    /// The schedules a trial could run: the budget, or, for time-boxed
+    /// trials without one, the most any trial ran.
+    pub fn schedule_span(&self) -> u64 {
+        if self.budget != u64::MAX {
+            return self.budget;
+        }
+        self.trials.iter().map(|t| t.schedules).max().unwrap_or(1)
+    }
+
     /// The schedules a trial of this strategy runs at most.
     fn budget_of(&self, strategy: &str) -> u64 {
         self.trials
@@ -547,6 +640,7 @@ pub(crate) mod tests {
         BenchReport {
             command: "rewind-fuzz bench".into(),
             budget: 100,
+            trial_time_s: None,
             fixed_budget: 100,
             seeds: 2,
             jobs: 2,
@@ -612,6 +706,30 @@ pub(crate) mod tests {
         assert_eq!(s.harnesses[0].cells.len(), 2);
         assert!(s.not_found.is_empty());
         assert_eq!(s.false_positives, 0);
+    }
+
+    #[test]
+    fn bugs_found_per_trial_count_each_seeds_pass_over_the_suite() {
+        let s = report().summary();
+        // random: abba found from both seeds, depth3 from neither.
+        let random = &s.strategies[0];
+        assert_eq!(random.bugs_per_seed, [1, 1]);
+        assert_eq!(
+            (random.bugs_per_seed_mean, random.bugs_per_seed_sd),
+            (1.0, 0.0)
+        );
+        assert_eq!(random.median_found_schedules, Some(2));
+        let pct = &s.strategies[1];
+        assert_eq!(pct.bugs_per_seed, [2, 2]);
+        let mut timed = report();
+        timed.trial_time_s = Some(10.0);
+        timed.trials[1].schedules_to_bug = Some(5);
+        let random = &timed.summary().strategies[0];
+        assert_eq!(random.bugs_per_seed, [2, 1]);
+        assert_eq!(random.bugs_per_seed_mean, 1.5);
+        assert_eq!(random.bugs_per_seed_sd, 0.5);
+        let table = timed.to_table();
+        assert!(table.contains("| random | 1.5 ± 0.5 | 2 1 |"), "{table}");
     }
 
     #[test]

@@ -36,6 +36,9 @@ pub struct BenchConfig {
     pub harnesses: Vec<Harness>,
     /// Schedules per trial before giving up.
     pub budget: u64,
+    /// Wall time per trial before giving up (`--trial-time`), besides the
+    /// schedule budget.
+    pub trial_time: Option<Duration>,
     /// Trials per strategy and buggy harness: seeds `0..seeds`.
     pub seeds: u64,
     /// Schedules each fixed twin runs per strategy (they never stop early,
@@ -197,7 +200,7 @@ fn run_schedules(
     t: &Target,
     kind: StrategyKind,
     seed: u64,
-    limit: u64,
+    (limit, time): (u64, Option<Duration>),
 ) -> Result<Tally, BenchError> {
     let start = Instant::now();
     let mut runner = pool
@@ -212,6 +215,9 @@ fn run_schedules(
         wall_s: 0.0,
     };
     for i in 0..limit {
+        if time.is_some_and(|t| start.elapsed() >= t) {
+            break;
+        }
         let strategy = kind.build(explore::schedule_seed(seed, i), t.decision_points);
         let r = runner.run(strategy)?;
         o.schedules += 1;
@@ -254,18 +260,23 @@ fn run_trial(
     t: &Target,
     column: &Column,
     seed: u64,
-    limit: u64,
+    bounds: (u64, Option<Duration>),
 ) -> Result<Tally, BenchError> {
     match &column.search {
-        Search::Strategy(kind) => run_schedules(pool, ti, t, *kind, seed, limit),
-        Search::Fuzz { .. } => fuzz_until_bug(t, column, seed, limit),
+        Search::Strategy(kind) => run_schedules(pool, ti, t, *kind, seed, bounds),
+        Search::Fuzz { .. } => fuzz_until_bug(t, column, seed, bounds),
     }
 }
 
 /// Runs a one-job fuzzing session of `t` until its bug (for a fixed twin:
 /// any failure) or `limit` executions; the session's own machine restores
 /// its own snapshot, so the pool stays out of it.
-fn fuzz_until_bug(t: &Target, column: &Column, seed: u64, limit: u64) -> Result<Tally, BenchError> {
+fn fuzz_until_bug(
+    t: &Target,
+    column: &Column,
+    seed: u64,
+    (limit, time): (u64, Option<Duration>),
+) -> Result<Tally, BenchError> {
     let start = Instant::now();
     let mix = column.strategy_mix().expect("a fuzz column parsed its mix");
     let want = t.expect.clone();
@@ -278,7 +289,7 @@ fn fuzz_until_bug(t: &Target, column: &Column, seed: u64, limit: u64) -> Result<
             None => v != Verdict::Pass,
         }
     });
-    let hit = crate::fuzz::schedules_to_bug(t.cfg.clone(), seed, mix, limit, accept)
+    let hit = crate::fuzz::schedules_to_bug(t.cfg.clone(), seed, mix, (limit, time), accept)
         .map_err(|e| BenchError::Fuzz(e.to_string()))?;
     let buggy = t.expect.is_some();
     Ok(Tally {
@@ -387,12 +398,15 @@ pub fn run(cfg: &BenchConfig, bar: &ProgressBar) -> Result<BenchReport, BenchErr
         }
     }
     let target = |i: usize| targets[i].as_ref().expect("work only for prepared targets");
-    work.sort_by_key(|w| std::cmp::Reverse(target(w.target).steps * w.limit));
+    work.sort_by_key(|w| std::cmp::Reverse(target(w.target).steps.saturating_mul(w.limit)));
     phase(bar, work.len(), "trials");
     let outcomes = map_parallel(work.len(), jobs, |i| -> Result<Tally, BenchError> {
         let w = work[i];
         let column = &cfg.columns[w.column];
-        let o = run_trial(&pool, w.target, target(w.target), column, w.seed, w.limit)?;
+        // Fixed twins run their schedules whatever the time.
+        let time = cfg.trial_time.filter(|_| target(w.target).expect.is_some());
+        let bounds = (w.limit, time);
+        let o = run_trial(&pool, w.target, target(w.target), column, w.seed, bounds)?;
         bar.inc(1);
         Ok(o)
     })?;
@@ -438,6 +452,7 @@ pub fn run(cfg: &BenchConfig, bar: &ProgressBar) -> Result<BenchReport, BenchErr
     Ok(BenchReport {
         command: cfg.command.clone(),
         budget: cfg.budget,
+        trial_time_s: cfg.trial_time.map(|t| t.as_secs_f64()),
         fixed_budget: cfg.fixed_budget,
         seeds: cfg.seeds,
         jobs,

@@ -26,9 +26,16 @@ pub struct BenchArgs {
     /// docs/suites.md); a fixed twin is optional there.
     #[arg(long, value_name = "DIR")]
     pub suite: Option<PathBuf>,
-    /// Schedules per trial before giving up [default: 1000, 100 with --quick].
+    /// Schedules per trial before giving up [default: 1000, 100 with
+    /// --quick; no limit with --trial-time].
     #[arg(long, value_name = "SCHEDULES")]
     pub budget: Option<u64>,
+    /// Time-boxed trials: each strategy runs on each program from each seed
+    /// for this long (e.g. 5m, 60s) or until the bug; the summary gives bugs
+    /// found per trial over the seeds, and the median schedules and time to
+    /// each bug. Fixed twins still run --fixed-budget schedules.
+    #[arg(long, value_name = "DUR", value_parser = parse_duration)]
+    pub trial_time: Option<Duration>,
     /// Trials per strategy and harness, each from its own seed [default: 5, 3 with --quick].
     #[arg(long, value_name = "K")]
     pub seeds: Option<u64>,
@@ -149,7 +156,17 @@ pub fn bench(a: BenchArgs) -> Result<u8, UserError> {
         Some(dir) => select_in_suite(dir, &a.harnesses)?,
         None => select(&a.harnesses)?,
     };
-    let budget = a.budget.unwrap_or(if a.quick { 100 } else { 1000 });
+    let default_budget = if a.quick { 100 } else { 1000 };
+    let budget = match (a.budget, a.trial_time) {
+        (Some(b), _) => b,
+        (None, Some(_)) => u64::MAX,
+        (None, None) => default_budget,
+    };
+    if a.trial_time.is_some_and(|t| t.is_zero()) {
+        return Err(UserError::bad_input(
+            "--trial-time must be positive (e.g. 60s, 5m)",
+        ));
+    }
     let seeds = a.seeds.unwrap_or(if a.quick { 3 } else { 5 });
     if budget == 0 {
         return Err(UserError::bad_input("--budget must be at least 1 schedule"));
@@ -167,8 +184,15 @@ pub fn bench(a: BenchArgs) -> Result<u8, UserError> {
         columns,
         harnesses,
         budget,
+        trial_time: a.trial_time,
         seeds,
-        fixed_budget: a.fixed_budget.unwrap_or(budget),
+        fixed_budget: a
+            .fixed_budget
+            .unwrap_or(if a.trial_time.is_some() && a.budget.is_none() {
+                default_budget
+            } else {
+                budget
+            }),
         jobs: a
             .jobs
             .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get())),
@@ -208,12 +232,16 @@ pub fn bench(a: BenchArgs) -> Result<u8, UserError> {
     if a.json {
         println!("{}", report.to_json());
     } else {
+        let bound = match (report.trial_time_s, report.budget) {
+            (Some(t), u64::MAX) => format!("trials of {t:.0} s"),
+            (Some(t), b) => format!("trials of {t:.0} s or {b} schedules"),
+            (None, b) => format!("budget {b} schedules"),
+        };
         println!(
-            "{} harnesses x {} strategies x {} seeds, budget {} schedules ({} per fixed twin), {} jobs, {:.0} s",
+            "{} harnesses x {} strategies x {} seeds, {bound} ({} per fixed twin), {} jobs, {:.0} s",
             report.harnesses.len(),
             report.strategies.len(),
             report.seeds,
-            report.budget,
             report.fixed_budget,
             report.jobs,
             report.elapsed_s
@@ -247,10 +275,13 @@ pub fn bench(a: BenchArgs) -> Result<u8, UserError> {
         );
     }
     if !summary.not_found.is_empty() {
+        let within = match report.trial_time_s {
+            Some(t) => format!("{t:.0} s"),
+            None => format!("{} schedules", report.budget),
+        };
         eprintln!(
-            "rewind-fuzz: no strategy found the bug of {} within {} schedules",
+            "rewind-fuzz: no strategy found the bug of {} within {within}",
             summary.not_found.join(", "),
-            report.budget
         );
     }
     Ok(if summary.false_positives > 0 { 1 } else { 0 })

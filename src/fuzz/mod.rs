@@ -252,13 +252,14 @@ pub struct FuzzSummary {
 }
 
 /// How many schedules coverage-guided fuzzing runs until one is accepted by
-/// `accept`, within `budget` executions: one worker, so the answer depends
-/// on `seed` alone. For benchmarks against plain strategies.
+/// `accept`, within `budget` executions (and `time`, when given): one
+/// worker, so the answer depends on `seed` alone (within the time, on the
+/// host's speed too). For benchmarks against plain strategies.
 pub fn schedules_to_bug(
     run: RunConfig,
     seed: u64,
     mix: StrategyMix,
-    budget: u64,
+    (budget, time): (u64, Option<Duration>),
     accept: Arc<dyn Fn(&RunReport) -> bool + Send + Sync>,
 ) -> Result<Option<u64>, FuzzError> {
     let out =
@@ -271,7 +272,7 @@ pub fn schedules_to_bug(
         out: out.path().to_path_buf(),
         jobs: 1,
         budget: Budget {
-            time: None,
+            time,
             execs: Some(budget),
         },
         seed,
