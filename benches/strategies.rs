@@ -29,6 +29,7 @@ fn main() {
             .map(|n| harness::find(n).expect("bundled harness"))
             .collect(),
         budget,
+        trial_time: None,
         seeds,
         fixed_budget: budget,
         jobs: std::thread::available_parallelism().map_or(1, |n| n.get()),
