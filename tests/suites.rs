@@ -49,7 +49,16 @@ fn a_suite_directory_gives_each_program_its_row() {
         .iter()
         .map(|h| h.as_str().unwrap())
         .collect();
-    assert_eq!(ran, ["crash-exit-three", "deadlock", "wrong-sum"], "{v}");
+    assert_eq!(
+        ran,
+        [
+            "built-by-command",
+            "crash-exit-three",
+            "deadlock",
+            "wrong-sum"
+        ],
+        "{v}"
+    );
     // Every program that ran has its bug found by some trial, and none
     // counted a run of its normal exit code as anything but a pass.
     for h in &ran {
@@ -118,6 +127,42 @@ fn the_bundled_suite_as_a_directory_gives_the_same_cells() {
     };
     assert_eq!(cells(&bundled), cells(&as_suite));
     assert!(!cells(&bundled).is_empty());
+}
+
+#[test]
+fn a_prebuilt_program_and_its_twin_are_run_as_they_are() {
+    require_kvm();
+    let suite = tempfile::tempdir().unwrap();
+    let dir = suite.path().join("prebuilt");
+    std::fs::create_dir(&dir).unwrap();
+    let source = include_str!("suite/built-by-command/lost_update.c");
+    let buggy = common::build_c_with(&dir, "lost", source, &["-pthread"]);
+    let fixed = common::build_c_with(&dir, "lost-fixed", source, &["-pthread", "-DFIXED"]);
+    std::fs::write(
+        dir.join("harness.toml"),
+        format!(
+            "description = \"prebuilt\"\nprogram = {:?}\n[expect]\nkind = \"crashed\"\n[fixed]\nprogram = \"lost-fixed\"\n",
+            buggy.to_str().unwrap()
+        ),
+    )
+    .unwrap();
+    assert!(fixed.is_file());
+    let v = bench(&[
+        "--suite",
+        suite.path().to_str().unwrap(),
+        "--strategies",
+        "pct:3",
+        "--budget",
+        "300",
+        "--seeds",
+        "1",
+        "--fixed-budget",
+        "50",
+    ]);
+    assert_eq!(v["unrunnable"].as_array().unwrap().len(), 0, "{v}");
+    assert!(!v["trials"][0]["schedules_to_bug"].is_null(), "{v}");
+    assert_eq!(v["fixed"][0]["failures"], 0, "{v}");
+    assert_eq!(v["fixed"][0]["schedules"], 50, "{v}");
 }
 
 #[test]

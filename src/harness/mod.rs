@@ -46,10 +46,11 @@ use serde::Deserialize;
 pub const MANIFEST_FILE: &str = "harness.toml";
 
 /// The language of a harness, which picks the compiler and its default flags.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum Language {
     /// C, built with `gcc -g -O1 -pthread`.
+    #[default]
     C,
     /// C++17, built with `g++ -g -O1 -pthread -std=c++17`.
     Cpp,
@@ -183,6 +184,8 @@ impl Expect {
 pub struct Fixed {
     /// How the fix works, when the program's own comment is not enough.
     pub description: Option<String>,
+    /// The fixed twin of a prebuilt `program`: its path.
+    pub program: Option<PathBuf>,
 }
 
 /// The contents of a `harness.toml`.
@@ -191,12 +194,22 @@ pub struct Fixed {
 pub struct Manifest {
     /// One sentence on what the program does (and its bug).
     pub description: String,
-    /// Language, which picks the compiler.
+    /// Language, which picks the compiler (C when absent).
+    #[serde(default)]
     pub language: Language,
     /// Source files relative to the harness directory. C and C++ compile all
     /// of them; Rust compiles the first (the crate root) and rebuilds when
-    /// any of them changes.
+    /// any of them changes. With `build`, the files whose change means a
+    /// rebuild.
+    #[serde(default)]
     pub sources: Vec<PathBuf>,
+    /// A program already built (absolute, or relative to the harness
+    /// directory), run as it is: no sources, no compiler.
+    pub program: Option<PathBuf>,
+    /// A shell command (`sh -c`, in the harness directory) that builds the
+    /// program into `$OUT`, with `FIXED=1` for the fixed twin; run once,
+    /// and again when a source or the manifest changes.
+    pub build: Option<String>,
     /// Compiler flags appended after the language's default flags.
     #[serde(default)]
     pub flags: Vec<String>,
@@ -252,8 +265,23 @@ impl Manifest {
         if self.description.trim().is_empty() {
             return Err("`description` is empty".into());
         }
-        if self.sources.is_empty() {
-            return Err("`sources` is empty".into());
+        if self.program.is_some() && (self.build.is_some() || !self.sources.is_empty()) {
+            return Err("a prebuilt `program` takes no `sources` or `build`".into());
+        }
+        if self.program.is_none() && self.build.is_none() && self.sources.is_empty() {
+            return Err(
+                "`sources` is empty; give sources, a `build` command or a `program`".into(),
+            );
+        }
+        if let Some(f) = &self.fixed {
+            if self.program.is_some() && f.program.is_none() {
+                return Err(
+                    "the fixed twin of a prebuilt `program` needs `[fixed] program`".into(),
+                );
+            }
+            if self.program.is_none() && f.program.is_some() {
+                return Err("`[fixed] program` is only for a prebuilt `program`".into());
+            }
         }
         for source in &self.sources {
             let relative = source
@@ -490,6 +518,21 @@ impl Harness {
 
     /// Compiler and arguments that build `variant` into `output`.
     fn compile_command(&self, variant: Variant, output: &Path) -> (&'static str, Vec<OsString>) {
+        if let Some(cmd) = &self.manifest.build {
+            // The paths go in as arguments, so nothing in them is parsed.
+            let script =
+                format!("cd \"$3\" && OUT=\"$1\" FIXED=\"$2\" && export OUT FIXED && {cmd}");
+            let fixed = if variant == Variant::Fixed { "1" } else { "" };
+            let args = vec![
+                "-c".into(),
+                script.into(),
+                "sh".into(),
+                output.into(),
+                fixed.into(),
+                self.dir.clone().into(),
+            ];
+            return ("sh", args);
+        }
         let language = self.manifest.language;
         let mut args: Vec<OsString> = language
             .default_flags()
@@ -685,6 +728,25 @@ pub fn build(harness: &Harness, variant: Variant) -> Result<PathBuf, HarnessErro
     if variant == Variant::Fixed && !harness.is_bug() {
         return Err(HarnessError::NoFixedTwin(harness.name.clone()));
     }
+    if let Some(program) = &harness.manifest.program {
+        let path = match variant {
+            Variant::Buggy => program,
+            Variant::Fixed => harness
+                .manifest
+                .fixed
+                .as_ref()
+                .and_then(|f| f.program.as_ref())
+                .ok_or_else(|| HarnessError::NoFixedTwin(harness.name.clone()))?,
+        };
+        let path = harness.dir.join(path);
+        if !path.is_file() {
+            return Err(HarnessError::Invalid {
+                path,
+                message: "the program does not exist".into(),
+            });
+        }
+        return Ok(path);
+    }
     let output = harness.binary(variant);
     let dir = output.parent().unwrap_or(Path::new(".")).to_path_buf();
     fs::create_dir_all(&dir).map_err(io_error(&dir))?;
@@ -760,6 +822,15 @@ fn compile_into(
             command: command_line(name, &args),
             status: result.status.to_string(),
             stderr,
+        });
+    }
+    if !temp.is_file() {
+        return Err(HarnessError::Compile {
+            name: harness.name.clone(),
+            variant,
+            command: command_line(name, &args),
+            status: "success".into(),
+            stderr: "the build command wrote no program to $OUT".into(),
         });
     }
     fs::rename(temp, output).map_err(io_error(output))
@@ -973,6 +1044,32 @@ mod tests {
     fn unknown_kinds_and_languages_are_rejected() {
         assert!(Manifest::parse(&FULL.replace("\"deadlocked\"", "\"livelocked\"")).is_err());
         assert!(Manifest::parse(&FULL.replace("\"c\"", "\"go\"")).is_err());
+    }
+
+    #[test]
+    fn a_program_comes_from_sources_a_build_command_or_a_path() {
+        let head = "description = \"d\"\n";
+        let tail = "[expect]\nkind = \"crashed\"\n";
+        let ok = |body: &str| Manifest::parse(&format!("{head}{body}\n{tail}"));
+        assert!(ok("program = \"/bin/prog\"").is_ok());
+        let built = ok("sources = [\"a.c\"]\nbuild = 'cc -o \"$OUT\" a.c'").unwrap();
+        assert_eq!(built.language, Language::C);
+        assert!(
+            ok("")
+                .unwrap_err()
+                .to_string()
+                .contains("`sources` is empty")
+        );
+        let both = ok("program = \"p\"\nsources = [\"a.c\"]").unwrap_err();
+        assert!(both.to_string().contains("prebuilt"), "{both}");
+        let twin = Manifest::parse(&format!("{head}program = \"p\"\n{tail}[fixed]\n"));
+        assert!(twin.unwrap_err().to_string().contains("[fixed] program"));
+        let oracles = ok("program = \"p\"\nexpect_stdout = \"w\"\noracle = \"true\"");
+        assert!(oracles.unwrap_err().to_string().contains("not both"));
+        let wrong = Manifest::parse(&format!(
+            "{head}program = \"p\"\n[expect]\nkind = \"wrong-output\"\n"
+        ));
+        assert!(wrong.unwrap_err().to_string().contains("needs an oracle"));
     }
 
     #[test]
