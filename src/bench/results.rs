@@ -528,7 +528,12 @@ impl BenchReport {
         for h in &s.harnesses {
             let _ = write!(out, "| {} |", h.harness);
             for c in &h.cells {
-                let _ = write!(out, " {} |", cell(c, self.budget_of(&c.strategy)));
+                let mut text = cell(c, self.budget_of(&c.strategy));
+                // Time-boxed trials: the time to the bug matters as much.
+                if let (Some(_), Some(w)) = (self.trial_time_s, c.median_wall_s) {
+                    text = format!("{text}, {}", seconds(w));
+                }
+                let _ = write!(out, " {text} |");
             }
             match &h.best {
                 Some((st, w)) => {
@@ -730,6 +735,7 @@ pub(crate) mod tests {
         assert_eq!(random.bugs_per_seed_sd, 0.5);
         let table = timed.to_table();
         assert!(table.contains("| random | 1.5 ± 0.5 | 2 1 |"), "{table}");
+        assert!(table.contains(" ms |") || table.contains(" s |"), "{table}");
     }
 
     #[test]
