@@ -152,3 +152,45 @@ fn a_bundled_harness_runs_with_its_own_step_budget_unless_told_otherwise() {
     assert_eq!(steps(&[]), 2000);
     assert_eq!(steps(&["--max-steps", "3000"]), 3000);
 }
+
+#[test]
+fn a_reproducers_schedule_re_tests_a_fix() {
+    common::require_kvm();
+    let dir = tempfile::tempdir().unwrap();
+    let rwd = dir.path().join("abba.rwd");
+    let found = cli()
+        .current_dir(dir.path())
+        .args([
+            "check",
+            "--target",
+            "harness:abba",
+            "--schedules",
+            "200",
+            "--save-rwd",
+        ])
+        .arg(&rwd)
+        .output()
+        .unwrap();
+    assert_eq!(
+        found.status.code(),
+        Some(1),
+        "{}",
+        String::from_utf8_lossy(&found.stderr)
+    );
+    let again = cli()
+        .args(["run", "--target", "harness:abba", "--schedule"])
+        .arg(&rwd)
+        .output()
+        .unwrap();
+    let said = String::from_utf8_lossy(&again.stderr);
+    assert!(said.contains("deadlocked"), "{said}");
+    let fixed = cli()
+        .args(["run", "--target", "harness:abba-fixed", "--schedule"])
+        .arg(&rwd)
+        .output()
+        .unwrap();
+    let said = String::from_utf8_lossy(&fixed.stderr);
+    assert_eq!(fixed.status.code(), Some(0), "{said}");
+    assert!(said.contains("replaying the schedule of"), "{said}");
+    assert!(said.contains("exited with code 0"), "{said}");
+}

@@ -70,7 +70,7 @@ impl std::str::FromStr for Search {
             return Ok(Search::Fuzz { mix: mix.into() });
         }
         match s.parse::<StrategySpec>() {
-            Ok(StrategySpec::Schedule(_)) => Err(format!(
+            Ok(StrategySpec::Schedule(_) | StrategySpec::Loaded(..)) => Err(format!(
                 "strategy {s:?} replays one fixed schedule and explores nothing; use default, random, pct:D, pos or fuzz"
             )),
             Ok(StrategySpec::Kind(kind)) => Ok(Search::Strategy(kind)),

@@ -161,6 +161,7 @@ pub fn run_under_gdb(
         crate::sched::StrategySpec::Schedule(f) => {
             Schedule::load(f).map_err(|e| UserError::bad_input(e.to_string()))?
         }
+        crate::sched::StrategySpec::Loaded(s, _) => (**s).clone(),
         _ => {
             let mut probe = cfg.clone();
             probe.stream_output = false;

@@ -20,7 +20,9 @@ pub struct RunArgs {
     /// Scheduling strategy: default, random, pct:D, pos, or schedule:FILE.
     #[arg(long, default_value = "default")]
     pub strategy: StrategySpec,
-    /// Replay the decisions saved in FILE (the same as --strategy schedule:FILE).
+    /// Replay the decisions saved in FILE (the same as --strategy
+    /// schedule:FILE), a schedule file or a reproducer (.rwd): with
+    /// another --target, re-tests a fix against the schedule that broke it.
     #[arg(long, value_name = "FILE", conflicts_with = "strategy")]
     pub schedule: Option<PathBuf>,
     /// Save the decisions this run took, so --schedule FILE replays it.
@@ -55,17 +57,49 @@ pub struct RunArgs {
     pub gdb_listen_any_address: bool,
 }
 
+/// What `--schedule FILE` names: a saved schedule, or a reproducer whose
+/// schedule is replayed on `--target` (which may be another build of the
+/// program: re-testing a fix against the schedule that broke it).
+fn schedule_spec(file: &std::path::Path, exe: &str) -> Result<StrategySpec, UserError> {
+    let data = crate::fsutil::read_foreign(file, crate::rwd::MAX_FILE).map_err(|e| {
+        UserError::bad_input(format!("cannot read --schedule {}: {e}", file.display()))
+    })?;
+    if !crate::rwd::Rwd::looks_like(&data) {
+        return Ok(StrategySpec::Schedule(file.to_path_buf()));
+    }
+    let name = file.display().to_string();
+    let rwd =
+        crate::rwd::Rwd::decode(&name, &data).map_err(|e| UserError::bad_input(e.to_string()))?;
+    if rwd.target.exe != exe {
+        eprintln!(
+            "rewind-fuzz: note: replaying the schedule of {name} (recorded on {}) on {exe}; the files and arguments are this command's",
+            crate::escape::line(&rwd.target.exe)
+        );
+    }
+    Ok(StrategySpec::Loaded(
+        Box::new(rwd.schedule()),
+        file.to_path_buf(),
+    ))
+}
+
 pub fn run(a: RunArgs) -> Result<u8, UserError> {
     check_output("--save-rwd", a.save_rwd.as_deref())?;
     check_output("--save-schedule", a.save_schedule.as_deref())?;
     let mut cfg = a.target.config()?;
     cfg.stream_output = !a.json;
-    let spec = match &a.schedule {
-        Some(f) => StrategySpec::Schedule(f.clone()),
-        None => a.strategy.clone(),
+    let spec = match (&a.schedule, &a.strategy) {
+        (Some(f), _) | (None, StrategySpec::Schedule(f)) => schedule_spec(f, &cfg.kernel.exe)?,
+        (None, other) => other.clone(),
     };
-    if let StrategySpec::Schedule(f) = &spec {
-        let s = Schedule::load(f).map_err(|e| UserError::bad_input(e.to_string()))?;
+    let loaded = match &spec {
+        StrategySpec::Schedule(f) => Some((
+            Schedule::load(f).map_err(|e| UserError::bad_input(e.to_string()))?,
+            f,
+        )),
+        StrategySpec::Loaded(s, f) => Some(((**s).clone(), f)),
+        StrategySpec::Kind(_) => None,
+    };
+    if let Some((s, f)) = loaded {
         let name = f.display().to_string();
         cfg.kernel.sync_points = replay_level(a.target.sync_points, &s, &name)?;
     }

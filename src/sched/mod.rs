@@ -348,6 +348,8 @@ impl<'de> serde::Deserialize<'de> for Seeded {
 pub enum StrategySpec {
     Kind(StrategyKind),
     Schedule(std::path::PathBuf),
+    /// A schedule read already (from a reproducer), named by its file.
+    Loaded(Box<Schedule>, std::path::PathBuf),
 }
 
 impl std::str::FromStr for StrategySpec {
@@ -369,7 +371,9 @@ impl std::fmt::Display for StrategySpec {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
             StrategySpec::Kind(k) => k.fmt(f),
-            StrategySpec::Schedule(p) => write!(f, "schedule:{}", p.display()),
+            StrategySpec::Schedule(p) | StrategySpec::Loaded(_, p) => {
+                write!(f, "schedule:{}", p.display())
+            }
         }
     }
 }
@@ -387,6 +391,7 @@ impl StrategySpec {
         Ok(match self {
             StrategySpec::Kind(k) => k.build(seed, steps),
             StrategySpec::Schedule(p) => Box::new(Replay::new(Schedule::load(p)?)),
+            StrategySpec::Loaded(s, _) => Box::new(Replay::new((**s).clone())),
         })
     }
 }
