@@ -171,6 +171,11 @@ impl OrderGraph {
         }
     }
 
+    /// Drops every edge from or to `lock` (a word found to be no lock).
+    fn forget(&mut self, lock: u64) {
+        self.order.retain(|(from, to), _| *from != lock && *to != lock);
+    }
+
     /// Every edge.
     pub fn edges(&self) -> impl Iterator<Item = &OrderEdge> {
         self.order.values().flatten()
@@ -281,6 +286,10 @@ struct Word {
     /// store, or waited on or woken with futex.
     confirmed: bool,
 }
+
+/// How many words a thread may hold that no release or futex has shown to
+/// be locks: real code nests a handful of locks at most.
+const MAX_UNCONFIRMED_HELD: usize = 8;
 
 /// The lock state of a process.
 #[derive(Clone, Debug, Default)]
@@ -406,7 +415,9 @@ impl LockTracker {
 
     /// A sync site's atomic or store changed (or failed to change) the
     /// word at `addr` from `read` to `written`: futex-word lock inference.
-    /// A word going from 0 to non-zero is taken by the thread that set it;
+    /// A word going from 0 to non-zero by a compare-and-swap or an exchange
+    /// (`takes`; locks are taken so, counters are bumped otherwise) is taken
+    /// by the thread that set it;
     /// back to 0 by that thread with a swap or a store, released (and known
     /// for a lock). A word seen at 0 while held was released by a store no
     /// site saw (a C11 release store is a plain move).
@@ -415,7 +426,7 @@ impl LockTracker {
         tid: Tid,
         site: u64,
         addr: u64,
-        release_kind: bool,
+        (takes, release_kind): (bool, bool),
         read: u64,
         written: Option<u64>,
     ) {
@@ -429,7 +440,7 @@ impl LockTracker {
             }
         }
         match written {
-            Some(w) if read == 0 && w != 0 => {
+            Some(w) if takes && read == 0 && w != 0 => {
                 self.attempts.remove(&tid);
                 self.take_word(tid, site, addr);
             }
@@ -446,6 +457,29 @@ impl LockTracker {
     }
 
     fn take_word(&mut self, tid: Tid, site: u64, addr: u64) {
+        // Words set once and never cleared (a lock-free list's next
+        // pointers, a once-cell's state) look taken for good: a thread
+        // holding many unconfirmed ones forgets the oldest, so they cannot
+        // grow the lock-order graph with every node.
+        let unconfirmed: Vec<u64> = self
+            .threads
+            .get(&tid)
+            .map(|t| {
+                t.held
+                    .iter()
+                    .map(|h| h.lock)
+                    .filter(|l| self.words.get(l).is_some_and(|w| !w.confirmed))
+                    .collect()
+            })
+            .unwrap_or_default();
+        if unconfirmed.len() >= MAX_UNCONFIRMED_HELD {
+            let oldest = unconfirmed[0];
+            self.words.remove(&oldest);
+            self.order.forget(oldest);
+            if let Some(t) = self.threads.get_mut(&tid) {
+                t.held.retain(|h| h.lock != oldest);
+            }
+        }
         self.words.entry(addr).or_default().holder = Some((tid, site));
         self.acquired(
             tid,
@@ -560,6 +594,29 @@ mod tests {
     fn unlock(t: &mut LockTracker, tid: u32, l: u64) {
         t.on_step(Tid(tid), false);
         t.on_hint(Tid(tid), HintOp::MutexUnlock, l, 0, 0);
+    }
+
+    #[test]
+    fn counters_are_no_locks_and_words_set_for_good_stay_few() {
+        let mut t = LockTracker::default();
+        // fetch_add from 0 on ten thousand counters: no lock at all.
+        for a in 0..10_000u64 {
+            t.on_word(Tid(1), 5, 0x1000 + 8 * a, (false, false), 0, Some(1));
+        }
+        assert_eq!(t.order().edges().count(), 0);
+        // A lock-free list's next pointers, CAS from null, never cleared:
+        // held words stay capped, and so does the order graph.
+        for a in 0..10_000u64 {
+            t.on_word(Tid(1), 6, 0x100000 + 8 * a, (true, false), 0, Some(0x42));
+        }
+        let held = t.threads[&Tid(1)].held.len();
+        assert!(held <= MAX_UNCONFIRMED_HELD, "{held} held");
+        let edges = t.order().edges().count();
+        assert!(edges < MAX_UNCONFIRMED_HELD * MAX_UNCONFIRMED_HELD, "{edges} edges");
+        // A CAS-taken word released by its holder is still a lock.
+        t.on_word(Tid(2), 7, 0x9000, (true, false), 0, Some(1));
+        t.on_word(Tid(2), 8, 0x9000, (true, true), 1, Some(0));
+        assert!(t.words[&0x9000].confirmed);
     }
 
     #[test]

@@ -89,9 +89,10 @@ impl Observer {
     pub fn sync_access(&mut self, tid: Tid, site: u64, kind: SiteKind, a: &Access) {
         self.trace.access(tid, a.addr, a.read, a.written);
         let release = matches!(a.kind, AccessKind::Swap | AccessKind::Store);
+        let takes = matches!(a.kind, AccessKind::Swap | AccessKind::CompareSwap { .. });
         if kind != SiteKind::Load {
             self.locks
-                .on_word(tid, site, a.addr, release, a.read, a.written);
+                .on_word(tid, site, a.addr, (takes, release), a.read, a.written);
         }
         if a.kind != AccessKind::Store {
             if let Some(w) = self.last_write.get(&a.addr) {
