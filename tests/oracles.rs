@@ -15,7 +15,7 @@ fn wrong_sum(dir: &Path) -> (PathBuf, PathBuf) {
     let exe = build_c_with(
         dir,
         "wrong_sum",
-        include_str!("programs/wrong_sum.c"),
+        include_str!("suite/wrong-sum/wrong_sum.c"),
         &["-pthread"],
     );
     let want = dir.join("want.txt");

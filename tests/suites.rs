@@ -135,7 +135,7 @@ fn a_prebuilt_program_and_its_twin_are_run_as_they_are() {
     let suite = tempfile::tempdir().unwrap();
     let dir = suite.path().join("prebuilt");
     std::fs::create_dir(&dir).unwrap();
-    let source = include_str!("suite/built-by-command/lost_update.c");
+    let source = include_str!("suite/built-by-command/publish.c");
     let buggy = common::build_c_with(&dir, "lost", source, &["-pthread"]);
     let fixed = common::build_c_with(&dir, "lost-fixed", source, &["-pthread", "-DFIXED"]);
     std::fs::write(
@@ -151,9 +151,9 @@ fn a_prebuilt_program_and_its_twin_are_run_as_they_are() {
         "--suite",
         suite.path().to_str().unwrap(),
         "--strategies",
-        "pct:3",
+        "random",
         "--budget",
-        "300",
+        "1000",
         "--seeds",
         "1",
         "--fixed-budget",

@@ -173,7 +173,8 @@ impl OrderGraph {
 
     /// Drops every edge from or to `lock` (a word found to be no lock).
     fn forget(&mut self, lock: u64) {
-        self.order.retain(|(from, to), _| *from != lock && *to != lock);
+        self.order
+            .retain(|(from, to), _| *from != lock && *to != lock);
     }
 
     /// Every edge.
@@ -612,7 +613,10 @@ mod tests {
         let held = t.threads[&Tid(1)].held.len();
         assert!(held <= MAX_UNCONFIRMED_HELD, "{held} held");
         let edges = t.order().edges().count();
-        assert!(edges < MAX_UNCONFIRMED_HELD * MAX_UNCONFIRMED_HELD, "{edges} edges");
+        assert!(
+            edges < MAX_UNCONFIRMED_HELD * MAX_UNCONFIRMED_HELD,
+            "{edges} edges"
+        );
         // A CAS-taken word released by its holder is still a lock.
         t.on_word(Tid(2), 7, 0x9000, (true, false), 0, Some(1));
         t.on_word(Tid(2), 8, 0x9000, (true, true), 1, Some(0));
