@@ -115,41 +115,6 @@ impl WireOracle {
     }
 }
 
-/// A version 4 reproducer: a version 5 one without its last field.
-#[derive(Deserialize)]
-struct RwdV4 {
-    monitor: String,
-    cpu_model: String,
-    target: Target,
-    blobs: Vec<Blob>,
-    files: Vec<FileEntry>,
-    schedule: WireSchedule,
-    expected: Expected,
-    trace: TraceRecord,
-    story: Story,
-    sync_points: SyncPoints,
-    stats: Vec<FileStat>,
-}
-
-impl From<RwdV4> for Rwd {
-    fn from(v: RwdV4) -> Rwd {
-        Rwd {
-            monitor: v.monitor,
-            cpu_model: v.cpu_model,
-            target: v.target,
-            blobs: v.blobs,
-            files: v.files,
-            schedule: v.schedule,
-            expected: v.expected,
-            trace: v.trace,
-            story: v.story,
-            sync_points: v.sync_points,
-            stats: v.stats,
-            oracle: None,
-        }
-    }
-}
-
 /// The metadata of one recorded lookup.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct FileStat {
@@ -158,41 +123,9 @@ pub struct FileStat {
     pub stat: HostStat,
 }
 
-/// A version 2 or 3 reproducer: a version 4 one without its last field.
-#[derive(Deserialize)]
-struct RwdV3 {
-    monitor: String,
-    cpu_model: String,
-    target: Target,
-    blobs: Vec<Blob>,
-    files: Vec<FileEntry>,
-    schedule: WireSchedule,
-    expected: Expected,
-    trace: TraceRecord,
-    story: Story,
-    sync_points: SyncPoints,
-}
-
-impl From<RwdV3> for Rwd {
-    fn from(v: RwdV3) -> Rwd {
-        Rwd {
-            monitor: v.monitor,
-            cpu_model: v.cpu_model,
-            target: v.target,
-            blobs: v.blobs,
-            files: v.files,
-            schedule: v.schedule,
-            expected: v.expected,
-            trace: v.trace,
-            story: v.story,
-            sync_points: v.sync_points,
-            stats: Vec::new(),
-            oracle: None,
-        }
-    }
-}
-
-/// A version 1 reproducer: a version 2 one without its last field.
+/// An older reproducer, read field by field as it was written: bincode
+/// lays a nested struct's fields out in line, so each version is the one
+/// before it and the fields it added.
 #[derive(Deserialize)]
 struct RwdV1 {
     monitor: String,
@@ -206,20 +139,55 @@ struct RwdV1 {
     story: Story,
 }
 
-impl From<RwdV1> for Rwd {
-    fn from(v: RwdV1) -> Rwd {
-        Rwd {
-            monitor: v.monitor,
-            cpu_model: v.cpu_model,
-            target: v.target,
-            blobs: v.blobs,
-            files: v.files,
-            schedule: v.schedule,
-            expected: v.expected,
-            trace: v.trace,
-            story: v.story,
+/// Versions 2 and 3: version 1 and the sync-point level.
+#[derive(Deserialize)]
+struct RwdV3 {
+    v1: RwdV1,
+    sync_points: SyncPoints,
+}
+
+/// Version 4: version 3 and the files' metadata.
+#[derive(Deserialize)]
+struct RwdV4 {
+    v3: RwdV3,
+    stats: Vec<FileStat>,
+}
+
+impl From<RwdV1> for RwdV3 {
+    fn from(v1: RwdV1) -> RwdV3 {
+        // Before sync sites, runs had only system and pthread calls.
+        RwdV3 {
+            v1,
             sync_points: SyncPoints::Calls,
+        }
+    }
+}
+
+impl From<RwdV3> for RwdV4 {
+    fn from(v3: RwdV3) -> RwdV4 {
+        RwdV4 {
+            v3,
             stats: Vec::new(),
+        }
+    }
+}
+
+impl From<RwdV4> for Rwd {
+    fn from(v4: RwdV4) -> Rwd {
+        let RwdV4 { v3, stats } = v4;
+        let RwdV3 { v1, sync_points } = v3;
+        Rwd {
+            monitor: v1.monitor,
+            cpu_model: v1.cpu_model,
+            target: v1.target,
+            blobs: v1.blobs,
+            files: v1.files,
+            schedule: v1.schedule,
+            expected: v1.expected,
+            trace: v1.trace,
+            story: v1.story,
+            sync_points,
+            stats,
             oracle: None,
         }
     }
@@ -520,19 +488,27 @@ impl Rwd {
     pub fn encode(&self) -> Vec<u8> {
         let payload = bincode::serde::encode_to_vec(self, bincode::config::standard())
             .expect("a reproducer always encodes");
-        let mut out = Vec::with_capacity(HEADER_LEN + payload.len() / 3);
-        out.extend_from_slice(&MAGIC);
-        out.extend_from_slice(&VERSION.to_le_bytes());
-        out.extend_from_slice(&(payload.len() as u64).to_le_bytes());
-        let mut enc = zstd::stream::Encoder::new(out, 9).expect("zstd encoder");
-        enc.include_checksum(true).expect("zstd parameter");
-        enc.include_contentsize(true).expect("zstd parameter");
-        enc.set_pledged_src_size(Some(payload.len() as u64))
-            .expect("zstd parameter");
-        std::io::Write::write_all(&mut enc, &payload).expect("compressing in memory");
-        enc.finish().expect("compressing in memory")
+        frame(VERSION, &payload)
     }
+}
 
+/// A file of format `version` holding `payload`: the header, then the
+/// payload compressed.
+fn frame(version: u32, payload: &[u8]) -> Vec<u8> {
+    let mut out = Vec::with_capacity(HEADER_LEN + payload.len() / 3);
+    out.extend_from_slice(&MAGIC);
+    out.extend_from_slice(&version.to_le_bytes());
+    out.extend_from_slice(&(payload.len() as u64).to_le_bytes());
+    let mut enc = zstd::stream::Encoder::new(out, 9).expect("zstd encoder");
+    enc.include_checksum(true).expect("zstd parameter");
+    enc.include_contentsize(true).expect("zstd parameter");
+    enc.set_pledged_src_size(Some(payload.len() as u64))
+        .expect("zstd parameter");
+    std::io::Write::write_all(&mut enc, payload).expect("compressing in memory");
+    enc.finish().expect("compressing in memory")
+}
+
+impl Rwd {
     /// Writes the file atomically: readable by everyone, or only by its
     /// owner when it holds files only their owner could read
     /// ([`Rwd::private_files`]). A payload no reader would accept is
@@ -676,8 +652,8 @@ impl Rwd {
         }
         let payload = decompress(&data[HEADER_LEN..], declared).map_err(corrupt)?;
         let rwd = match version {
-            1 => decode_payload::<RwdV1>(&payload).map(Rwd::from),
-            2 | 3 => decode_payload::<RwdV3>(&payload).map(Rwd::from),
+            1 => decode_payload::<RwdV1>(&payload).map(|v| RwdV4::from(RwdV3::from(v)).into()),
+            2 | 3 => decode_payload::<RwdV3>(&payload).map(|v| RwdV4::from(v).into()),
             4 => decode_payload::<RwdV4>(&payload).map(Rwd::from),
             _ => decode_payload::<Rwd>(&payload),
         }
@@ -1493,6 +1469,28 @@ pub(crate) mod tests {
                 r.validate().unwrap();
             }
         }
+    }
+
+    #[test]
+    fn every_older_version_still_reads() {
+        // What an older file holds: everything but the fields added since,
+        // which read as their defaults.
+        let mut r = sample();
+        r.oracle = None;
+        r.stats = Vec::new();
+        r.sync_points = SyncPoints::Calls;
+        let payload = bincode::serde::encode_to_vec(&r, bincode::config::standard()).unwrap();
+        // The trailing fields take a byte each here: no oracle, no stats,
+        // level 0.
+        for (version, cut) in [(4, 1), (3, 2), (2, 2), (1, 3)] {
+            let old = frame(version, &payload[..payload.len() - cut]);
+            let back =
+                Rwd::decode("old", &old).unwrap_or_else(|e| panic!("version {version}: {e}"));
+            assert_eq!(back, r, "version {version}");
+        }
+        // Cut one field too many and the payload is refused, not misread.
+        let short = frame(4, &payload[..payload.len() - 2]);
+        assert!(Rwd::decode("old", &short).is_err());
     }
 
     #[test]
