@@ -462,19 +462,15 @@ impl LockTracker {
         // pointers, a once-cell's state) look taken for good: a thread
         // holding many unconfirmed ones forgets the oldest, so they cannot
         // grow the lock-order graph with every node.
-        let unconfirmed: Vec<u64> = self
-            .threads
-            .get(&tid)
-            .map(|t| {
-                t.held
-                    .iter()
-                    .map(|h| h.lock)
-                    .filter(|l| self.words.get(l).is_some_and(|w| !w.confirmed))
-                    .collect()
-            })
-            .unwrap_or_default();
-        if unconfirmed.len() >= MAX_UNCONFIRMED_HELD {
-            let oldest = unconfirmed[0];
+        let words = &self.words;
+        let unconfirmed = |l: &u64| words.get(l).is_some_and(|w| !w.confirmed);
+        let held = self.threads.get(&tid).map_or(&[][..], |t| &t.held[..]);
+        if held.iter().filter(|h| unconfirmed(&h.lock)).count() >= MAX_UNCONFIRMED_HELD {
+            let oldest = held
+                .iter()
+                .map(|h| h.lock)
+                .find(|l| unconfirmed(l))
+                .expect("counted above");
             self.words.remove(&oldest);
             self.order.forget(oldest);
             if let Some(t) = self.threads.get_mut(&tid) {
