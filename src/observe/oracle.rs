@@ -70,6 +70,26 @@ pub fn first_difference(want: &[u8], got: &[u8]) -> Option<String> {
     }
 }
 
+/// Reads `pipe` to its end on a thread; its first non-blank line.
+fn first_line(pipe: impl Read + Send + 'static) -> std::thread::JoinHandle<String> {
+    std::thread::spawn(move || {
+        let mut first = String::new();
+        let mut line = Vec::new();
+        let mut pipe = std::io::BufReader::new(pipe);
+        while let Ok(n) = std::io::BufRead::read_until(&mut pipe, b'\n', &mut line) {
+            if n == 0 {
+                break;
+            }
+            let text = String::from_utf8_lossy(&line);
+            if first.is_empty() && !text.trim().is_empty() {
+                first = text.trim().chars().take(400).collect();
+            }
+            line.clear();
+        }
+        first
+    })
+}
+
 /// Runs oracle command `cmd` on `stdout`: `None` when it exits 0, otherwise
 /// what it said (its first line of output) or how it ended.
 fn run_command(cmd: &str, stdout: &[u8]) -> Option<String> {
@@ -84,13 +104,15 @@ fn run_command(cmd: &str, stdout: &[u8]) -> Option<String> {
         Ok(c) => c,
         Err(e) => return Some(format!("the oracle command could not start: {e}")),
     };
-    // Fed from a thread, so an oracle that stops reading early cannot
-    // block us, nor we it.
+    // Fed and drained from threads, so an oracle that stops reading early
+    // or says a lot cannot block us, nor we it.
     let mut stdin = child.stdin.take().expect("piped stdin");
     let input = stdout.to_vec();
     let feeder = std::thread::spawn(move || {
         let _ = stdin.write_all(&input);
     });
+    let said_out = first_line(child.stdout.take().expect("piped stdout"));
+    let said_err = first_line(child.stderr.take().expect("piped stderr"));
     let status = match child.wait_timeout(COMMAND_TIMEOUT) {
         Ok(Some(s)) => s,
         Ok(None) => {
@@ -104,24 +126,16 @@ fn run_command(cmd: &str, stdout: &[u8]) -> Option<String> {
         Err(e) => return Some(format!("waiting for the oracle command: {e}")),
     };
     let _ = feeder.join();
+    let said_out = said_out.join().unwrap_or_default();
+    let said_err = said_err.join().unwrap_or_default();
     if status.success() {
         return None;
     }
-    let mut said = String::new();
-    for pipe in [
-        child.stdout.take().map(|p| Box::new(p) as Box<dyn Read>),
-        child.stderr.take().map(|p| Box::new(p) as Box<dyn Read>),
-    ]
-    .into_iter()
-    .flatten()
-    {
-        let mut text = String::new();
-        let _ = pipe.take(4096).read_to_string(&mut text);
-        if let Some(line) = text.lines().find(|l| !l.trim().is_empty()) {
-            said = line.trim().to_string();
-            break;
-        }
-    }
+    let said = if said_out.is_empty() {
+        said_err
+    } else {
+        said_out
+    };
     let how = match status.code() {
         Some(c) => format!("the oracle command exited with {c}"),
         None => "the oracle command was killed by a signal".to_string(),
@@ -165,6 +179,15 @@ mod tests {
         assert_eq!(
             says.judge(b"").as_deref(),
             Some("the oracle command exited with 3: bad sum")
+        );
+    }
+
+    #[test]
+    fn a_command_that_says_a_lot_is_not_stuck_on_its_pipe() {
+        let o = Oracle::Command("yes wrong | head -c 1000000; exit 1".into());
+        assert_eq!(
+            o.judge(b"").as_deref(),
+            Some("the oracle command exited with 1: wrong")
         );
     }
 
