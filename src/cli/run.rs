@@ -91,17 +91,19 @@ pub fn run(a: RunArgs) -> Result<u8, UserError> {
         (Some(f), _) | (None, StrategySpec::Schedule(f)) => schedule_spec(f, &cfg.kernel.exe)?,
         (None, other) => other.clone(),
     };
-    let loaded = match &spec {
-        StrategySpec::Schedule(f) => Some((
-            Schedule::load(f).map_err(|e| UserError::bad_input(e.to_string()))?,
-            f,
-        )),
-        StrategySpec::Loaded(s, f) => Some(((**s).clone(), f)),
+    // A replayed schedule runs at the level it was made at.
+    let read;
+    let replayed = match &spec {
+        StrategySpec::Schedule(f) => {
+            read = Schedule::load(f).map_err(|e| UserError::bad_input(e.to_string()))?;
+            Some((&read, f))
+        }
+        StrategySpec::Loaded(s, f) => Some((&**s, f)),
         StrategySpec::Kind(_) => None,
     };
-    if let Some((s, f)) = loaded {
+    if let Some((s, f)) = replayed {
         let name = f.display().to_string();
-        cfg.kernel.sync_points = replay_level(a.target.sync_points, &s, &name)?;
+        cfg.kernel.sync_points = replay_level(a.target.sync_points, s, &name)?;
     }
     let source = FileSource::host();
     if a.gdb {
