@@ -4,7 +4,7 @@ mod common;
 
 use common::{config, harness};
 use rewind_fuzz::kernel::vfs::FileSource;
-use rewind_fuzz::sched::{Pct, Pos, RandomWalk, Replay, RunUntilBlocked, Strategy, StrategyKind};
+use rewind_fuzz::sched::{Pct, Pos, RandomWalk, Replay, Strategy, StrategyKind};
 use rewind_fuzz::vm::{RunReport, SnapshotAt, Vm};
 
 fn run(name: &str, ring: bool, strategy: Box<dyn Strategy>) -> RunReport {
@@ -22,7 +22,7 @@ type MakeStrategy = Box<dyn Fn() -> Box<dyn Strategy>>;
 
 fn strategies(seed: u64) -> Vec<(&'static str, MakeStrategy)> {
     vec![
-        ("default", Box::new(|| Box::new(RunUntilBlocked))),
+        ("default", Box::new(|| StrategyKind::Default.build(0, 0))),
         ("random", Box::new(move || Box::new(RandomWalk::new(seed)))),
         ("pct:3", Box::new(move || Box::new(Pct::new(3, 200, seed)))),
         ("pos", Box::new(move || Box::new(Pos::new(seed)))),
@@ -64,8 +64,8 @@ fn runs_with_the_ring_equal_runs_with_one_exit_per_hint() {
 
 #[test]
 fn the_ring_takes_most_hints_without_an_exit() {
-    let r = run("counter", true, Box::new(RunUntilBlocked));
-    let without = run("counter", false, Box::new(RunUntilBlocked));
+    let r = run("counter", true, StrategyKind::Default.build(0, 0));
+    let without = run("counter", false, StrategyKind::Default.build(0, 0));
     assert_eq!(r.trace_hash, without.trace_hash);
     assert!(r.steps > 16_000, "{}", r.steps);
     assert!(

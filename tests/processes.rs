@@ -343,6 +343,45 @@ fn a_child_killed_by_sigpipe_is_reported_to_its_parent_not_as_a_crash() {
     assert_eq!(v["stdout"], "y\ndone\n");
 }
 
+const DEATH_TEST: &str = r#"
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <sys/wait.h>
+#include <unistd.h>
+int main(void) {
+    pid_t pid = fork();
+    if (pid == 0) abort();
+    int status;
+    if (waitpid(pid, &status, 0) != pid) return 10;
+    if (!WIFSIGNALED(status)) return 11;
+    printf("child killed by signal %d\n", WTERMSIG(status));
+    pid = fork();
+    if (pid == 0) { *(volatile int *)0 = 1; _exit(0); }
+    waitpid(pid, &status, 0);
+    printf("child killed by signal %d\n", WTERMSIG(status));
+    return 0;
+}
+"#;
+
+#[test]
+fn a_childs_fault_reaches_its_parents_wait_as_on_linux() {
+    // A death test: the children crash on purpose and the parent checks
+    // how. Only a crash of the first process is the run's.
+    let dir = tempfile::tempdir().unwrap();
+    let exe = build_c(dir.path(), "death_test", DEATH_TEST, &[]);
+    let native = Command::new(&exe).output().unwrap();
+    assert!(native.status.success());
+    let (_, v) = run_json(dir.path(), &exe, &[]);
+    assert_eq!(exit_code(&v), Some(0), "{v}");
+    assert_eq!(v["stdout"], String::from_utf8_lossy(&native.stdout).as_ref());
+    let notes = v["notes"].to_string();
+    assert!(
+        notes.contains("was killed by SIGABRT") && notes.contains("was killed by SIGSEGV"),
+        "{v}"
+    );
+}
+
 /// The programs of the compatibility list that start processes, each run
 /// 20 times in separate processes: one stdout, one trace hash. A soak
 /// (several minutes): `cargo nextest run --run-ignored only`.

@@ -204,6 +204,25 @@ fn correct_spin_waits_end_under_every_strategy() {
 }
 
 #[test]
+fn a_thread_polling_with_work_and_atomics_gives_way_under_every_strategy() {
+    // It never blocks, yields or spins in a short loop: only a time slice
+    // lets main, which it woke, answer.
+    let cfg = at(&harness("poll-with-work"), SyncPoints::Atomics);
+    for kind in [
+        StrategyKind::Default,
+        StrategyKind::Random,
+        StrategyKind::pct(1),
+        StrategyKind::pct(3),
+        StrategyKind::Pos,
+    ] {
+        let n = if kind.is_seeded() { 50 } else { 1 };
+        for r in outcomes(&cfg, kind, n) {
+            assert!(r.outcome.is_success(), "{kind}: {}", r.outcome.summary());
+        }
+    }
+}
+
+#[test]
 fn a_spin_wait_is_a_hang_without_sync_sites() {
     let mut cfg = at(&harness("spin-c-volatile"), SyncPoints::Calls);
     cfg.timeout = std::time::Duration::from_secs(2);

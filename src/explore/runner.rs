@@ -74,7 +74,7 @@ pub fn probe(cfg: &RunConfig, source: SharedSource) -> Result<Probe, VmError> {
     let mut quiet = cfg.clone();
     quiet.stream_output = false;
     let mut runner = Runner::new(quiet, source);
-    let report = runner.run(Box::new(crate::sched::RunUntilBlocked))?;
+    let report = runner.run(crate::sched::default_tail())?;
     let mut decision_points = report.decision_points;
     let exited_early = matches!(report.outcome, Outcome::Exited { .. }) && report.live_at_end > 1;
     if exited_early {

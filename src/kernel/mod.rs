@@ -991,18 +991,29 @@ impl Kernel {
             .collect()
     }
 
-    /// A signal's default action kills the current process. A fault (or
-    /// an abort) in any process ends the run as a crash; another signal
-    /// ends a child process, whose parent learns of it by `wait`, as on
-    /// Linux (`yes | head` ends `yes` with SIGPIPE).
+    /// A signal's default action kills the current process. In the first
+    /// process that ends the run as a crash. A child process ends, and its
+    /// parent learns of it by `wait`, as on Linux: `yes | head` ends `yes`
+    /// with SIGPIPE, and a death test (a child that aborts on purpose, its
+    /// parent checking how it died) is no failure. A fault in a child gets
+    /// a note, since a parent that ignores it hides a bug.
     pub fn crash(&mut self, signo: u32, addr: Option<u64>) {
-        let fault = matches!(signo, 4..=8 | 11 | 31);
-        if self.pid != self.first_pid && !fault {
+        let tid = self.current;
+        let rip = self.threads.get(&tid).map_or(0, |t| t.regs.rip);
+        if self.pid != self.first_pid {
+            let fault = matches!(signo, 4..=8 | 11 | 31);
+            if fault {
+                let note = format!(
+                    "process {} was killed by {} in thread {} at {rip:#x}; its parent was told, as on Linux",
+                    self.pid,
+                    signal_name(signo),
+                    tid.0
+                );
+                self.notes.push(note);
+            }
             self.end_process(process::Ended::Killed(signo));
             return;
         }
-        let tid = self.current;
-        let rip = self.threads.get(&tid).map_or(0, |t| t.regs.rip);
         self.end(Outcome::Crashed {
             signal: signal_name(signo),
             signo,

@@ -86,6 +86,61 @@ impl SpinWatch {
     }
 }
 
+/// Steps in a row a thread may take while another thread waits to run,
+/// before the default strategy (and PCT) hands the CPU on: a time slice
+/// counted in steps. A thread polling in a loop of work and atomics never
+/// blocks or yields; an operating system would preempt it when its slice
+/// ran out, and without one the thread it waits for never runs.
+pub const TIME_SLICE: u32 = 1000;
+
+/// Counts the steps a thread has taken in a row while another thread was
+/// runnable (the steps at which a strategy is asked at all).
+#[derive(Clone, Debug, Default)]
+pub struct SliceWatch {
+    thread: Option<Tid>,
+    used: u32,
+    /// Slices the thread used up with no other thread running between.
+    in_a_row: u32,
+}
+
+impl SliceWatch {
+    /// Notes the decision `v`; true when its thread has just used up its
+    /// slice (the count starts again).
+    pub fn expired(&mut self, v: &SchedView) -> bool {
+        if self.thread != Some(v.current) {
+            *self = SliceWatch {
+                thread: Some(v.current),
+                ..SliceWatch::default()
+            };
+        }
+        self.used += 1;
+        if self.used < TIME_SLICE {
+            return false;
+        }
+        self.used = 0;
+        self.in_a_row += 1;
+        true
+    }
+
+    /// How many slices in a row the thread has used up, no other thread
+    /// running between: from the second on, it is waiting for a thread
+    /// the strategy keeps off the CPU.
+    pub fn in_a_row(&self) -> u32 {
+        self.in_a_row
+    }
+
+    /// The first step at which [`SliceWatch::expired`] may say true for
+    /// the thread `v.current`, if asked at every step from `v.step + 1`.
+    pub fn ends_at(&self, v: &SchedView) -> u64 {
+        let used = if self.thread == Some(v.current) {
+            self.used
+        } else {
+            0
+        };
+        v.step + u64::from(TIME_SLICE - used)
+    }
+}
+
 /// The next runnable thread after `after` in thread-id order, wrapping.
 pub fn round_robin_after(after: Tid, runnable: &[Tid]) -> Tid {
     *runnable
@@ -96,7 +151,8 @@ pub fn round_robin_after(after: Tid, runnable: &[Tid]) -> Tid {
 
 /// The default policy: run the current thread until it blocks or yields,
 /// then the next one in thread-id order. No preemption, like a uniprocessor
-/// with cooperative threads.
+/// with cooperative threads. Schedules record where a run differed from
+/// it; the default *strategy* adds time slices ([`TimeSliced`]).
 #[derive(Debug, Default, Clone)]
 pub struct RunUntilBlocked;
 
@@ -112,7 +168,7 @@ impl RunUntilBlocked {
 
 impl Strategy for RunUntilBlocked {
     fn name(&self) -> String {
-        "default".into()
+        "run-until-blocked".into()
     }
 
     fn pick(&mut self, v: &SchedView) -> Tid {
@@ -124,13 +180,40 @@ impl Strategy for RunUntilBlocked {
     }
 }
 
+/// The default strategy: the default policy with a time slice. A thread
+/// that has taken [`TIME_SLICE`] steps in a row while another waited gives
+/// way to the next in thread-id order. Schedules record decisions against
+/// the policy without slices ([`RunUntilBlocked`]), so a slice's end is a
+/// recorded decision like any preemption and replays need no clock.
+#[derive(Debug, Default, Clone)]
+pub struct TimeSliced {
+    slice: SliceWatch,
+}
+
+impl Strategy for TimeSliced {
+    fn name(&self) -> String {
+        "default".into()
+    }
+
+    fn pick(&mut self, v: &SchedView) -> Tid {
+        if self.slice.expired(v) {
+            return round_robin_after(v.current, v.runnable);
+        }
+        RunUntilBlocked::choose(v)
+    }
+
+    fn horizon(&mut self, v: &SchedView) -> u64 {
+        self.slice.ends_at(v)
+    }
+}
+
 /// A strategy and its parameters, without the seed that makes one run of
 /// it: what the command line names (`pct:3`), what a bench column runs and
 /// what a fuzzer input continues with after its decisions. A new strategy
 /// is a new variant here and nowhere else.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum StrategyKind {
-    /// Run each thread until it blocks or yields.
+    /// Run each thread until it blocks, yields or uses up its time slice.
     Default,
     /// A random walk.
     Random,
@@ -202,7 +285,7 @@ impl StrategyKind {
     /// choices; `estimate` is a default run's decision points (for PCT).
     pub fn build(self, seed: u64, estimate: u64) -> Box<dyn Strategy> {
         match self {
-            StrategyKind::Default => Box::new(RunUntilBlocked),
+            StrategyKind::Default => Box::new(TimeSliced::default()),
             StrategyKind::Random => Box::new(RandomWalk::new(seed)),
             StrategyKind::Pct { depth, steps } => {
                 Box::new(Pct::new(depth, steps.unwrap_or(estimate).max(1), seed))
@@ -441,6 +524,26 @@ pub(crate) mod tests {
         assert_eq!(s.pick(&view(3, true, true, &all, &o)), Tid(1));
         let rest = [Tid(1)];
         assert_eq!(s.pick(&view(2, false, false, &rest, &o)), Tid(1));
+    }
+
+    #[test]
+    fn the_default_strategy_hands_on_a_thread_that_used_up_its_slice() {
+        let all = [Tid(1), Tid(2), Tid(3)];
+        let o = BTreeMap::new();
+        let mut s = TimeSliced::default();
+        let mut v = view(2, true, false, &all, &o);
+        for step in 1..u64::from(TIME_SLICE) {
+            v.step = step;
+            assert_eq!(s.pick(&v), Tid(2), "step {step}");
+            assert_eq!(s.horizon(&v), u64::from(TIME_SLICE), "step {step}");
+        }
+        v.step = u64::from(TIME_SLICE);
+        assert_eq!(s.pick(&v), Tid(3), "the slice is used up");
+        // Thread 3 starts a slice of its own.
+        let mut v = view(3, true, false, &all, &o);
+        v.step = u64::from(TIME_SLICE) + 1;
+        assert_eq!(s.pick(&v), Tid(3));
+        assert_eq!(s.horizon(&v), v.step + u64::from(TIME_SLICE) - 1);
     }
 
     #[test]

@@ -17,13 +17,17 @@
 //! between is spinning, waiting for one of those: after `SPIN_YIELDS` such
 //! yields it drops below every thread, or a correct spin-with-yield wait
 //! would spin forever and be reported hung.
+//!
+//! A thread that never blocks or yields (polling in a loop of work and
+//! atomics) is treated the same way through its time slice: using one up
+//! is a yield, using up two in a row (no other thread ran between) a spin.
 
 use std::collections::BTreeMap;
 
 use rand_chacha::ChaCha8Rng;
 use rand_core::{RngCore, SeedableRng};
 
-use super::{SchedView, SpinWatch, Strategy, splitmix64};
+use super::{SchedView, SliceWatch, SpinWatch, Strategy, splitmix64};
 use crate::ids::Tid;
 
 /// Initial priorities lie above this; yielding threads just below it.
@@ -44,6 +48,7 @@ pub struct Pct {
     /// The priority the next spinning thread drops to (below every other).
     next_spinner: u64,
     spin: SpinWatch,
+    slice: SliceWatch,
     /// Change points, by decision index, with the priority each one sets.
     change_points: BTreeMap<u64, u64>,
     /// Decisions taken so far.
@@ -72,6 +77,7 @@ impl Pct {
             next_yielder: INITIAL_BASE - 1,
             next_spinner: CHANGE_BASE - 1,
             spin: SpinWatch::default(),
+            slice: SliceWatch::default(),
             change_points,
             index: 0,
         }
@@ -108,22 +114,25 @@ impl Strategy for Pct {
         if self.highest(v.runnable) != v.current {
             return v.step + 1;
         }
-        match self.change_points.range(self.index..).next() {
+        let change = match self.change_points.range(self.index..).next() {
             Some((at, _)) => v.step + 1 + (at - self.index),
             None => u64::MAX,
-        }
+        };
+        change.min(self.slice.ends_at(v))
     }
 
     fn pick(&mut self, v: &SchedView) -> Tid {
         let index = self.index;
         self.index += 1;
-        let spinning = self.spin.spinning(v);
+        let expired = self.slice.expired(v);
+        let spinning = self.spin.spinning(v) || (expired && self.slice.in_a_row() >= 2);
+        let gave_way = v.yielded || expired;
         if let Some(p) = self.change_points.get(&index).copied() {
             self.priorities.insert(v.current, CHANGE_BASE + p);
         } else if spinning {
             self.priorities.insert(v.current, self.next_spinner);
             self.next_spinner -= 1;
-        } else if v.yielded && self.priority(v.current) > CHANGE_BASE + self.depth as u64 {
+        } else if gave_way && self.priority(v.current) > CHANGE_BASE + self.depth as u64 {
             self.priorities.insert(v.current, self.next_yielder);
             self.next_yielder -= 1;
         }

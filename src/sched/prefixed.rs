@@ -1,11 +1,11 @@
 //! A schedule followed by a strategy: the fuzzer's input.
 //!
 //! The decisions are replayed as given up to the last of them; after that
-//! the tail strategy decides. With the default policy as the tail this is
-//! exactly [`Replay`]; with a random, PCT or POS tail it explores from the
+//! the tail strategy decides. With the default strategy as the tail this is
+//! [`Replay`] (and time slices after the last decision); with a random, PCT or POS tail it explores from the
 //! point where the prefix ends.
 
-use super::{Decision, Replay, RunUntilBlocked, SchedView, Schedule, Strategy};
+use super::{Decision, Replay, SchedView, Schedule, Strategy, TimeSliced};
 use crate::ids::Tid;
 
 pub struct Prefixed {
@@ -48,7 +48,7 @@ impl Strategy for Prefixed {
     }
 }
 
-/// The default policy, as a boxed tail.
+/// The default strategy, as a boxed tail.
 pub fn default_tail() -> Box<dyn Strategy> {
-    Box::new(RunUntilBlocked)
+    Box::new(TimeSliced::default())
 }

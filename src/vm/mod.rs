@@ -267,7 +267,7 @@ impl Vm {
             machine,
             kernel,
             mem,
-            strategy: Box::new(RunUntilBlocked),
+            strategy: crate::sched::default_tail(),
             timeout: cfg.timeout,
             cancel: cfg.cancel.clone(),
             oracle: cfg.oracle.clone(),
