@@ -193,4 +193,53 @@ fn a_reproducers_schedule_re_tests_a_fix() {
     assert_eq!(fixed.status.code(), Some(0), "{said}");
     assert!(said.contains("replaying the schedule of"), "{said}");
     assert!(said.contains("exited with code 0"), "{said}");
+    // The same through `replay --target` with the minimized reproducer,
+    // its own settings kept: 1 while the failure happens, 0 once it is gone.
+    let min = dir.path().join("abba-min.rwd");
+    let minimized = cli()
+        .arg("minimize")
+        .arg(&rwd)
+        .arg("-o")
+        .arg(&min)
+        .output()
+        .unwrap();
+    assert!(
+        minimized.status.success(),
+        "{}",
+        String::from_utf8_lossy(&minimized.stderr)
+    );
+    let rwd = min;
+    let retest = |target: &str| {
+        let out = cli()
+            .arg("replay")
+            .arg(&rwd)
+            .args(["--target", target])
+            .output()
+            .unwrap();
+        let said = String::from_utf8_lossy(&out.stderr).into_owned();
+        (out.status.code(), said)
+    };
+    let (code, said) = retest("harness:abba");
+    assert_eq!(code, Some(1), "{said}");
+    assert!(said.contains("it still fails, the same way"), "{said}");
+    let (code, said) = retest("harness:abba-fixed");
+    assert_eq!(code, Some(0), "{said}");
+    assert!(said.contains("the failure is gone"), "{said}");
+    let json = cli()
+        .arg("replay")
+        .arg(&rwd)
+        .args(["--json", "--target", "harness:abba-fixed"])
+        .output()
+        .unwrap();
+    let v: serde_json::Value = serde_json::from_slice(&json.stdout).unwrap();
+    assert_eq!(v["failure_gone"], true, "{v}");
+    assert_eq!(v["recorded"]["outcome"]["kind"], "deadlocked", "{v}");
+    let bad = cli()
+        .arg("replay")
+        .arg(&rwd)
+        .args(["--target", "/nonexistent/program"])
+        .output()
+        .unwrap();
+    assert_eq!(bad.status.code(), Some(2));
+    assert_eq!(String::from_utf8_lossy(&bad.stderr).lines().count(), 1);
 }

@@ -7,7 +7,7 @@ use clap::Args;
 use serde_json::json;
 
 use super::UserError;
-use super::common::{consent_to_oracle, load_rwd, outcome_json, vm_error};
+use super::common::{absolute_target, consent_to_oracle, load_rwd, outcome_json, vm_error};
 use crate::report::Symbols;
 use crate::rwd;
 
@@ -23,6 +23,12 @@ pub struct ReplayArgs {
     /// (`--oracle`); without it, such a reproducer is refused.
     #[arg(long)]
     pub run_oracle: bool,
+    /// Re-test a fix: run the recorded schedule (with the recorded
+    /// arguments, environment and oracle) against this build instead of
+    /// the recorded program, with this host's files. Exit code 0 when the
+    /// failure is gone, 1 when the run still fails.
+    #[arg(long, short = 't', value_name = "PROGRAM")]
+    pub target: Option<String>,
 }
 
 /// `eprintln!` for lines that hold strings from the reproducer or the run.
@@ -35,6 +41,9 @@ macro_rules! say {
 pub fn replay(a: ReplayArgs) -> Result<u8, UserError> {
     let rwd = load_rwd(&a.file)?;
     consent_to_oracle(&rwd, &a.file.display().to_string(), a.run_oracle)?;
+    if let Some(target) = &a.target {
+        return retest(&a, &rwd, target);
+    }
     if let Some(note) = rwd.for_display().host_files_note() {
         eprintln!("rewind-fuzz: note: {note}");
     }
@@ -109,4 +118,64 @@ pub fn replay(a: ReplayArgs) -> Result<u8, UserError> {
         }
     }
     Ok(if r.matches { 0 } else { 1 })
+}
+
+/// `replay FILE.rwd --target PROGRAM`: the recorded schedule against
+/// another build. 0 when the failure is gone, 1 when it still fails.
+fn retest(a: &ReplayArgs, rwd: &crate::rwd::Rwd, target: &str) -> Result<u8, UserError> {
+    let exe = absolute_target(target)?;
+    let r = rwd::retest(rwd, &exe, target).map_err(vm_error)?;
+    let gone = r.signature.kind == crate::report::signature::NO_FAILURE;
+    let same = r.signature == rwd.expected.signature;
+    let verdict = match (gone, same) {
+        (true, _) => "the failure is gone",
+        (false, true) => "it still fails, the same way",
+        (false, false) => "it still fails, another way",
+    };
+    if a.json {
+        let mut sym = Symbols::from_mappings(r.facts.mappings.clone());
+        let mut got = json!({
+            "outcome": outcome_json(&r.report.outcome),
+            "trace_hash": r.report.trace_hash,
+            "steps": r.report.steps,
+            "signature": r.signature,
+            "signature_id": r.signature.id(),
+        });
+        got["outcome"]["details"] = sym.outcome_details_json(&r.report.outcome);
+        let v = json!({
+            "file": a.file.display().to_string(),
+            "target": exe,
+            "failure_gone": gone,
+            "same_failure": same,
+            "recorded": {
+                "outcome": outcome_json(&rwd.outcome()),
+                "signature": rwd.expected.signature,
+                "signature_id": rwd.expected.signature.id(),
+            },
+            "got": got,
+            "schedule_diverged_at": r.schedule_diverged_at,
+        });
+        println!("{v}");
+    } else {
+        say!(
+            "rewind-fuzz: {}'s schedule against {target}: {} after {} steps (trace {}): {verdict}",
+            a.file.display(),
+            r.report.outcome.summary(),
+            r.report.steps,
+            r.report.trace_hash
+        );
+        say!(
+            "  recorded: {}",
+            rwd.for_display().outcome().summary()
+        );
+        if !gone {
+            say!("  signature: {}", r.signature);
+        }
+        if let Some(s) = r.schedule_diverged_at {
+            say!(
+                "  the program went another way: from step {s} the schedule named threads that could not run, and the default ran instead"
+            );
+        }
+    }
+    Ok(if gone { 0 } else { 1 })
 }

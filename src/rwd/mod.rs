@@ -391,6 +391,44 @@ pub fn replay(rwd: &Rwd) -> Result<Replayed, VmError> {
     })
 }
 
+/// What running a reproducer's schedule against another build gave.
+pub struct Retested {
+    pub report: RunReport,
+    pub signature: Signature,
+    pub facts: RunFacts,
+    /// The first step at which the schedule named a thread that could not
+    /// run (the other build went another way from there).
+    pub schedule_diverged_at: Option<u64>,
+}
+
+/// Runs the reproducer's schedule, arguments, environment, level and
+/// oracle against another build of the program, `exe` (absolute), named
+/// `argv0` in its `argv`, with the host's files: re-testing a fix.
+pub fn retest(rwd: &Rwd, exe: &str, argv0: &str) -> Result<Retested, VmError> {
+    let mut cfg = rwd.run_config();
+    cfg.kernel.exe = exe.to_string();
+    if let Some(a) = cfg.kernel.argv.first_mut() {
+        *a = argv0.to_string();
+    }
+    cfg.exclude_files = globset::GlobSet::empty();
+    let mut vm = Vm::new(&cfg, FileSource::host())?;
+    let diverged = Arc::new(Mutex::new(None));
+    vm.set_strategy(Box::new(Watched {
+        inner: Replay::new(rwd.schedule()),
+        diverged: diverged.clone(),
+    }));
+    let report = vm.run()?;
+    let facts = RunFacts::of(&vm, &report);
+    let signature = facts.signature(&report, &mut Symbolizer::new());
+    let schedule_diverged_at = *diverged.lock().unwrap();
+    Ok(Retested {
+        report,
+        signature,
+        facts,
+        schedule_diverged_at,
+    })
+}
+
 /// The first step at which `events` (a replay's) differ from the recording.
 pub fn first_divergence(rwd: &Rwd, events: &[Event]) -> Divergence {
     let block = rwd.trace.digest_block.max(1) as usize;
