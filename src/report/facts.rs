@@ -1,6 +1,8 @@
 //! What a finished run left that its signature and its story need beyond
 //! its report: where files were mapped, and a crash's backtrace.
 
+use std::collections::BTreeMap;
+
 use crate::code::unwind;
 use crate::ids::Tid;
 use crate::observe::outcome::Outcome;
@@ -16,6 +18,10 @@ pub struct RunFacts {
     pub backtrace: Vec<u64>,
     /// File name of the program's own object.
     pub exe_object: String,
+    /// For a deadlock: each blocked thread's stack (where it stopped, then
+    /// the return addresses), for the threads of the process the run
+    /// ended in, so a wait inside a library is named by its caller.
+    pub stacks: BTreeMap<u32, Vec<u64>>,
 }
 
 impl RunFacts {
@@ -24,24 +30,22 @@ impl RunFacts {
         let k = vm.kernel();
         let mappings = crate::report::mappings(k.mm());
         let backtrace = match &report.outcome {
-            Outcome::Crashed { thread, .. } => match k.threads().get(&Tid(*thread)) {
-                Some(t) => unwind::backtrace(
-                    &mappings,
-                    unwind::Regs {
-                        rip: t.regs.rip,
-                        rsp: t.regs.rsp,
-                        rbp: t.regs.rbp,
-                    },
-                    &mut |a| k.mm().peek_u64(k.mem(), a),
-                ),
-                None => Vec::new(),
-            },
+            Outcome::Crashed { thread, .. } => stacks(vm, &mappings, [*thread])
+                .remove(thread)
+                .unwrap_or_default(),
             _ => Vec::new(),
+        };
+        let stacks = match &report.outcome {
+            Outcome::Deadlocked { threads, .. } => {
+                stacks(vm, &mappings, threads.iter().map(|b| b.thread))
+            }
+            _ => BTreeMap::new(),
         };
         RunFacts {
             mappings,
             backtrace,
             exe_object: base_name(&k.config().exe).to_string(),
+            stacks,
         }
     }
 
@@ -53,6 +57,7 @@ impl RunFacts {
             recent_events: &report.recent_events,
             backtrace: &self.backtrace,
             exe_object: &self.exe_object,
+            stacks: &self.stacks,
         };
         let maps = &self.mappings;
         signature::compute(&facts, &mut |a, call| {
@@ -63,6 +68,32 @@ impl RunFacts {
             }
         })
     }
+}
+
+/// The stacks of `threads` (where each stopped, then its return
+/// addresses), for those of the process the run ended in: the others'
+/// memory is not the one mapped now.
+pub fn stacks(
+    vm: &Vm,
+    mappings: &[Mapping],
+    threads: impl IntoIterator<Item = u32>,
+) -> BTreeMap<u32, Vec<u64>> {
+    let k = vm.kernel();
+    let here = k.threads().get(&k.current()).map(|t| t.pid);
+    threads
+        .into_iter()
+        .filter_map(|tid| {
+            let t = k.threads().get(&Tid(tid)).filter(|t| Some(t.pid) == here)?;
+            let regs = unwind::Regs {
+                rip: t.regs.rip,
+                rsp: t.regs.rsp,
+                rbp: t.regs.rbp,
+            };
+            let stack =
+                unwind::backtrace(mappings, regs, &mut |a| k.mm().peek_u64(k.mem(), a));
+            Some((tid, stack))
+        })
+        .collect()
 }
 
 fn base_name(p: &str) -> &str {

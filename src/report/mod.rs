@@ -7,6 +7,8 @@ pub mod symbols;
 
 pub use facts::RunFacts;
 
+use std::collections::BTreeMap;
+
 use serde_json::{Value, json};
 
 use crate::memory::{AddressSpace, Backing};
@@ -36,18 +38,61 @@ pub fn mappings(mm: &AddressSpace) -> Vec<Mapping> {
 pub struct Symbols {
     maps: Vec<Mapping>,
     sym: Symbolizer,
+    /// Blocked threads' stacks, to name the program's frame that called a
+    /// library's blocking function (empty without a machine).
+    stacks: BTreeMap<u32, Vec<u64>>,
+    exe_object: String,
 }
 
 impl Symbols {
     /// For the run `vm` made (its mappings as they are now).
     pub fn new(vm: &Vm) -> Self {
-        Self::from_mappings(mappings(vm.kernel().mm()))
+        let mut s = Self::from_mappings(mappings(vm.kernel().mm()));
+        let blocked = vm
+            .kernel()
+            .threads()
+            .values()
+            .filter(|t| matches!(t.state, crate::kernel::thread::ThreadState::Blocked(_)))
+            .map(|t| t.tid.0);
+        s.stacks = facts::stacks(vm, &s.maps, blocked);
+        s.exe_object = vm
+            .kernel()
+            .config()
+            .exe
+            .rsplit('/')
+            .next()
+            .unwrap_or_default()
+            .to_string();
+        s
     }
 
     pub fn from_mappings(maps: Vec<Mapping>) -> Self {
         Symbols {
             maps,
             sym: Symbolizer::new(),
+            stacks: BTreeMap::new(),
+            exe_object: String::new(),
+        }
+    }
+
+    /// Where a blocked thread stopped, and when that is inside a library,
+    /// the program's frame that called it: `read, called from main (a.c:9)`.
+    fn stopped_at(&mut self, thread: u32, rip: u64) -> String {
+        let here = self.at(rip);
+        let Some(stack) = self.stacks.get(&thread) else {
+            return here.short();
+        };
+        if here.object == self.exe_object && !symbols::is_runtime_frame(&here) {
+            return here.short();
+        }
+        let caller = stack
+            .iter()
+            .skip(1)
+            .map(|a| self.sym.locate_call_site(&self.maps, *a))
+            .find(|l| l.object == self.exe_object && !symbols::is_runtime_frame(l));
+        match caller {
+            Some(c) => format!("{}, called from {}", here.short(), c.short()),
+            None => here.short(),
         }
     }
 
@@ -116,7 +161,7 @@ impl Symbols {
                 b.thread,
                 b.name,
                 b.waits_on,
-                self.at(b.rip).short()
+                self.stopped_at(b.thread, b.rip)
             ),
         }
     }

@@ -18,6 +18,8 @@
 //! This module needs no KVM: it works on an outcome, lock-order cycles, the
 //! last events and a function that locates addresses.
 
+use std::collections::BTreeMap;
+
 use serde::{Deserialize, Serialize};
 
 use crate::observe::failure::FailureKind;
@@ -106,6 +108,9 @@ pub struct Facts<'a> {
     /// The file name of the program's own object (to find its frame in a
     /// backtrace that starts in a library).
     pub exe_object: &'a str,
+    /// For a deadlock, blocked threads' stacks (innermost first) where
+    /// known.
+    pub stacks: &'a BTreeMap<u32, Vec<u64>>,
 }
 
 /// Locates an address: `(address, is_return_address)` to a location.
@@ -146,7 +151,14 @@ pub fn compute(f: &Facts, locate: &mut Locate) -> Signature {
                     Some(site) => locate(site, true),
                     None => locate(b.rip, false),
                 };
-                site_name(&loc)
+                // A wait inside a library (a read, a futex the shim does
+                // not see) is named by the program's frame that called
+                // it: every program's waits end in the same few places.
+                let own = (!is_users(&loc, f.exe_object))
+                    .then(|| f.stacks.get(&b.thread))
+                    .flatten()
+                    .and_then(|stack| first_users_frame(stack, f.exe_object, locate));
+                site_name(&own.unwrap_or(loc))
             })
             .collect(),
         // Where the step limit strikes depends on the schedule; the kind
@@ -166,6 +178,22 @@ pub fn compute(f: &Facts, locate: &mut Locate) -> Signature {
 
 /// The kind of a run that did not fail.
 pub const NO_FAILURE: &str = "exited(0)";
+
+/// Whether a location is the program's own code, not a library's or a
+/// language runtime's.
+fn is_users(l: &Location, exe_object: &str) -> bool {
+    l.object == exe_object && !crate::report::symbols::is_runtime_frame(l)
+}
+
+/// The innermost frame of `stack` (where the thread stopped, then return
+/// addresses) in the program's own code.
+fn first_users_frame(stack: &[u64], exe_object: &str, locate: &mut Locate) -> Option<Location> {
+    stack
+        .iter()
+        .enumerate()
+        .map(|(i, a)| locate(*a, i > 0))
+        .find(|l| is_users(l, exe_object))
+}
 
 /// A crash's sites: where it faulted and, for a crash inside a library
 /// (abort, a bad free), where the program called it from.
@@ -253,6 +281,8 @@ mod tests {
         }
     }
 
+    static NO_STACKS: BTreeMap<u32, Vec<u64>> = BTreeMap::new();
+
     fn facts(o: &Outcome) -> Facts<'_> {
         Facts {
             outcome: o,
@@ -260,7 +290,56 @@ mod tests {
             recent_events: &[],
             backtrace: &[],
             exe_object: "prog",
+            stacks: &NO_STACKS,
         }
+    }
+
+    #[test]
+    fn waits_inside_a_library_are_named_by_the_programs_caller() {
+        // Both threads wait in libc's `read` (0x7000); their stacks lead
+        // back to different lines of the program.
+        let libc_or_prog = |a: u64, call: bool| {
+            let mut l = locate(a, call);
+            if a >= 0x7000 {
+                l.object = "libc.so.6".into();
+                l.function = Some("read".into());
+            }
+            l
+        };
+        let waiting = |thread| BlockedThread {
+            lock: None,
+            site: None,
+            holder: None,
+            holder_site: None,
+            ..blocked(thread, 0, 0)
+        };
+        let o = Outcome::Deadlocked {
+            threads: vec![waiting(1), waiting(2)],
+            cycle: vec![],
+        };
+        let signature_with = |second_caller: u64| {
+            let stacks = BTreeMap::from([
+                (1, vec![0x7000, 0x7100, 8209]),
+                (2, vec![0x7000, second_caller]),
+            ]);
+            let f = Facts {
+                stacks: &stacks,
+                ..facts(&o)
+            };
+            compute(&f, &mut |a, c| libc_or_prog(a, c))
+        };
+        let one = signature_with(8205);
+        assert_eq!(
+            one.sites,
+            vec!["prog!f (prog.c:5)".to_string(), "prog!f (prog.c:9)".into()]
+        );
+        assert_ne!(one, signature_with(8217), "other callers, another bug");
+        // Without stacks the library's site is all there is.
+        let alone = compute(&facts(&o), &mut |a, c| libc_or_prog(a, c)).sites;
+        assert!(
+            alone.len() == 1 && alone[0].starts_with("libc.so.6!read"),
+            "{alone:?}"
+        );
     }
 
     #[test]
