@@ -154,6 +154,46 @@ fn a_bundled_harness_runs_with_its_own_step_budget_unless_told_otherwise() {
 }
 
 #[test]
+fn check_keeps_its_files_out_of_the_current_directory_and_names_them() {
+    common::require_kvm();
+    let dir = tempfile::tempdir().unwrap();
+    let (cwd, cache) = (dir.path().join("cwd"), dir.path().join("cache"));
+    std::fs::create_dir(&cwd).unwrap();
+    let out = cli()
+        .current_dir(&cwd)
+        .env("XDG_CACHE_HOME", &cache)
+        .args([
+            "check",
+            "--json",
+            "--target",
+            "harness:philosophers",
+            "--schedules",
+            "300",
+        ])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(std::fs::read_dir(&cwd).unwrap().count(), 0, "{v}");
+    let written = v["files_written"].as_array().unwrap();
+    assert_eq!(written.len(), 2, "{v}");
+    for f in written {
+        let p = std::path::Path::new(f.as_str().unwrap());
+        assert!(
+            p.starts_with(cache.join("rewind-fuzz/check")) && p.exists(),
+            "{v}"
+        );
+    }
+    // The summary names the locks and the source line, in one short line.
+    let summary = v["first_failure"]["summary"].as_str().unwrap();
+    assert!(summary.chars().count() <= 160, "{summary}");
+    assert!(
+        summary.contains("forks[") && summary.contains("philosophers.c:"),
+        "{summary}"
+    );
+}
+
+#[test]
 fn a_reproducers_schedule_re_tests_a_fix() {
     common::require_kvm();
     let dir = tempfile::tempdir().unwrap();

@@ -233,6 +233,94 @@ fn fuzzing_the_bank_transfer_for_a_minute_writes_a_minimized_deadlock_that_repla
     finds_minimizes_and_replays_the_deadlock("harness:bank-transfer");
 }
 
+const TWO_DEADLOCKS: &str = r#"
+#include <mutex>
+#include <thread>
+#include <utility>
+struct Registry { std::mutex m; int v = 0; };
+Registry a, b, c, d;
+void swap_with(Registry &x, Registry &y) {
+    std::lock_guard<std::mutex> g1(x.m);
+    std::lock_guard<std::mutex> g2(y.m);
+    std::swap(x.v, y.v);
+}
+void move_between(Registry &x, Registry &y) {
+    std::lock_guard<std::mutex> g1(x.m);
+    x.v++;
+    std::lock_guard<std::mutex> g2(y.m);
+    y.v--;
+}
+int main() {
+    std::thread t1([] { swap_with(a, b); move_between(c, d); });
+    std::thread t2([] { swap_with(b, a); move_between(d, c); });
+    t1.join();
+    t2.join();
+}
+"#;
+
+#[test]
+fn two_unrelated_cpp_deadlocks_are_two_findings_named_after_the_users_code() {
+    // Every std::mutex goes through libstdc++'s inline wrapper: the
+    // findings must name the program's functions, or one hides the other.
+    let dir = tempfile::tempdir().unwrap();
+    let src = dir.path().join("two.cpp");
+    std::fs::write(&src, TWO_DEADLOCKS).unwrap();
+    let exe = dir.path().join("two");
+    let built = std::process::Command::new("g++")
+        .args(["-g", "-O1", "-pthread", "-o"])
+        .arg(&exe)
+        .arg(&src)
+        .status()
+        .unwrap();
+    assert!(built.success());
+    let out = dir.path().join("out");
+    let r = fuzz(&[
+        "--target",
+        exe.to_str().unwrap(),
+        "--time",
+        "45s",
+        "--jobs",
+        "1",
+        "-q",
+        "-o",
+        out.to_str().unwrap(),
+    ]);
+    let stories: Vec<String> = std::fs::read_dir(out.join("findings"))
+        .unwrap()
+        .flatten()
+        .map(|e| e.path())
+        .filter(|p| {
+            let n = p.file_name().unwrap().to_string_lossy();
+            n.starts_with("deadlocked-") && n.ends_with(".txt")
+        })
+        .map(|p| std::fs::read_to_string(p).unwrap())
+        .collect();
+    let signature = |needle: &str| {
+        stories.iter().any(|s| {
+            s.lines()
+                .any(|l| l.contains("signature: deadlocked at two!") && l.contains(needle))
+        })
+    };
+    assert!(
+        stories.len() == 2 && signature("swap_with") && signature("move_between"),
+        "{stories:#?}"
+    );
+    // The findings' one-line summaries name the locks and lines.
+    let err = stderr(&r);
+    let summaries: Vec<&str> = err
+        .lines()
+        .filter(|l| {
+            l.trim_start()
+                .starts_with("deadlocked, a cycle of 2 threads")
+        })
+        .collect();
+    assert!(!summaries.is_empty(), "{err}");
+    for s in summaries {
+        assert!(s.trim().chars().count() <= 160, "{s}");
+        assert!(s.contains("two.cpp:") && s.contains(".m"), "{s}");
+    }
+}
+
 /// Stderr of a finished command, as text.
 fn stderr(out: &std::process::Output) -> String {
     String::from_utf8_lossy(&out.stderr).into_owned()

@@ -374,7 +374,10 @@ fn a_childs_fault_reaches_its_parents_wait_as_on_linux() {
     assert!(native.status.success());
     let (_, v) = run_json(dir.path(), &exe, &[]);
     assert_eq!(exit_code(&v), Some(0), "{v}");
-    assert_eq!(v["stdout"], String::from_utf8_lossy(&native.stdout).as_ref());
+    assert_eq!(
+        v["stdout"],
+        String::from_utf8_lossy(&native.stdout).as_ref()
+    );
     let notes = v["notes"].to_string();
     assert!(
         notes.contains("was killed by SIGABRT") && notes.contains("was killed by SIGSEGV"),

@@ -33,7 +33,8 @@ pub struct CheckArgs {
     #[arg(long, short = 'j')]
     pub jobs: Option<usize>,
     /// Where to save the first failing schedule (default:
-    /// rewind-check-<target>.schedule.json in the current directory).
+    /// <target>.schedule.json in rewind-fuzz's cache directory,
+    /// $XDG_CACHE_HOME/rewind-fuzz/check or ~/.cache/rewind-fuzz/check).
     #[arg(long, value_name = "FILE")]
     pub save_schedule: Option<PathBuf>,
     /// Where to write a reproducer (.rwd) of the first failure (default:
@@ -181,10 +182,18 @@ pub fn check(a: CheckArgs) -> Result<u8, UserError> {
         None => None,
     };
     let replay = saved.as_ref().map(|p| replay_command(&a.target, p));
-    let rwd_file = match (first, &saved) {
-        (Some(t), Some(schedule_file)) => Some(save_rwd(&a, &cfg, &source, t, schedule_file)?),
-        _ => None,
+    let (rwd_file, headline) = match (first, &saved) {
+        (Some(t), Some(schedule_file)) => {
+            let (path, headline) = save_rwd(&a, &cfg, &source, t, schedule_file)?;
+            (Some(path), Some(headline))
+        }
+        _ => (None, None),
     };
+    let files_written: Vec<String> = saved
+        .iter()
+        .chain(&rwd_file)
+        .map(|p| p.display().to_string())
+        .collect();
 
     if a.json {
         let first_json = first.map(|t| {
@@ -194,6 +203,7 @@ pub fn check(a: CheckArgs) -> Result<u8, UserError> {
                 "schedule": t.report.schedule,
                 "schedule_file": saved.as_ref().map(|p| p.display().to_string()),
                 "rwd_file": rwd_file.as_ref().map(|p| p.display().to_string()),
+                "summary": headline,
                 "outcome": outcome_json(&t.report.outcome),
                 "kind": t.kind(),
                 "trace_hash": t.report.trace_hash,
@@ -210,6 +220,7 @@ pub fn check(a: CheckArgs) -> Result<u8, UserError> {
             "failures": failures.len(),
             "outcomes": counts,
             "first_failure": first_json,
+            "files_written": files_written,
             "execs_per_sec": execs_per_sec,
             "steps_per_schedule": cost.steps_per_schedule,
             "exits_per_step": cost.exits_per_step,
@@ -243,7 +254,9 @@ pub fn check(a: CheckArgs) -> Result<u8, UserError> {
                 "first failure: schedule {} ({} decisions): {}",
                 t.index,
                 t.report.schedule.decisions.len(),
-                t.report.outcome.summary()
+                headline
+                    .clone()
+                    .unwrap_or_else(|| t.report.outcome.summary())
             );
             let mut sym = Symbols::from_mappings(Vec::new());
             for inv in &t.report.potential_deadlocks {
@@ -277,12 +290,30 @@ fn save_first(a: &CheckArgs, s: &Schedule) -> Result<PathBuf, UserError> {
                 .rsplit(['/', ':'])
                 .next()
                 .unwrap_or("target");
-            PathBuf::from(format!("rewind-check-{name}.schedule.json"))
+            let dir = cache_dir();
+            std::fs::create_dir_all(&dir).map_err(|e| {
+                UserError::bad_input(format!(
+                    "cannot create {}: {e}; give --save-schedule FILE",
+                    dir.display()
+                ))
+            })?;
+            dir.join(format!("{name}.schedule.json"))
         }
     };
     s.save(&path)
         .map_err(|e| UserError::bad_input(e.to_string()))?;
     Ok(path)
+}
+
+/// Where `check` keeps a first failure's files unless told: out of the
+/// current directory, which the user did not offer.
+fn cache_dir() -> PathBuf {
+    let base = std::env::var_os("XDG_CACHE_HOME")
+        .filter(|d| !d.is_empty())
+        .map(PathBuf::from)
+        .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".cache")))
+        .unwrap_or_else(std::env::temp_dir);
+    base.join("rewind-fuzz").join("check")
 }
 
 /// Records the first failure again from scratch and writes its reproducer.
@@ -292,7 +323,7 @@ fn save_rwd(
     source: &crate::kernel::vfs::SharedSource,
     t: &Trial,
     schedule_file: &std::path::Path,
-) -> Result<PathBuf, UserError> {
+) -> Result<(PathBuf, String), UserError> {
     let path = a.save_rwd.clone().unwrap_or_else(|| {
         let s = schedule_file.to_string_lossy();
         let stem = s.strip_suffix(".schedule.json").unwrap_or(&s);
@@ -300,7 +331,8 @@ fn save_rwd(
     });
     let (rwd, _) = crate::rwd::record(cfg, source.clone(), &t.report.schedule).map_err(vm_error)?;
     super::common::save_rwd(&rwd, &path)?;
-    Ok(path)
+    let headline = crate::rwd::story::StoryTeller::new(&rwd).headline();
+    Ok((path, headline))
 }
 
 /// The command line that replays a saved schedule of this target.

@@ -164,10 +164,7 @@ fn retest(a: &ReplayArgs, rwd: &crate::rwd::Rwd, target: &str) -> Result<u8, Use
             r.report.steps,
             r.report.trace_hash
         );
-        say!(
-            "  recorded: {}",
-            rwd.for_display().outcome().summary()
-        );
+        say!("  recorded: {}", rwd.for_display().outcome().summary());
         if !gone {
             say!("  signature: {}", r.signature);
         }

@@ -457,7 +457,7 @@ fn findings_writer(
     dir: &std::path::Path,
     base: &str,
     source: &crate::kernel::vfs::SharedSource,
-) -> Result<PathBuf, String> {
+) -> Result<(PathBuf, String), String> {
     let mut schedule = f.report.schedule.clone();
     schedule.origin = format!("rewind-fuzz finding {base}");
     if cfg.minimize_execs > 0 {
@@ -500,7 +500,7 @@ fn findings_writer(
             );
             crate::fsutil::write_atomically(&dir.join(format!("{base}.txt")), text.as_bytes())
                 .map_err(|e| e.to_string())?;
-            return Ok(path);
+            return Ok((path, f.report.outcome.summary()));
         }
         Err(e) => return Err(e.to_string()),
     };
@@ -509,12 +509,14 @@ fn findings_writer(
     if let Some(note) = rwd.privacy_note(&path) {
         eprintln!("rewind-fuzz: note: {note}");
     }
-    let mut story = crate::rwd::story::StoryTeller::new(&rwd).text(40);
+    let mut teller = crate::rwd::story::StoryTeller::new(&rwd);
+    let headline = teller.headline();
+    let mut story = teller.text(40);
     story.push('\n');
     story.push_str(&finding_commands(cfg, &path));
     crate::fsutil::write_atomically(&dir.join(format!("{base}.txt")), story.as_bytes())
         .map_err(|e| e.to_string())?;
-    Ok(path)
+    Ok((path, headline))
 }
 
 /// The commands that use a finding.

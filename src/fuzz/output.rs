@@ -330,8 +330,8 @@ impl Output {
     ) {
         let base = f.signature.file_stem();
         let dir = self.out.join("findings");
-        let path = match super::findings_writer(cfg, &f, &dir, &base, source) {
-            Ok(p) => p,
+        let (path, summary) = match super::findings_writer(cfg, &f, &dir, &base, source) {
+            Ok(written) => written,
             Err(e) => {
                 eprintln!("rewind-fuzz: warning: cannot write finding {base}: {e}");
                 self.unsaved.push(format!("{base}: {e}"));
@@ -342,7 +342,6 @@ impl Output {
             let _ = own_sync_subdir(sync, &cfg.sync_id, "findings")
                 .and_then(|d| std::fs::copy(&path, d.join(name)));
         }
-        let summary = f.report.outcome.summary();
         let finding = Finding {
             kind: f.kind.clone(),
             signature: f.signature.id(),

@@ -89,8 +89,7 @@ pub fn stacks(
                 rsp: t.regs.rsp,
                 rbp: t.regs.rbp,
             };
-            let stack =
-                unwind::backtrace(mappings, regs, &mut |a| k.mm().peek_u64(k.mem(), a));
+            let stack = unwind::backtrace(mappings, regs, &mut |a| k.mm().peek_u64(k.mem(), a));
             Some((tid, stack))
         })
         .collect()

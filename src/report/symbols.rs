@@ -80,7 +80,7 @@ impl Location {
     }
 
     /// `"libc.so.6+0x8f2a0"`, or `"0x7f0012345678"` outside any object.
-    fn raw(&self) -> String {
+    pub fn raw(&self) -> String {
         if self.object.is_empty() {
             format!("{:#x}", self.address)
         } else {

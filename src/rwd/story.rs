@@ -19,6 +19,8 @@ use crate::report::symbols::{Location, Mapping, Symbolizer};
 
 /// Steps shown in the lanes unless asked otherwise.
 pub const DEFAULT_LANE_STEPS: u64 = 40;
+/// The longest a finding's one-line summary gets.
+pub const HEADLINE_WIDTH: usize = 160;
 /// The widest a lane's cell gets in text.
 const CELL_WIDTH: usize = 40;
 
@@ -123,6 +125,105 @@ impl<'a> StoryTeller<'a> {
         let n = self.data.name(a).unwrap_or_else(|| format!("{a:#x}"));
         self.object_names.insert(a, n.clone());
         n
+    }
+
+    /// Where a location is, briefly: `philosophers.c:44`, else its
+    /// function, else `object+0xoffset`.
+    fn place(l: &Location) -> String {
+        match (&l.file, l.line, &l.function) {
+            (Some(f), Some(line), _) if line > 0 => {
+                format!("{}:{line}", f.rsplit('/').next().unwrap_or(f))
+            }
+            (_, _, Some(func)) => func.clone(),
+            _ => l.raw(),
+        }
+    }
+
+    /// The failure in one line of at most [`HEADLINE_WIDTH`] characters,
+    /// locks by name and code by source line: what a list of findings
+    /// shows (the story itself has the rest).
+    pub fn headline(&mut self) -> String {
+        let outcome = self.rwd.outcome();
+        let text = match &outcome {
+            Outcome::Deadlocked { threads, cycle } => {
+                let shown: Vec<&BlockedThread> = if cycle.is_empty() {
+                    threads.iter().collect()
+                } else {
+                    cycle
+                        .iter()
+                        .filter_map(|t| threads.iter().find(|b| b.thread == *t))
+                        .collect()
+                };
+                let waits: Vec<(u32, String, String)> = shown
+                    .iter()
+                    .map(|b| {
+                        let what = match b.lock {
+                            Some(l) => self.object_name(l),
+                            None => b.waits_on.clone(),
+                        };
+                        let at = match b.site {
+                            Some(s) => Self::place(&self.call_site(s)),
+                            None => Self::place(&self.at(b.rip)),
+                        };
+                        (b.thread, what, at)
+                    })
+                    .collect();
+                let head = if cycle.len() > 1 {
+                    format!("deadlocked, a cycle of {} threads", cycle.len())
+                } else {
+                    "deadlocked".to_string()
+                };
+                // One place for all (philosophers at one line) is said once.
+                let one_place = waits.windows(2).all(|w| w[0].2 == w[1].2);
+                match waits.first() {
+                    Some((_, _, at)) if one_place => {
+                        let each: Vec<String> = waits
+                            .iter()
+                            .map(|(t, what, _)| format!("thread {t} waits for {what}"))
+                            .collect();
+                        format!("{head} at {at}: {}", each.join(", "))
+                    }
+                    _ => {
+                        let each: Vec<String> = waits
+                            .iter()
+                            .map(|(t, what, at)| format!("thread {t} waits for {what} at {at}"))
+                            .collect();
+                        format!("{head}: {}", each.join("; "))
+                    }
+                }
+            }
+            Outcome::Crashed {
+                signal,
+                thread,
+                rip,
+                ..
+            } => {
+                let at = Self::place(&self.at(*rip));
+                format!("crashed: {signal} in thread {thread} at {at}")
+            }
+            o if o.is_success() => match self.rwd.potential_deadlocks().first() {
+                Some(inv) => {
+                    let mut locks = Vec::new();
+                    let mut places = Vec::new();
+                    for e in &inv.edges {
+                        locks.push(self.object_name(e.to));
+                        places.push(Self::place(&self.call_site(e.to_site)));
+                    }
+                    places.dedup();
+                    let (locks, orders) = match locks.as_slice() {
+                        [a, b] => (format!("{a} and {b}"), "opposite orders"),
+                        _ => (locks.join(", "), "a cycle of orders"),
+                    };
+                    format!(
+                        "potential deadlock: locks {locks} taken in {orders} at {}",
+                        places.join(" and ")
+                    )
+                }
+                None => o.summary(),
+            },
+            o => o.summary(),
+        };
+        truncate(&text, HEADLINE_WIDTH)
     }
 
     /// The whole story as text.
