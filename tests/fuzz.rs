@@ -718,3 +718,105 @@ fn statistics_that_cannot_be_written_are_warned_about_once() {
         "{err}"
     );
 }
+
+/// AFL++'s `fuzzer_stats` fields that its tools (afl-whatsup, dashboards)
+/// read.
+const AFL_STATS: [&str; 16] = [
+    "start_time",
+    "last_update",
+    "run_time",
+    "fuzzer_pid",
+    "execs_done",
+    "execs_per_sec",
+    "corpus_count",
+    "saved_crashes",
+    "saved_hangs",
+    "last_find",
+    "stability",
+    "bitmap_cvg",
+    "edges_found",
+    "peak_rss_mb",
+    "command_line",
+    "afl_banner",
+];
+
+/// AFL++'s `plot_data` columns, in afl-plot's order.
+const AFL_PLOT: &str = "# relative_time, cycles_done, cur_item, corpus_count, pending_total, pending_favs, map_size, saved_crashes, saved_hangs, max_depth, execs_per_sec, total_execs, edges_found";
+
+#[test]
+fn the_live_screen_keeps_every_findings_commands_and_the_stats_speak_afl() {
+    common::require_kvm();
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("out");
+    // A pseudo-terminal, as a person at a terminal (or in tmux) has.
+    let cmd = format!(
+        "{} fuzz --target harness:philosophers --time 20s --jobs 1 -o {}",
+        env!("CARGO_BIN_EXE_rewind-fuzz"),
+        out.display()
+    );
+    let session = std::process::Command::new("script")
+        .args(["-qfec", &cmd, "/dev/null"])
+        .env("TERM", "xterm")
+        .output()
+        .unwrap();
+    // A terminal tall enough that nothing scrolls off: what a clear of the
+    // screen would wipe is gone from it.
+    let mut term = vt100::Parser::new(3000, 250, 0);
+    term.process(&session.stdout);
+    let shown = term.screen().contents();
+    let findings: Vec<PathBuf> = std::fs::read_dir(out.join("findings"))
+        .unwrap()
+        .flatten()
+        .map(|e| e.path())
+        .filter(|p| p.extension().is_some_and(|e| e == "rwd"))
+        .collect();
+    assert!(!findings.is_empty(), "{shown}");
+    for f in &findings {
+        for line in [
+            "Reproduce with: rewind-fuzz replay",
+            "Explain with:",
+            "Debug with:",
+        ] {
+            let want = format!("{line} ");
+            assert!(
+                shown
+                    .lines()
+                    .any(|l| l.contains(&want) && l.contains(&*f.to_string_lossy())),
+                "{line} {} is no longer on the terminal:\n{shown}",
+                f.display()
+            );
+        }
+    }
+    assert!(
+        shown.contains(" rewind-fuzz  harness:philosophers"),
+        "{shown}"
+    );
+    // fuzzer_stats and plot_data as AFL++'s tools read them.
+    let stats = std::fs::read_to_string(out.join("fuzzer_stats")).unwrap();
+    for key in AFL_STATS {
+        assert!(
+            stats.lines().any(|l| l
+                .split_once(" : ")
+                .is_some_and(|(k, v)| k.trim() == key && !v.is_empty())),
+            "no {key} in fuzzer_stats:\n{stats}"
+        );
+    }
+    assert_eq!(
+        stat(&out, "saved_crashes"),
+        findings.len() as u64,
+        "{stats}"
+    );
+    assert!(
+        stats.contains("stability                   : 100.00%"),
+        "{stats}"
+    );
+    assert!(stat(&out, "stability_checks") >= 1, "{stats}");
+    let plot = std::fs::read_to_string(out.join("plot_data")).unwrap();
+    let mut lines = plot.lines();
+    assert!(lines.next().unwrap().starts_with(AFL_PLOT), "{plot}");
+    for row in lines {
+        let cols: Vec<&str> = row.split(", ").collect();
+        assert!(cols.len() >= 13 && cols[6].ends_with('%'), "{row}");
+        assert!(cols[11].parse::<u64>().is_ok(), "total_execs in {row}");
+    }
+}

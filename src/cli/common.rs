@@ -22,7 +22,7 @@ use crate::vm::{RunConfig, SnapshotAt, VmError};
 /// Options shared by every command that runs a target.
 #[derive(Args, Debug, Clone)]
 pub struct TargetArgs {
-    /// The program to run: an x86-64 Linux ELF executable, or `harness:NAME` for a bundled harness.
+    /// The program to run: an x86-64 Linux ELF executable, or `harness:NAME` for a bundled harness. (`-t` is the target here, not AFL++'s timeout: that is `--timeout`.)
     #[arg(long, short = 't', value_name = "PATH")]
     pub target: String,
     /// CPUs the program is told it has (one vCPU runs them all).
@@ -214,8 +214,22 @@ pub fn absolute_target(target: &str) -> Result<String, UserError> {
     }
     let p = Path::new(target);
     let meta = std::fs::metadata(p).map_err(|e| {
+        // `fuzz -t 1000` is AFL++'s timeout in milliseconds.
+        let afl = !target.is_empty()
+            && target
+                .trim_end_matches('+')
+                .bytes()
+                .all(|b| b.is_ascii_digit());
+        let hint = if afl {
+            format!(
+                " (-t is --target here; for AFL++'s timeout write --timeout {}ms)",
+                target.trim_end_matches('+')
+            )
+        } else {
+            String::new()
+        };
         UserError::bad_input(format!(
-            "cannot read --target {target}: {e}; give the path of an executable"
+            "cannot read --target {target}: {e}; give the path of an executable{hint}"
         ))
     })?;
     if meta.is_dir() {

@@ -449,15 +449,49 @@ pub fn fuzz(mut cfg: FuzzConfig, cancel: crate::machine::Cancel) -> Result<FuzzS
     Ok(summary)
 }
 
+/// A finding as written.
+pub(crate) struct Written {
+    /// The reproducer (or, when the session ended first, the schedule).
+    pub path: PathBuf,
+    /// The one-line summary.
+    pub headline: String,
+    /// Whether its schedule, run again from scratch, gave the same trace
+    /// (`None` when not checked: a wall-clock outcome, or no time left).
+    pub stable: Option<bool>,
+}
+
+/// Runs a finding's schedule again from scratch: whether it gives the same
+/// trace hash. The workers' runs start from a snapshot; this one starts the
+/// program, so it checks both ways of running agree. It is the measured
+/// `stability` of `fuzzer_stats` (AFL++ re-runs inputs for the same end).
+fn reruns_the_same(
+    cfg: &FuzzConfig,
+    f: &NewFailure,
+    source: &crate::kernel::vfs::SharedSource,
+) -> Option<bool> {
+    if f.kind.depends_on_the_host() {
+        return None;
+    }
+    let mut quiet = cfg.run.clone();
+    quiet.stream_output = false;
+    let mut vm = crate::vm::Vm::new(&quiet, source.clone()).ok()?;
+    vm.set_strategy(Box::new(crate::sched::Replay::new(
+        f.report.schedule.clone(),
+    )));
+    let again = vm.run().ok()?;
+    Some(again.trace_hash == f.report.trace_hash)
+}
+
 /// Writes one finding: its schedule minimized (within the budget), recorded
-/// as a reproducer, with its story beside it. Returns the reproducer's path.
+/// as a reproducer, with its story beside it.
 fn findings_writer(
     cfg: &FuzzConfig,
     f: &NewFailure,
     dir: &std::path::Path,
     base: &str,
     source: &crate::kernel::vfs::SharedSource,
-) -> Result<(PathBuf, String), String> {
+) -> Result<Written, String> {
+    let stable = reruns_the_same(cfg, f, source);
     let mut schedule = f.report.schedule.clone();
     schedule.origin = format!("rewind-fuzz finding {base}");
     if cfg.minimize_execs > 0 {
@@ -500,7 +534,11 @@ fn findings_writer(
             );
             crate::fsutil::write_atomically(&dir.join(format!("{base}.txt")), text.as_bytes())
                 .map_err(|e| e.to_string())?;
-            return Ok((path, f.report.outcome.summary()));
+            return Ok(Written {
+                path,
+                headline: f.report.outcome.summary(),
+                stable,
+            });
         }
         Err(e) => return Err(e.to_string()),
     };
@@ -516,7 +554,11 @@ fn findings_writer(
     story.push_str(&finding_commands(cfg, &path));
     crate::fsutil::write_atomically(&dir.join(format!("{base}.txt")), story.as_bytes())
         .map_err(|e| e.to_string())?;
-    Ok((path, headline))
+    Ok(Written {
+        path,
+        headline,
+        stable,
+    })
 }
 
 /// The commands that use a finding.

@@ -35,6 +35,8 @@ struct Sample {
     /// Features of each kind, in `FeatureKind::ALL`'s order.
     features: [usize; FeatureKind::ALL.len()],
     findings: usize,
+    /// Of those, the hangs (step budget, watchdog).
+    hangs: usize,
 }
 
 /// What the sessions before a `--resume` did: the counts go on from there,
@@ -65,7 +67,11 @@ impl Prior {
             match k {
                 "execs_done" => p.execs = v.parse().unwrap_or(0),
                 "run_time" => p.run_time = v.parse().unwrap_or(0.0),
-                k if k == "findings" || k.starts_with("findings_") => {
+                k if k == "findings"
+                    || k.starts_with("findings_")
+                    || k == "saved_crashes"
+                    || k == "saved_hangs" =>
+                {
                     p.findings.insert(k.into(), v.parse().unwrap_or(0));
                 }
                 _ => {}
@@ -104,6 +110,12 @@ pub struct Output {
     last_features: usize,
     start_wall: u64,
     screen: bool,
+    /// Findings whose schedule was run again from scratch, and how many of
+    /// those gave the same trace.
+    stability_checks: u64,
+    stability_same: u64,
+    /// Lines of the status block now on the terminal (0: none drawn).
+    drawn: usize,
 }
 
 fn setup_error(what: &str, path: &Path, e: std::io::Error) -> FuzzError {
@@ -147,6 +159,9 @@ impl Output {
             last_screen: None,
             last_sync: None,
             last_stats: None,
+            stability_checks: 0,
+            stability_same: 0,
+            drawn: 0,
             last_new_feature: Instant::now(),
             last_features: 0,
             start_wall: SystemTime::now()
@@ -161,8 +176,19 @@ impl Output {
         self.prior.signatures.clone()
     }
 
+    /// Takes the status block off the terminal, so what is printed next
+    /// scrolls up like any output and stays in the scrollback; the block
+    /// is drawn again below it.
+    fn erase_status(&mut self) {
+        if self.drawn > 0 {
+            eprint!("\x1b[{}F\x1b[J", self.drawn);
+            self.drawn = 0;
+        }
+    }
+
     fn warn_once(&mut self, key: String, msg: String) {
         if self.warned.insert(key) {
+            self.erase_status();
             eprintln!("rewind-fuzz: warning: {msg}");
         }
     }
@@ -200,6 +226,7 @@ impl Output {
                 corpus: self.written.len(),
                 features: FeatureKind::ALL.map(count),
                 findings: self.findings.len(),
+                hangs: self.hangs(),
             }
         };
         let total: usize = sample.features.iter().sum();
@@ -328,10 +355,17 @@ impl Output {
         start: Instant,
         source: &SharedSource,
     ) {
+        self.erase_status();
         let base = f.signature.file_stem();
         let dir = self.out.join("findings");
         let (path, summary) = match super::findings_writer(cfg, &f, &dir, &base, source) {
-            Ok(written) => written,
+            Ok(w) => {
+                if let Some(same) = w.stable {
+                    self.stability_checks += 1;
+                    self.stability_same += u64::from(same);
+                }
+                (w.path, w.headline)
+            }
             Err(e) => {
                 eprintln!("rewind-fuzz: warning: cannot write finding {base}: {e}");
                 self.unsaved.push(format!("{base}: {e}"));
@@ -368,19 +402,27 @@ impl Output {
         self.findings.push(finding);
     }
 
+    /// `plot_data` in AFL++'s columns (afl-plot draws it), then ours:
+    /// each feature kind and the findings.
     fn write_plot_data(&mut self) {
         let names: Vec<&str> = FeatureKind::ALL.iter().map(|k| k.name()).collect();
         let mut s = format!(
-            "# relative_time, execs_done, corpus_count, {}, findings\n",
+            "# relative_time, cycles_done, cur_item, corpus_count, pending_total, pending_favs, map_size, saved_crashes, saved_hangs, max_depth, execs_per_sec, total_execs, edges_found, {}, findings\n",
             names.join(", ")
         );
         for x in &self.samples {
             let f: Vec<String> = x.features.iter().map(|n| n.to_string()).collect();
+            let edges: usize = x.features.iter().sum();
+            let map = 100.0 * edges.min(super::executor::MAP_SIZE) as f64
+                / super::executor::MAP_SIZE as f64;
             s.push_str(&format!(
-                "{:.1}, {}, {}, {}, {}\n",
+                "{:.0}, 0, 0, {}, 0, 0, {map:.2}%, {}, {}, 0, {:.2}, {}, {edges}, {}, {}\n",
                 x.secs,
-                x.execs,
                 x.corpus,
+                x.findings - x.hangs,
+                x.hangs,
+                x.execs as f64 / x.secs.max(1e-3),
+                x.execs,
                 f.join(", "),
                 x.findings
             ));
@@ -425,13 +467,34 @@ impl Output {
             .findings
             .last()
             .map_or(0, |f| self.start_wall + f.elapsed.as_secs());
+        // AFL++'s crashes and hangs: a run that stopped for lack of
+        // progress (the step budget, the watchdog) is a hang; every other
+        // finding, deadlocks included, a crash.
+        let last_of = |hang: bool| self.findings.iter().rfind(|f| is_hang(f) == hang);
+        let when = |f: Option<&Finding>| f.map_or(0, |f| self.start_wall + f.elapsed.as_secs());
+        let hangs = self.hangs() as u64;
+        let crashes = self.findings.len() as u64 - hangs;
+        let since_crash = last_of(false).map_or(s.execs, |f| s.execs.saturating_sub(f.execs));
+        let time_without_finds = self
+            .findings
+            .last()
+            .map_or(s.secs, |f| s.secs - f.elapsed.as_secs_f64());
         let steps = progress.steps.load(Ordering::Relaxed);
         let exits = progress.exits.load(Ordering::Relaxed);
+        let edges: usize = s.features.iter().sum();
+        let stability = if self.stability_checks == 0 {
+            100.0
+        } else {
+            100.0 * self.stability_same as f64 / self.stability_checks as f64
+        };
         let lines = [
             ("start_time", self.start_wall.to_string()),
             ("last_update", now.to_string()),
             ("run_time", format!("{total_secs:.0}")),
             ("fuzzer_pid", std::process::id().to_string()),
+            ("cycles_done", "0".into()),
+            ("cycles_wo_finds", "0".into()),
+            ("time_wo_finds", format!("{time_without_finds:.0}")),
             ("target", cfg.target_name.clone()),
             ("jobs", cfg.jobs.to_string()),
             ("execs_done", total_execs.to_string()),
@@ -465,6 +528,11 @@ impl Output {
                 ),
             ),
             ("corpus_count", s.corpus.to_string()),
+            (
+                "corpus_found",
+                s.corpus.saturating_sub(self.imported.len()).to_string(),
+            ),
+            ("corpus_imported", self.imported.len().to_string()),
             ("features_lock_order", s.features[0].to_string()),
             ("features_interleavings", s.features[1].to_string()),
             ("features_handoffs", s.features[2].to_string()),
@@ -489,8 +557,35 @@ impl Output {
                 count("findings_potential_deadlock", "potential-deadlock"),
             ),
             ("last_find", last_find.to_string()),
-            // Every run is deterministic by construction (tests check it).
-            ("stability", "100.00%".into()),
+            (
+                "saved_crashes",
+                (crashes + prior("saved_crashes")).to_string(),
+            ),
+            ("saved_hangs", (hangs + prior("saved_hangs")).to_string()),
+            ("last_crash", when(last_of(false)).to_string()),
+            ("last_hang", when(last_of(true)).to_string()),
+            ("execs_since_crash", since_crash.to_string()),
+            ("exec_timeout", cfg.run.timeout.as_millis().to_string()),
+            ("stability", format!("{stability:.2}%")),
+            ("stability_checks", self.stability_checks.to_string()),
+            (
+                "bitmap_cvg",
+                format!(
+                    "{:.2}%",
+                    100.0 * edges.min(super::executor::MAP_SIZE) as f64
+                        / super::executor::MAP_SIZE as f64
+                ),
+            ),
+            ("edges_found", edges.to_string()),
+            ("total_edges", super::executor::MAP_SIZE.to_string()),
+            ("peak_rss_mb", peak_rss_mib().to_string()),
+            ("afl_banner", cfg.target_name.clone()),
+            (
+                "afl_version",
+                format!("rewind-fuzz {}", env!("CARGO_PKG_VERSION")),
+            ),
+            ("target_mode", "schedules (KVM)".into()),
+            ("command_line", command_line()),
         ];
         let mut text = String::new();
         for (k, v) in lines {
@@ -530,28 +625,60 @@ impl Output {
                     format!("{label} {}", n.count())
                 })
                 .collect();
+            let ago = |f: Option<&Finding>| match f {
+                Some(f) => format!(
+                    "{:.0?} ago",
+                    Duration::from_secs_f64((s.secs - f.elapsed.as_secs_f64()).max(0.0))
+                ),
+                None => "none yet".to_string(),
+            };
+            let last_crash = self.findings.iter().rfind(|f| !is_hang(f));
+            let last_hang = self.findings.iter().rfind(|f| is_hang(f));
+            let lines = [
+                format!(" rewind-fuzz  {}", cfg.target_name),
+                format!(
+                    "   elapsed   {:>10.0?}      budget  {}",
+                    Duration::from_secs_f64(s.secs),
+                    budget_text(cfg)
+                ),
+                format!(
+                    "   execs     {:>10}      per sec {rate:.1} (jobs: {})",
+                    s.execs,
+                    per_job.join(" ")
+                ),
+                format!(
+                    "   corpus    {:>10}      imported {}, last new feature {:.0?} ago",
+                    s.corpus,
+                    self.imported.len(),
+                    self.last_new_feature.elapsed()
+                ),
+                format!(
+                    "   features  lock order {}, interleavings {}, handoffs {}, reads-from {}",
+                    s.features[0], s.features[1], s.features[2], s.features[3]
+                ),
+                format!("   findings  {}", found.join(", ")),
+                format!(
+                    "   last      find {}, crash {}, hang {}",
+                    ago(self.findings.last()),
+                    ago(last_crash),
+                    ago(last_hang)
+                ),
+                format!("   output    {}", self.out.display()),
+            ];
+            // Redrawn in place: the findings printed above it stay.
             let mut e = std::io::stderr().lock();
-            let _ = write!(
-                e,
-                "\x1b[H\x1b[2J rewind-fuzz  {}\n\n   elapsed   {:>10.0?}      budget  {}\n   execs     {:>10}      per sec {:.1} (jobs: {})\n   corpus    {:>10}      last new feature {:.0?} ago\n   features  lock order {}, interleavings {}, handoffs {}, reads-from {}\n   findings  {}\n\n   output    {}\n",
-                cfg.target_name,
-                Duration::from_secs_f64(s.secs),
-                budget_text(cfg),
-                s.execs,
-                rate,
-                per_job.join(" "),
-                s.corpus,
-                self.last_new_feature.elapsed(),
-                s.features[0],
-                s.features[1],
-                s.features[2],
-                s.features[3],
-                found.join(", "),
-                self.out.display(),
-            );
-            for f in self.findings.iter().rev().take(5) {
-                let _ = writeln!(e, "   {}  {}", f.path.display(), f.summary);
+            let mut text = String::new();
+            if self.drawn > 0 {
+                text.push_str(&format!("\x1b[{}F", self.drawn));
             }
+            for l in &lines {
+                text.push_str("\x1b[2K");
+                text.push_str(l);
+                text.push('\n');
+            }
+            text.push_str("\x1b[J");
+            let _ = e.write_all(text.as_bytes());
+            self.drawn = lines.len();
         } else if self.last_line.is_none_or(|t| t.elapsed() >= LINE_INTERVAL) {
             self.last_line = Some(Instant::now());
             eprintln!(
@@ -568,6 +695,12 @@ impl Output {
         }
     }
 
+    /// Findings that are hangs in AFL++'s sense: the run stopped for lack
+    /// of progress (the step budget, the watchdog).
+    fn hangs(&self) -> usize {
+        self.findings.iter().filter(|f| is_hang(f)).count()
+    }
+
     /// Entries in the corpus directory.
     pub fn corpus_len(&self) -> usize {
         self.written.len()
@@ -581,6 +714,7 @@ impl Output {
             corpus: summary.corpus,
             features: FeatureKind::ALL.map(|k| summary.features[k.name()]),
             findings: summary.findings.len(),
+            hangs: self.hangs(),
         };
         self.samples.push(s);
         self.write_plot_data();
@@ -684,4 +818,28 @@ fn coverage_svg(samples: &[Sample]) -> String {
         );
     }
     out
+}
+
+/// The most memory this process has held at once, in MiB.
+fn peak_rss_mib() -> u64 {
+    // SAFETY: getrusage writes one `rusage` we own; a zeroed one is valid.
+    let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
+    // SAFETY: as above; RUSAGE_SELF needs no other argument.
+    if unsafe { libc::getrusage(libc::RUSAGE_SELF, &mut usage) } != 0 {
+        return 0;
+    }
+    // Kilobytes on Linux.
+    usage.ru_maxrss.max(0) as u64 / 1024
+}
+
+/// This session's command line, as AFL++ records it.
+fn command_line() -> String {
+    std::env::args().collect::<Vec<_>>().join(" ")
+}
+
+/// Whether a finding is a hang in AFL++'s sense (`saved_hangs`): the run
+/// stopped for lack of progress; every other finding, deadlocks included,
+/// counts as a crash.
+fn is_hang(f: &Finding) -> bool {
+    matches!(f.kind.class(), "hung" | "timed-out")
 }

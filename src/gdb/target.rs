@@ -524,13 +524,19 @@ impl MonitorCmd for Session {
             ["goto", "end"] => {
                 self.tl.goto_end()?;
                 gdbstub::outputln!(out, "now at {}", self.describe_position());
-                gdbstub::outputln!(out, "(run `maintenance flush register-cache` so gdb reads the threads again)");
+                gdbstub::outputln!(
+                    out,
+                    "(run `maintenance flush register-cache` so gdb reads the threads again)"
+                );
             }
             ["goto", n] => match n.parse::<u64>() {
                 Ok(step) => {
                     self.tl.goto_step(step)?;
                     gdbstub::outputln!(out, "now at {}", self.describe_position());
-                    gdbstub::outputln!(out, "(run `maintenance flush register-cache` so gdb reads the threads again)");
+                    gdbstub::outputln!(
+                        out,
+                        "(run `maintenance flush register-cache` so gdb reads the threads again)"
+                    );
                 }
                 Err(_) => gdbstub::outputln!(out, "goto wants a step number or `end`"),
             },
