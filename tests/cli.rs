@@ -153,6 +153,89 @@ fn a_bundled_harness_runs_with_its_own_step_budget_unless_told_otherwise() {
     assert_eq!(steps(&["--max-steps", "3000"]), 3000);
 }
 
+/// Every number in `v` that looks like an address (above 64 KiB) under a
+/// key that names one, by path.
+fn integer_addresses(v: &serde_json::Value, path: &str, out: &mut Vec<String>) {
+    const ADDRESS_KEYS: [&str; 8] = [
+        "rip",
+        "site",
+        "object",
+        "lock",
+        "holder_site",
+        "fault_addr",
+        "from_site",
+        "to_site",
+    ];
+    match v {
+        serde_json::Value::Object(m) => {
+            for (k, x) in m {
+                let p = format!("{path}.{k}");
+                if ADDRESS_KEYS.contains(&k.as_str()) && x.as_u64().is_some_and(|a| a > 0xffff) {
+                    out.push(p.clone());
+                }
+                integer_addresses(x, &p, out);
+            }
+        }
+        serde_json::Value::Array(a) => {
+            for x in a {
+                integer_addresses(x, &format!("{path}[]"), out);
+            }
+        }
+        _ => {}
+    }
+}
+
+#[test]
+fn every_commands_json_has_a_schema_and_hex_addresses() {
+    common::require_kvm();
+    let dir = tempfile::tempdir().unwrap();
+    let rwd = dir.path().join("abba.rwd");
+    let json = |args: &[&std::ffi::OsStr]| {
+        let out = cli()
+            .env("XDG_CACHE_HOME", dir.path())
+            .args(args)
+            .output()
+            .unwrap();
+        let v: serde_json::Value = serde_json::from_slice(&out.stdout)
+            .unwrap_or_else(|e| panic!("{args:?}: {e}: {}", String::from_utf8_lossy(&out.stderr)));
+        v
+    };
+    let os = |s: &str| std::ffi::OsString::from(s);
+    let check = json(&[
+        &os("check"),
+        &os("--json"),
+        &os("--target"),
+        &os("harness:abba"),
+        &os("--schedules"),
+        &os("200"),
+        &os("--save-rwd"),
+        rwd.as_os_str(),
+    ]);
+    let run = json(&[
+        &os("run"),
+        &os("--json"),
+        &os("--target"),
+        &os("harness:abba"),
+        &os("--schedule"),
+        rwd.as_os_str(),
+    ]);
+    let replay = json(&[&os("replay"), &os("--json"), rwd.as_os_str()]);
+    assert_eq!(run["outcome"]["kind"], "deadlocked", "{run}");
+    for (name, v) in [("check", &check), ("run", &run), ("replay", &replay)] {
+        assert_eq!(v["schema"], 1, "{name}: {v}");
+        let mut found = Vec::new();
+        integer_addresses(v, name, &mut found);
+        assert!(found.is_empty(), "addresses as integers: {found:?}\n{v}");
+    }
+    let threads = check["first_failure"]["outcome"]["threads"].as_array().unwrap();
+    assert!(
+        threads
+            .iter()
+            .any(|t| t["lock"].as_str().is_some_and(|l| l.starts_with("0x"))),
+        "{check}"
+    );
+}
+
 #[test]
 fn check_keeps_its_files_out_of_the_current_directory_and_names_them() {
     common::require_kvm();

@@ -230,7 +230,7 @@ pub fn bench(a: BenchArgs) -> Result<u8, UserError> {
     }
     let summary = report.summary();
     if a.json {
-        println!("{}", report.to_json());
+        super::common::print_json(report.to_json());
     } else {
         let bound = match (report.trial_time_s, report.budget) {
             (Some(t), u64::MAX) => format!("trials of {t:.0} s"),

@@ -228,7 +228,7 @@ pub fn check(a: CheckArgs) -> Result<u8, UserError> {
             "jobs": jobs,
             "elapsed_s": elapsed,
         });
-        println!("{v}");
+        super::common::print_json(v);
     } else {
         eprintln!(
             "{} schedules of {} with {} in {:.1}s ({:.1}/s on {} job{})",

@@ -382,14 +382,40 @@ pub fn outcome_json(o: &Outcome) -> serde_json::Value {
     if let Some(a) = obj.get("rip").and_then(|a| a.as_u64()) {
         obj.insert("rip".into(), format!("{a:#x}").into());
     }
+    if let Some(threads) = obj.get_mut("threads").and_then(|t| t.as_array_mut()) {
+        for t in threads.iter_mut().filter_map(|t| t.as_object_mut()) {
+            for key in ["object", "rip", "lock", "site", "holder_site"] {
+                if let Some(a) = t.get(key).and_then(|a| a.as_u64()) {
+                    t.insert(key.into(), format!("{a:#x}").into());
+                }
+            }
+        }
+    }
     obj.insert("summary".into(), o.summary().into());
     v
 }
 
+/// The version of the JSON every command prints with `--json` (its
+/// `schema` field): it goes up when a field changes meaning or goes away.
+/// Addresses are always hex strings (`"0x5555555580c0"`).
+pub const JSON_SCHEMA: u32 = 1;
+
+/// Prints a command's JSON result on stdout, with its schema version.
+pub fn print_json(mut v: serde_json::Value) {
+    if let Some(obj) = v.as_object_mut() {
+        obj.insert("schema".into(), JSON_SCHEMA.into());
+    }
+    println!("{v}");
+}
+
 /// The whole report as JSON.
-pub fn report_json(r: &crate::vm::RunReport) -> serde_json::Value {
+pub fn report_json(
+    r: &crate::vm::RunReport,
+    sym: &mut crate::report::Symbols,
+) -> serde_json::Value {
     let mut v = serde_json::to_value(r).expect("reports serialize");
     v["outcome"] = outcome_json(&r.outcome);
+    v["recent_events"] = r.recent_events.iter().map(|e| sym.event_json(e)).collect();
     v
 }
 

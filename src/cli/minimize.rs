@@ -280,7 +280,7 @@ pub fn minimize(a: MinimizeArgs) -> Result<u8, UserError> {
             "trace_hash": report.trace_hash,
             "bytes": size,
         });
-        println!("{v}");
+        super::common::print_json(v);
     } else {
         eprintln!(
             "rewind-fuzz: minimized {name}: {} -> {} preemptions (decisions); window {} -> {} steps before the failure; {} schedules in {:.1}s{}",

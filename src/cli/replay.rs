@@ -79,7 +79,7 @@ pub fn replay(a: ReplayArgs) -> Result<u8, UserError> {
             })),
             "schedule_diverged_at": r.schedule_diverged_at,
         });
-        println!("{v}");
+        super::common::print_json(v);
     } else if r.matches {
         say!(
             "rewind-fuzz: replayed {}: {} after {} steps (trace {}), as recorded",
@@ -155,7 +155,7 @@ fn retest(a: &ReplayArgs, rwd: &crate::rwd::Rwd, target: &str) -> Result<u8, Use
             "got": got,
             "schedule_diverged_at": r.schedule_diverged_at,
         });
-        println!("{v}");
+        super::common::print_json(v);
     } else {
         say!(
             "rewind-fuzz: {}'s schedule against {target}: {} after {} steps (trace {}): {verdict}",

@@ -139,7 +139,7 @@ pub fn run(a: RunArgs) -> Result<u8, UserError> {
     }
     let mut sym = crate::report::Symbols::new(&vm);
     if a.json {
-        let mut v = report_json(&report);
+        let mut v = report_json(&report, &mut sym);
         if let Some(ev) = &report.events {
             v["events"] = serde_json::Value::Array(ev.iter().map(|e| sym.event_json(e)).collect());
         }
@@ -157,7 +157,7 @@ pub fn run(a: RunArgs) -> Result<u8, UserError> {
                 );
             }
         }
-        println!("{v}");
+        super::common::print_json(v);
     } else {
         if let Some(ev) = &report.events {
             for e in ev {
