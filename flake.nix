@@ -2,7 +2,7 @@
   description = "rewind-fuzz: a schedule-space fuzzer for multithreaded Linux programs";
 
   inputs = {
-    nixpkgs.url = "github:NixOS/nixpkgs/nixos-24.11";
+    nixpkgs.url = "github:NixOS/nixpkgs/nixos-25.11";
     flake-utils.url = "github:numtide/flake-utils";
   };
 

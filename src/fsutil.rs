@@ -4,7 +4,7 @@
 
 use std::io::{Read, Write};
 use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 /// Who may read a file written by [`write_atomically_as`].
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -125,6 +125,28 @@ pub fn open_foreign(path: &Path) -> std::io::Result<std::fs::File> {
         ));
     }
     Ok(file)
+}
+
+/// rewind-fuzz's cache directory: `$XDG_CACHE_HOME/rewind-fuzz`, else
+/// `~/.cache/rewind-fuzz`, else one under the system's temporary directory.
+pub fn cache_dir() -> PathBuf {
+    std::env::var_os("XDG_CACHE_HOME")
+        .filter(|d| !d.is_empty())
+        .map(PathBuf::from)
+        .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".cache")))
+        .unwrap_or_else(std::env::temp_dir)
+        .join("rewind-fuzz")
+}
+
+/// Whether files can be created in `dir` (made if missing).
+pub fn is_writable_dir(dir: &Path) -> bool {
+    if std::fs::create_dir_all(dir).is_err() {
+        return false;
+    }
+    let probe = dir.join(format!(".write-test-{}", std::process::id()));
+    let ok = std::fs::File::create(&probe).is_ok();
+    let _ = std::fs::remove_file(&probe);
+    ok
 }
 
 #[cfg(test)]

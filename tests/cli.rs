@@ -227,7 +227,9 @@ fn every_commands_json_has_a_schema_and_hex_addresses() {
         integer_addresses(v, name, &mut found);
         assert!(found.is_empty(), "addresses as integers: {found:?}\n{v}");
     }
-    let threads = check["first_failure"]["outcome"]["threads"].as_array().unwrap();
+    let threads = check["first_failure"]["outcome"]["threads"]
+        .as_array()
+        .unwrap();
     assert!(
         threads
             .iter()
@@ -365,4 +367,33 @@ fn a_reproducers_schedule_re_tests_a_fix() {
         .unwrap();
     assert_eq!(bad.status.code(), Some(2));
     assert_eq!(String::from_utf8_lossy(&bad.stderr).lines().count(), 1);
+}
+
+#[test]
+fn completions_and_man_pages_come_from_the_binary() {
+    let bash = cli().args(["completions", "bash"]).output().unwrap();
+    assert!(bash.status.success());
+    let script = String::from_utf8_lossy(&bash.stdout);
+    for word in [
+        "_rewind__fuzz",
+        "check",
+        "replay",
+        "--target",
+        "--schedules",
+    ] {
+        assert!(script.contains(word), "{word} missing from the bash script");
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let man = cli().arg("man").arg(dir.path()).output().unwrap();
+    assert!(man.status.success());
+    for page in [
+        "rewind-fuzz.1",
+        "rewind-fuzz-check.1",
+        "rewind-fuzz-replay.1",
+    ] {
+        let text = std::fs::read_to_string(dir.path().join(page)).unwrap();
+        assert!(text.starts_with(".ie") || text.contains(".TH"), "{page}");
+    }
+    let bad = cli().args(["completions", "cmd.exe"]).output().unwrap();
+    assert_eq!(bad.status.code(), Some(2));
 }

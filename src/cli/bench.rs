@@ -147,6 +147,9 @@ fn bench_error(e: BenchError) -> UserError {
     }
 }
 
+/// How often a bench whose stderr is no terminal says how far it got.
+const PROGRESS_LINE_INTERVAL: Duration = Duration::from_secs(15);
+
 pub fn bench(a: BenchArgs) -> Result<u8, UserError> {
     check_output("--csv", a.csv.as_deref())?;
     check_output("--plot", a.plot.as_deref())?;
@@ -211,7 +214,31 @@ pub fn bench(a: BenchArgs) -> Result<u8, UserError> {
             .expect("valid template"),
     );
     bar.enable_steady_tick(Duration::from_millis(250));
-    let report = bench::runner::run(&cfg, &bar).map_err(bench_error)?;
+    // Piped or in CI, where no bar is drawn: a line every so often.
+    let (done, ended) = std::sync::mpsc::channel::<()>();
+    let lines = (!std::io::stderr().is_terminal()).then(|| {
+        let bar = bar.clone();
+        let start = std::time::Instant::now();
+        std::thread::spawn(move || {
+            while let Err(std::sync::mpsc::RecvTimeoutError::Timeout) =
+                ended.recv_timeout(PROGRESS_LINE_INTERVAL)
+            {
+                eprintln!(
+                    "rewind-fuzz bench: [{:>5.0}s] {} {}/{}",
+                    start.elapsed().as_secs_f64(),
+                    bar.message(),
+                    bar.position(),
+                    bar.length().unwrap_or(0)
+                );
+            }
+        })
+    });
+    let report = bench::runner::run(&cfg, &bar);
+    drop(done);
+    if let Some(t) = lines {
+        let _ = t.join();
+    }
+    let report = report.map_err(bench_error)?;
     bar.finish_and_clear();
 
     if let Some(f) = &a.csv {

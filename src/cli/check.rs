@@ -308,12 +308,7 @@ fn save_first(a: &CheckArgs, s: &Schedule) -> Result<PathBuf, UserError> {
 /// Where `check` keeps a first failure's files unless told: out of the
 /// current directory, which the user did not offer.
 fn cache_dir() -> PathBuf {
-    let base = std::env::var_os("XDG_CACHE_HOME")
-        .filter(|d| !d.is_empty())
-        .map(PathBuf::from)
-        .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".cache")))
-        .unwrap_or_else(std::env::temp_dir);
-    base.join("rewind-fuzz").join("check")
+    crate::fsutil::cache_dir().join("check")
 }
 
 /// Records the first failure again from scratch and writes its reproducer.

@@ -5,6 +5,7 @@ mod check;
 mod common;
 mod fuzz;
 mod gdb;
+mod install;
 mod minimize;
 mod replay;
 mod run;
@@ -43,6 +44,10 @@ enum Command {
     Show(show::ShowArgs),
     /// Compare strategies on the bug suite: schedules to each bug, against a native stress loop.
     Bench(bench::BenchArgs),
+    /// Print a shell completion script (bash, zsh, fish, ...) on stdout.
+    Completions(install::CompletionsArgs),
+    /// Write the man pages into a directory.
+    Man(install::ManArgs),
 }
 
 /// An error for the user: one line, and the exit code to leave with.
@@ -96,6 +101,8 @@ pub fn main() -> ExitCode {
         Command::Show(a) => show::show(a),
         Command::Gdb(a) => gdb::gdb(a),
         Command::Bench(a) => bench::bench(a),
+        Command::Completions(a) => install::completions(a),
+        Command::Man(a) => install::man(a),
     };
     match r {
         Ok(code) => ExitCode::from(code),

@@ -679,9 +679,19 @@ pub fn target_dir() -> PathBuf {
         .join("target")
 }
 
-/// Where built harness binaries go: `<target-dir>/harnesses`.
+/// Where built harness binaries go: `$REWIND_HARNESS_CACHE` if set, else
+/// `<target-dir>/harnesses` when it can be written, else rewind-fuzz's
+/// cache directory (a source tree in a read-only place, such as a Nix
+/// store or a system-wide install).
 pub fn output_dir() -> PathBuf {
-    target_dir().join("harnesses")
+    if let Some(dir) = std::env::var_os("REWIND_HARNESS_CACHE") {
+        return PathBuf::from(dir);
+    }
+    let beside = target_dir().join("harnesses");
+    if crate::fsutil::is_writable_dir(&beside) {
+        return beside;
+    }
+    crate::fsutil::cache_dir().join("harnesses")
 }
 
 /// Every harness under [`source_root`], sorted by name. Directories without
