@@ -397,3 +397,47 @@ fn completions_and_man_pages_come_from_the_binary() {
     let bad = cli().args(["completions", "cmd.exe"]).output().unwrap();
     assert_eq!(bad.status.code(), Some(2));
 }
+
+#[test]
+fn check_per_test_runs_each_test_alone_and_names_the_failing_one() {
+    common::require_kvm();
+    let dir = tempfile::tempdir().unwrap();
+    let out = cli()
+        .env("XDG_CACHE_HOME", dir.path())
+        .args([
+            "check",
+            "--per-test",
+            "--target",
+            "harness:rust-libtest-fail",
+            "--schedules",
+            "5",
+        ])
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    let rows: Vec<&str> = err.lines().filter(|l| l.starts_with("tests::")).collect();
+    assert_eq!(rows.len(), 6, "{err}");
+    for row in rows {
+        let failed = row.ends_with("FAILED");
+        assert_eq!(
+            failed,
+            row.starts_with("tests::this_test_fails_on_purpose "),
+            "{row}"
+        );
+    }
+    // The failure names its test and the panic's message.
+    assert!(
+        err.contains(
+            "test tests::this_test_fails_on_purpose: exited with code 101: panicked at libtest.rs:"
+        ),
+        "{err}"
+    );
+    // A binary that is no test binary is bad input.
+    let bad = cli()
+        .args(["check", "--per-test", "--target", "harness:hello"])
+        .output()
+        .unwrap();
+    assert_eq!(bad.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&bad.stderr).contains("neither a Rust test binary"));
+}

@@ -820,3 +820,142 @@ fn the_live_screen_keeps_every_findings_commands_and_the_stats_speak_afl() {
         assert!(cols[11].parse::<u64>().is_ok(), "total_execs in {row}");
     }
 }
+
+const FIVE_TESTS: &str = r#"
+use std::sync::{Arc, Mutex};
+use std::thread;
+
+pub fn transfer(from: &Mutex<i64>, to: &Mutex<i64>, amount: i64) {
+    let mut source = from.lock().unwrap();
+    let mut target = to.lock().unwrap();
+    *source -= amount;
+    *target += amount;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn adds() { assert_eq!(2 + 2, 4); }
+
+    #[test]
+    fn a_thread_returns_its_result() {
+        assert_eq!(thread::spawn(|| 7).join().unwrap(), 7);
+    }
+
+    #[test]
+    fn a_mutex_counts() {
+        let n = Arc::new(Mutex::new(0));
+        let hs: Vec<_> = (0..2).map(|_| { let n = n.clone(); thread::spawn(move || *n.lock().unwrap() += 1) }).collect();
+        for h in hs { h.join().unwrap(); }
+        assert_eq!(*n.lock().unwrap(), 2);
+    }
+
+    #[test]
+    fn transfers_both_ways() {
+        let (a, b) = (Arc::new(Mutex::new(100)), Arc::new(Mutex::new(100)));
+        let (a2, b2) = (a.clone(), b.clone());
+        let t = thread::spawn(move || transfer(&a2, &b2, 10));
+        transfer(&b, &a, 20);
+        t.join().unwrap();
+        assert_eq!(*a.lock().unwrap() + *b.lock().unwrap(), 200);
+    }
+
+    #[test]
+    fn a_vector_sorts() { let mut v = vec![3, 1, 2]; v.sort(); assert_eq!(v, [1, 2, 3]); }
+}
+"#;
+
+#[test]
+fn per_test_fuzzing_finds_the_one_buggy_test_and_explores_every_test() {
+    common::require_kvm();
+    let dir = tempfile::tempdir().unwrap();
+    let src = dir.path().join("five.rs");
+    std::fs::write(&src, FIVE_TESTS).unwrap();
+    let exe = dir.path().join("five");
+    let built = std::process::Command::new("rustc")
+        .args(["--test", "--edition", "2021", "-g", "-O", "-o"])
+        .arg(&exe)
+        .arg(&src)
+        .status()
+        .unwrap();
+    assert!(built.success());
+    let out = dir.path().join("out");
+    let r = fuzz(&[
+        "--target",
+        exe.to_str().unwrap(),
+        "--per-test",
+        "--time",
+        "50s",
+        "--jobs",
+        "1",
+        "-q",
+        "-o",
+        out.to_str().unwrap(),
+    ]);
+    let err = stderr(&r);
+    assert_eq!(r.status.code(), Some(1), "{err}");
+    let tests = [
+        "tests::adds",
+        "tests::a_thread_returns_its_result",
+        "tests::a_mutex_counts",
+        "tests::transfers_both_ways",
+        "tests::a_vector_sorts",
+    ];
+    for t in tests {
+        let session = out.join(t.replace("::", "__"));
+        assert!(
+            stat(&session, "execs_done") > 0,
+            "{t} was not explored:\n{err}"
+        );
+        let row = err
+            .lines()
+            .find(|l| l.starts_with(&format!("{t} ")))
+            .unwrap_or_else(|| panic!("no row for {t}:\n{err}"));
+        assert_eq!(
+            row.ends_with("FAILED"),
+            t == "tests::transfers_both_ways",
+            "{row}"
+        );
+    }
+    let found = std::fs::read_dir(out.join("tests__transfers_both_ways/findings"))
+        .unwrap()
+        .flatten()
+        .any(|e| e.file_name().to_string_lossy().starts_with("deadlocked-"));
+    assert!(found, "{err}");
+    assert!(
+        err.contains("test tests::transfers_both_ways: deadlocked"),
+        "the finding names its test:\n{err}"
+    );
+}
+
+#[test]
+fn the_cargo_command_builds_a_projects_tests_and_fuzzes_the_chosen_one() {
+    common::require_kvm();
+    let dir = tempfile::tempdir().unwrap();
+    let project = dir.path().join("accounts");
+    std::fs::create_dir_all(project.join("src")).unwrap();
+    std::fs::write(
+        project.join("Cargo.toml"),
+        "[package]\nname = \"accounts\"\nversion = \"0.1.0\"\nedition = \"2021\"\n",
+    )
+    .unwrap();
+    std::fs::write(project.join("src/lib.rs"), FIVE_TESTS).unwrap();
+    let out = dir.path().join("out");
+    let r = cli()
+        .current_dir(&project)
+        .env("CARGO_TARGET_DIR", dir.path().join("target"))
+        .args(["cargo", "transfers", "--time", "20s", "-j", "1", "-q", "-o"])
+        .arg(&out)
+        .output()
+        .unwrap();
+    let err = stderr(&r);
+    assert_eq!(r.status.code(), Some(1), "{err}");
+    assert!(err.contains("1 tests in 1 binaries"), "{err}");
+    assert!(
+        err.lines()
+            .any(|l| l.starts_with("tests::transfers_both_ways ") && l.ends_with("FAILED")),
+        "{err}"
+    );
+}

@@ -19,7 +19,7 @@ use crate::report::Symbols;
 use crate::sched::{Schedule, StrategySpec};
 use crate::vm::RunReport;
 
-#[derive(Args, Debug)]
+#[derive(Args, Debug, Clone)]
 pub struct CheckArgs {
     #[command(flatten)]
     pub target: TargetArgs,
@@ -44,6 +44,14 @@ pub struct CheckArgs {
     /// Print one JSON object with the results on stdout.
     #[arg(long)]
     pub json: bool,
+    /// Check each test of a Rust libtest or GoogleTest binary on its own
+    /// (`--exact NAME` / `--gtest_filter=NAME`), each with --schedules.
+    #[arg(long)]
+    pub per_test: bool,
+    /// The test being checked (set by --per-test): part of the default
+    /// file names.
+    #[arg(skip)]
+    pub test: Option<String>,
 }
 
 /// The result of one schedule.
@@ -99,6 +107,9 @@ impl RunCost {
 }
 
 pub fn check(a: CheckArgs) -> Result<u8, UserError> {
+    if a.per_test {
+        return super::pertest::check_each(a);
+    }
     if a.schedules == 0 {
         return Err(UserError::bad_input("--schedules must be at least 1"));
     }
@@ -284,12 +295,16 @@ fn save_first(a: &CheckArgs, s: &Schedule) -> Result<PathBuf, UserError> {
     let path = match &a.save_schedule {
         Some(p) => p.clone(),
         None => {
-            let name = a
+            let program = a
                 .target
                 .target
                 .rsplit(['/', ':'])
                 .next()
                 .unwrap_or("target");
+            let name = match &a.test {
+                Some(t) => format!("{program}-{}", super::pertest::file_name(t)),
+                None => program.to_string(),
+            };
             let dir = cache_dir();
             std::fs::create_dir_all(&dir).map_err(|e| {
                 UserError::bad_input(format!(

@@ -53,6 +53,15 @@ pub struct FuzzArgs {
     /// Only print findings and the final summary.
     #[arg(long, short = 'q')]
     pub quiet: bool,
+    /// Fuzz each test of a Rust libtest or GoogleTest binary on its own
+    /// (`--exact NAME` / `--gtest_filter=NAME`), sharing --time or --execs
+    /// between them, each with its own session in --out/<test>/.
+    #[arg(long)]
+    pub per_test: bool,
+    /// With --per-test, only the tests whose names contain this (set by
+    /// `rewind-fuzz cargo TESTNAME`).
+    #[arg(skip)]
+    pub test_filter: Option<String>,
 }
 
 /// Reads schedule inputs from a directory; a file that is not one is
@@ -154,6 +163,9 @@ fn fingerprint(exe: &str, level: crate::code::SyncPoints) -> u64 {
 }
 
 pub fn fuzz(a: FuzzArgs) -> Result<u8, UserError> {
+    if a.per_test {
+        return super::pertest::fuzz_each(a);
+    }
     let run = a.target.config()?;
     if a.jobs == Some(0) {
         return Err(UserError::bad_input("--jobs must be at least 1"));

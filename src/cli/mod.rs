@@ -1,12 +1,14 @@
 //! The command line.
 
 mod bench;
+mod cargo;
 mod check;
 mod common;
 mod fuzz;
 mod gdb;
 mod install;
 mod minimize;
+mod pertest;
 mod replay;
 mod run;
 mod show;
@@ -44,6 +46,8 @@ enum Command {
     Show(show::ShowArgs),
     /// Compare strategies on the bug suite: schedules to each bug, against a native stress loop.
     Bench(bench::BenchArgs),
+    /// Build a Cargo project's tests (cargo test --no-run) and fuzz each test alone.
+    Cargo(cargo::CargoArgs),
     /// Print a shell completion script (bash, zsh, fish, ...) on stdout.
     Completions(install::CompletionsArgs),
     /// Write the man pages into a directory.
@@ -101,6 +105,7 @@ pub fn main() -> ExitCode {
         Command::Show(a) => show::show(a),
         Command::Gdb(a) => gdb::gdb(a),
         Command::Bench(a) => bench::bench(a),
+        Command::Cargo(a) => cargo::cargo(a),
         Command::Completions(a) => install::completions(a),
         Command::Man(a) => install::man(a),
     };

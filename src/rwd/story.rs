@@ -139,6 +139,41 @@ impl<'a> StoryTeller<'a> {
         }
     }
 
+    /// The test the run ran alone (`--exact NAME` of a Rust test binary,
+    /// `--gtest_filter=NAME` of a GoogleTest one), if it ran one.
+    fn test_name(&self) -> Option<String> {
+        let argv = &self.rwd.target.argv;
+        let exact = argv
+            .iter()
+            .position(|a| a == "--exact")
+            .and_then(|i| argv.get(i + 1))
+            .filter(|n| !n.starts_with('-'));
+        let filter = argv.iter().find_map(|a| a.strip_prefix("--gtest_filter="));
+        exact.map(String::as_str).or(filter).map(str::to_string)
+    }
+
+    /// A panic's place and message from the end of stderr: Rust prints
+    /// `thread 'NAME' panicked at FILE:LINE:COL:` and the message below.
+    /// libtest captures a test's output and prints it on stdout in its
+    /// failures section, so both streams are looked at.
+    fn panic_message(&self) -> Option<String> {
+        [&self.rwd.story.stderr, &self.rwd.story.stdout]
+            .into_iter()
+            .find_map(|stream| {
+                let text = String::from_utf8_lossy(stream);
+                let lines: Vec<&str> = text.lines().collect();
+                let at = lines.iter().rposition(|l| l.contains(" panicked at "))?;
+                let place = lines[at]
+                    .split(" panicked at ")
+                    .nth(1)?
+                    .trim_end_matches(':');
+                // The file's name is enough on one line.
+                let place = place.rsplit('/').next().unwrap_or(place);
+                let message = lines.get(at + 1).map_or("", |m| m.trim());
+                Some(format!("panicked at {place}: {message}"))
+            })
+    }
+
     /// The failure in one line of at most [`HEADLINE_WIDTH`] characters,
     /// locks by name and code by source line: what a list of findings
     /// shows (the story itself has the rest).
@@ -221,7 +256,15 @@ impl<'a> StoryTeller<'a> {
                 }
                 None => o.summary(),
             },
+            o @ Outcome::Exited { .. } => match self.panic_message() {
+                Some(panic) => format!("{}: {panic}", o.summary()),
+                None => o.summary(),
+            },
             o => o.summary(),
+        };
+        let text = match self.test_name() {
+            Some(test) => format!("test {test}: {text}"),
+            None => text,
         };
         truncate(&text, HEADLINE_WIDTH)
     }
@@ -246,7 +289,13 @@ impl<'a> StoryTeller<'a> {
             r.target.seed,
             r.target.cpus
         );
+        if let Some(test) = self.test_name() {
+            let _ = writeln!(out, "  test: {test}");
+        }
         let _ = writeln!(out, "  signature: {}", r.expected.signature);
+        if let Some(panic) = self.panic_message() {
+            let _ = writeln!(out, "  {panic}");
+        }
         out.push('\n');
         out.push_str(&self.outcome_section());
         out.push('\n');
