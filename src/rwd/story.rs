@@ -21,6 +21,10 @@ use crate::report::symbols::{Location, Mapping, Symbolizer};
 pub const DEFAULT_LANE_STEPS: u64 = 40;
 /// The longest a finding's one-line summary gets.
 pub const HEADLINE_WIDTH: usize = 160;
+/// The widest the text lanes get when the threads fit.
+const LANES_WIDTH: usize = 120;
+/// The narrowest a lane gets (with many threads the lanes grow wider).
+const MIN_LANE: usize = 12;
 /// The widest a lane's cell gets in text.
 const CELL_WIDTH: usize = 40;
 
@@ -592,8 +596,14 @@ impl<'a> StoryTeller<'a> {
                 Some(e) if e.thread != d.thread => {
                     let what = self.event_what(&e);
                     let at = self.call_site(e.site).short();
+                    // A pthread hint and a sync site are steps taken before
+                    // the operation: the thread has not taken the lock yet.
+                    let when = match e.op {
+                        Operation::Hint { .. } | Operation::Sync { .. } => "just before",
+                        Operation::Syscall { .. } => "right after",
+                    };
                     format!(
-                        "after step {}: {} runs, preempting {} right after its {what} at {at}",
+                        "after step {}: {} runs, preempting {} {when} its {what} at {at}",
                         d.step,
                         self.thread(d.thread),
                         self.thread(e.thread)
@@ -672,21 +682,39 @@ impl<'a> StoryTeller<'a> {
         if cells.is_empty() {
             return out;
         }
+        // Threads without a step here get no column: the width goes to
+        // those that act.
+        let active: BTreeSet<u32> = cells.iter().map(|c| c.thread).collect();
+        let idle: Vec<String> = threads
+            .iter()
+            .filter(|t| !active.contains(t))
+            .map(|t| t.to_string())
+            .collect();
+        if !idle.is_empty() {
+            let _ = writeln!(out, "  (no steps here: thread {})", idle.join(", "));
+        }
+        let threads: Vec<u32> = threads.into_iter().filter(|t| active.contains(t)).collect();
         let text = |c: &LaneCell| {
             let mark = if c.blocked { "*" } else { "" };
-            // The place says most: shorten the rest first.
-            let room = CELL_WIDTH.saturating_sub(c.place.chars().count() + mark.len() + 1);
-            format!("{}{mark} {}", truncate(&c.what, room.max(8)), c.place)
+            format!("{}{mark} {}", c.what, c.place)
                 .trim_end()
                 .to_string()
         };
+        // Each column as wide as its widest cell, all of them within
+        // LANES_WIDTH when they can be; cells wrap at spaces.
+        const STEP_COLUMN: usize = 10;
+        let share = (LANES_WIDTH.saturating_sub(STEP_COLUMN) / threads.len().max(1))
+            .saturating_sub(3)
+            .clamp(MIN_LANE, CELL_WIDTH);
         let mut width: BTreeMap<u32, usize> = threads
             .iter()
             .map(|t| (*t, format!("thread {t}").len()))
             .collect();
         for c in &cells {
             let w = width.get_mut(&c.thread).unwrap();
-            *w = (*w).max(text(c).chars().count());
+            *w = (*w)
+                .max(text(c).chars().count())
+                .min(share.max(format!("thread {}", c.thread).len()));
         }
         let mut header = format!("  {:>7} ", "step");
         let mut rule = format!("  {:->7}-", "");
@@ -698,18 +726,21 @@ impl<'a> StoryTeller<'a> {
         let _ = writeln!(out, "{}", header.trim_end());
         let _ = writeln!(out, "{}", rule.trim_end());
         for c in &cells {
-            let mark = if c.preempted_after { ">>" } else { "  " };
-            let mut row = format!("  {mark}{:>5} ", c.step);
-            for t in &threads {
-                let w = width[t];
-                let cell = if *t == c.thread {
-                    text(c)
+            let lines = wrap(&text(c), width[&c.thread]);
+            for (i, line) in lines.iter().enumerate() {
+                let mark = if c.preempted_after { ">>" } else { "  " };
+                let mut row = if i == 0 {
+                    format!("  {mark}{:>5} ", c.step)
                 } else {
-                    String::new()
+                    format!("  {:>7} ", "")
                 };
-                let _ = write!(row, "| {cell:<w$} ");
+                for t in &threads {
+                    let w = width[t];
+                    let cell = if *t == c.thread { line.as_str() } else { "" };
+                    let _ = write!(row, "| {cell:<w$} ");
+                }
+                let _ = writeln!(out, "{}", row.trim_end());
             }
-            let _ = writeln!(out, "{}", row.trim_end());
         }
         out
     }
@@ -837,6 +868,28 @@ fn op_color(what: &str) -> &'static str {
     } else {
         "#eeeeee"
     }
+}
+
+/// `s` in lines of at most `width` characters, broken at spaces; a word
+/// longer than a line is cut with `…`.
+fn wrap(s: &str, width: usize) -> Vec<String> {
+    let mut lines = Vec::new();
+    let mut line = String::new();
+    for word in s.split(' ').filter(|w| !w.is_empty()) {
+        let word = truncate(word, width);
+        let needed = line.chars().count() + usize::from(!line.is_empty()) + word.chars().count();
+        if !line.is_empty() && needed > width {
+            lines.push(std::mem::take(&mut line));
+        }
+        if !line.is_empty() {
+            line.push(' ');
+        }
+        line.push_str(&word);
+    }
+    if !line.is_empty() || lines.is_empty() {
+        lines.push(line);
+    }
+    lines
 }
 
 fn truncate(s: &str, max: usize) -> String {
