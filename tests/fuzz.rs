@@ -482,10 +482,15 @@ fn ctrl_c_stops_cleanly_and_flushes_everything() {
             >= 2
     );
     let svg = std::fs::read_to_string(out.join("coverage.svg")).unwrap();
+    // One panel per feature kind, each with its own scale, under a title
+    // naming the target.
     assert!(
-        svg.contains("<svg") && svg.contains("interleavings"),
+        svg.contains("<svg") && svg.contains(": coverage features over time"),
         "{svg}"
     );
+    for kind in ["lock_order", "interleavings", "handoffs", "reads_from"] {
+        assert!(svg.contains(kind), "no {kind} panel: {svg}");
+    }
 }
 
 #[test]

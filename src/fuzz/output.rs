@@ -721,7 +721,16 @@ impl Output {
         self.write_stats(cfg, &s, progress);
         let r = write_atomically(
             &self.out.join("coverage.svg"),
-            coverage_svg(&self.samples).as_bytes(),
+            coverage_svg(
+                &self.samples,
+                &cfg.target_name,
+                &self
+                    .findings
+                    .iter()
+                    .map(|f| f.elapsed.as_secs_f64())
+                    .collect::<Vec<_>>(),
+            )
+            .as_bytes(),
         );
         self.warn_if_unwritten("coverage.svg", r);
     }
@@ -761,53 +770,58 @@ fn list_names(dir: &Path) -> BTreeSet<String> {
         .unwrap_or_default()
 }
 
-/// Features over time as an SVG line chart, one line per kind.
-fn coverage_svg(samples: &[Sample]) -> String {
+/// Coverage over time: one panel per feature kind, each on its own scale
+/// (a kind in the tens drawn under one in the thousands would be a flat
+/// line at zero), with the findings marked where they were found.
+fn coverage_svg(samples: &[Sample], target: &str, finds: &[f64]) -> String {
     use plotters::prelude::*;
     let tmax = samples.iter().map(|s| s.secs).fold(1.0, f64::max);
-    let fmax = samples
-        .iter()
-        .flat_map(|s| s.features)
-        .max()
-        .unwrap_or(1)
-        .max(1) as f64;
     let mut out = String::new();
     let drawn: Result<(), String> = (|| {
         let e = |e: DrawingAreaErrorKind<_>| e.to_string();
-        let root = SVGBackend::with_string(&mut out, (720, 360)).into_drawing_area();
+        let root = SVGBackend::with_string(&mut out, (960, 640)).into_drawing_area();
         root.fill(&WHITE).map_err(e)?;
-        let mut chart = ChartBuilder::on(&root)
-            .caption("Coverage features over time", ("sans-serif", 18))
-            .margin(12)
-            .x_label_area_size(36)
-            .y_label_area_size(52)
-            .build_cartesian_2d(0.0..tmax, 0.0..fmax * 1.05)
-            .map_err(e)?;
-        chart
-            .configure_mesh()
-            .x_desc("seconds")
-            .y_desc("features")
-            .draw()
-            .map_err(e)?;
-        let colours = [RED, BLUE, GREEN, MAGENTA];
-        for (k, kind) in FeatureKind::ALL.iter().enumerate() {
-            let colour = colours[k];
+        let title = format!(
+            "{target}: coverage features over time ({} finding{}, red lines)",
+            finds.len(),
+            if finds.len() == 1 { "" } else { "s" }
+        );
+        let root = root.titled(&title, ("sans-serif", 18)).map_err(e)?;
+        let panels = root.split_evenly((2, 2));
+        let colours = [BLUE, GREEN, MAGENTA, CYAN];
+        for (k, (kind, panel)) in FeatureKind::ALL.iter().zip(panels.iter()).enumerate() {
+            let ymax = samples
+                .iter()
+                .map(|s| s.features[k])
+                .max()
+                .unwrap_or(0)
+                .max(1) as f64;
+            let mut chart = ChartBuilder::on(panel)
+                .caption(kind.name(), ("sans-serif", 15))
+                .margin(10)
+                .x_label_area_size(30)
+                .y_label_area_size(48)
+                .build_cartesian_2d(0.0..tmax, 0.0..ymax * 1.1)
+                .map_err(e)?;
+            chart
+                .configure_mesh()
+                .x_desc("seconds")
+                .y_desc("features")
+                .draw()
+                .map_err(e)?;
+            for &t in finds {
+                chart
+                    .draw_series(LineSeries::new(
+                        [(t, 0.0), (t, ymax * 1.1)],
+                        RED.mix(0.6).stroke_width(1),
+                    ))
+                    .map_err(e)?;
+            }
             let points = samples.iter().map(|s| (s.secs, s.features[k] as f64));
             chart
-                .draw_series(LineSeries::new(points, colour.stroke_width(2)))
-                .map_err(e)?
-                .label(kind.name())
-                .legend(move |(x, y)| {
-                    PathElement::new(vec![(x, y), (x + 20, y)], colour.stroke_width(2))
-                });
+                .draw_series(LineSeries::new(points, colours[k].stroke_width(2)))
+                .map_err(e)?;
         }
-        chart
-            .configure_series_labels()
-            .position(SeriesLabelPosition::LowerRight)
-            .background_style(WHITE.mix(0.85))
-            .border_style(BLACK)
-            .draw()
-            .map_err(e)?;
         root.present().map_err(e)
     })();
     // A chart that cannot be drawn is no reason to stop fuzzing: say so in
