@@ -765,7 +765,7 @@ impl<'a> StoryTeller<'a> {
         let left = 70.0;
         let top = 76.0;
         let width = left + col_w * threads.len().max(1) as f64 + 20.0;
-        let height = top + row_h * cells.len() as f64 + 30.0;
+        let height = top + row_h * cells.len() as f64 + 52.0;
         let mut s = String::new();
         let _ = writeln!(
             s,
@@ -847,6 +847,17 @@ impl<'a> StoryTeller<'a> {
                 );
             }
         }
+        let mut x = 10.0;
+        for (fill, meaning) in LEGEND {
+            let _ = writeln!(
+                s,
+                r##"<rect x="{x}" y="{}" width="12" height="10" rx="2" fill="{fill}" stroke="#999999"/><text x="{}" y="{}" fill="#444444" font-size="10">{meaning}</text>"##,
+                height - 38.0,
+                x + 16.0,
+                height - 29.0
+            );
+            x += 16.0 + 6.5 * meaning.len() as f64 + 14.0;
+        }
         let _ = writeln!(
             s,
             r##"<text x="10" y="{}" fill="#666666" font-size="10">red border: blocked at the end; dashed orange line: a preemption of the schedule (the next step is another thread's)</text>"##,
@@ -857,16 +868,41 @@ impl<'a> StoryTeller<'a> {
     }
 }
 
+/// The lanes' colours, with what each means (the picture's legend).
+const LEGEND: [(&str, &str); 4] = [
+    ("#f8dcc8", "takes or waits for a lock"),
+    ("#d8f0d8", "releases one"),
+    ("#dde4f8", "creates or joins a thread"),
+    ("#eeeeee", "another system call or step"),
+];
+
+/// A step's colour by its operation (the first word of `what`). Only
+/// synchronization counts as a lock: `clock_gettime` is no lock.
 fn op_color(what: &str) -> &'static str {
     let op = what.split(' ').next().unwrap_or("");
-    if op.ends_with("unlock") || op == "sem-post" || op.starts_with("cond-signal") {
-        "#d8f0d8"
-    } else if op.contains("lock") || op.starts_with("sem-") || op.starts_with("cond-wait") {
-        "#f8dcc8"
+    let release = op.ends_with("unlock")
+        || op == "sem-post"
+        || op.starts_with("cond-signal")
+        || op.starts_with("cond-broadcast");
+    let acquire = [
+        "mutex-",
+        "rwlock-",
+        "spin-",
+        "sem-",
+        "cond-wait",
+        "barrier",
+        "atomic-rmw",
+    ]
+    .iter()
+    .any(|p| op.starts_with(p));
+    if release {
+        LEGEND[1].0
+    } else if acquire {
+        LEGEND[0].0
     } else if op.starts_with("thread-") {
-        "#dde4f8"
+        LEGEND[2].0
     } else {
-        "#eeeeee"
+        LEGEND[3].0
     }
 }
 
@@ -1026,5 +1062,30 @@ impl DataObject {
             span,
             symbols,
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_synchronization_is_coloured_as_a_lock() {
+        assert_eq!(op_color("mutex-lock forks[1]"), LEGEND[0].0);
+        assert_eq!(op_color("atomic-rmw 0x10"), LEGEND[0].0);
+        assert_eq!(op_color("mutex-unlock forks[1]"), LEGEND[1].0);
+        assert_eq!(op_color("thread-join 0x7fff"), LEGEND[2].0);
+        assert_eq!(op_color("clock_gettime 1"), LEGEND[3].0);
+        assert_eq!(op_color("futex forks[2]"), LEGEND[3].0);
+    }
+
+    #[test]
+    fn cells_wrap_at_spaces_within_their_width() {
+        assert_eq!(
+            wrap("mutex-lock forks[3] philosophers.c:43", 20),
+            vec!["mutex-lock forks[3]", "philosophers.c:43"]
+        );
+        assert_eq!(wrap("averyveryverylongword", 8), vec!["averyve…"]);
+        assert_eq!(wrap("", 8), vec![""]);
     }
 }
