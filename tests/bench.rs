@@ -12,6 +12,12 @@ use serde_json::Value;
 
 /// Runs `bench --json` with `args` and returns its exit code and object.
 fn bench(args: &[&str]) -> (i32, Value) {
+    let (code, v, _) = bench_said(args);
+    (code, v)
+}
+
+/// `bench` as [`bench`], with what it said on stderr.
+fn bench_said(args: &[&str]) -> (i32, Value, String) {
     common::require_kvm();
     let out = cli()
         .args(["bench", "--json", "--no-native"])
@@ -25,7 +31,11 @@ fn bench(args: &[&str]) -> (i32, Value) {
             String::from_utf8_lossy(&out.stderr)
         )
     });
-    (out.status.code().unwrap(), v)
+    (
+        out.status.code().unwrap(),
+        v,
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
 }
 
 /// (strategy, harness, seed) -> schedules to the bug.
@@ -62,7 +72,7 @@ fn every_buggy_harness_is_found_within_the_default_budget() {
     // Random search finds most within a few dozen schedules; the bugs that
     // need one thread to run far ahead are the fuzzer's. The twins are the
     // next test's.
-    let (code, v) = bench(&[
+    let (code, v, said) = bench_said(&[
         "--strategies",
         "random,fuzz",
         "--seeds",
@@ -71,6 +81,8 @@ fn every_buggy_harness_is_found_within_the_default_budget() {
         "0",
     ]);
     assert_eq!(v["budget"], 1000, "the default budget");
+    // Minutes with stderr piped: it says how far it got now and then.
+    assert!(said.contains("rewind-fuzz bench: ["), "{said}");
     assert_eq!(
         v["harnesses"],
         serde_json::json!(suite()),
