@@ -233,6 +233,23 @@ fn fuzzing_the_bank_transfer_for_a_minute_writes_a_minimized_deadlock_that_repla
     finds_minimizes_and_replays_the_deadlock("harness:bank-transfer");
 }
 
+/// Writes `source` to `dir/file` and builds it with `compiler` and
+/// `flags` into `dir/<file without its extension>`.
+fn compile(dir: &Path, file: &str, source: &str, compiler: &str, flags: &[&str]) -> PathBuf {
+    let src = dir.join(file);
+    std::fs::write(&src, source).unwrap();
+    let exe = dir.join(file.split('.').next().unwrap());
+    let built = std::process::Command::new(compiler)
+        .args(flags)
+        .arg("-o")
+        .arg(&exe)
+        .arg(&src)
+        .status()
+        .unwrap();
+    assert!(built.success(), "{compiler} {file}");
+    exe
+}
+
 const TWO_DEADLOCKS: &str = r#"
 #include <mutex>
 #include <thread>
@@ -263,16 +280,13 @@ fn two_unrelated_cpp_deadlocks_are_two_findings_named_after_the_users_code() {
     // Every std::mutex goes through libstdc++'s inline wrapper: the
     // findings must name the program's functions, or one hides the other.
     let dir = tempfile::tempdir().unwrap();
-    let src = dir.path().join("two.cpp");
-    std::fs::write(&src, TWO_DEADLOCKS).unwrap();
-    let exe = dir.path().join("two");
-    let built = std::process::Command::new("g++")
-        .args(["-g", "-O1", "-pthread", "-o"])
-        .arg(&exe)
-        .arg(&src)
-        .status()
-        .unwrap();
-    assert!(built.success());
+    let exe = compile(
+        dir.path(),
+        "two.cpp",
+        TWO_DEADLOCKS,
+        "g++",
+        &["-g", "-O1", "-pthread"],
+    );
     let out = dir.path().join("out");
     let r = fuzz(&[
         "--target",
@@ -876,16 +890,13 @@ mod tests {
 fn per_test_fuzzing_finds_the_one_buggy_test_and_explores_every_test() {
     common::require_kvm();
     let dir = tempfile::tempdir().unwrap();
-    let src = dir.path().join("five.rs");
-    std::fs::write(&src, FIVE_TESTS).unwrap();
-    let exe = dir.path().join("five");
-    let built = std::process::Command::new("rustc")
-        .args(["--test", "--edition", "2021", "-g", "-O", "-o"])
-        .arg(&exe)
-        .arg(&src)
-        .status()
-        .unwrap();
-    assert!(built.success());
+    let exe = compile(
+        dir.path(),
+        "five.rs",
+        FIVE_TESTS,
+        "rustc",
+        &["--test", "--edition", "2021", "-g", "-O"],
+    );
     let out = dir.path().join("out");
     let r = fuzz(&[
         "--target",
