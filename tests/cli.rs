@@ -441,3 +441,41 @@ fn check_per_test_runs_each_test_alone_and_names_the_failing_one() {
     assert_eq!(bad.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&bad.stderr).contains("neither a Rust test binary"));
 }
+
+#[test]
+fn check_per_test_runs_each_googletest_test_alone() {
+    common::require_kvm();
+    let dir = tempfile::tempdir().unwrap();
+    let exe = dir.path().join("accounts_test");
+    let source =
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/programs/gtest_accounts.cc");
+    let built = std::process::Command::new("g++")
+        .args(["-g", "-O1", "-pthread", "-o"])
+        .arg(&exe)
+        .arg(&source)
+        .args(["-lgtest", "-lgtest_main"])
+        .status()
+        .unwrap();
+    assert!(built.success(), "GoogleTest (libgtest-dev) is needed");
+    let out = cli()
+        .env("XDG_CACHE_HOME", dir.path())
+        .args(["check", "--per-test", "--schedules", "200", "--target"])
+        .arg(&exe)
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    let row = |test: &str| {
+        err.lines()
+            .find(|l| l.starts_with(&format!("{test} ")))
+            .unwrap_or_else(|| panic!("no row for {test}: {err}"))
+            .to_string()
+    };
+    assert!(row("Accounts.TransfersBothWaysKeepTheTotal").ends_with("FAILED"));
+    assert!(!row("Accounts.TransferMovesTheAmount").ends_with("FAILED"));
+    assert!(!row("Arithmetic.Adds").ends_with("FAILED"));
+    assert!(
+        err.contains("test Accounts.TransfersBothWaysKeepTheTotal: deadlocked"),
+        "{err}"
+    );
+}

@@ -68,10 +68,15 @@ impl Framework {
                     if name.trim().is_empty() {
                         continue;
                     }
-                    if line.starts_with(' ') {
+                    if !line.starts_with(' ') {
+                        // gtest_main's "Running main() from ..." is no suite.
+                        suite = if name.ends_with('.') {
+                            name.to_string()
+                        } else {
+                            String::new()
+                        };
+                    } else if !suite.is_empty() {
                         tests.push(format!("{suite}{}", name.trim()));
-                    } else {
-                        suite = name.to_string();
                     }
                 }
                 tests
@@ -295,7 +300,7 @@ mod tests {
             Framework::Libtest.parse_list(libtest),
             vec!["tests::a", "tests::b"]
         );
-        let gtest = "Registry.\n  Swaps\n  Moves\nTyped/0.  # TypeParam = int\n  Works\n";
+        let gtest = "Running main() from gtest_main.cc\nRegistry.\n  Swaps\n  Moves\nTyped/0.  # TypeParam = int\n  Works\n";
         assert_eq!(
             Framework::GoogleTest.parse_list(gtest),
             vec!["Registry.Swaps", "Registry.Moves", "Typed/0.Works"]
