@@ -225,6 +225,7 @@ pub fn check(a: CheckArgs) -> Result<u8, UserError> {
         });
         let v = json!({
             "target": a.target.target,
+            "test": a.test,
             "strategy": a.strategy.to_string(),
             "seed": a.target.seed,
             "schedules": trials.len(),
