@@ -60,13 +60,7 @@ impl RunFacts {
             stacks: &self.stacks,
         };
         let maps = &self.mappings;
-        signature::compute(&facts, &mut |a, call| {
-            if call {
-                sym.locate_call_site(maps, a)
-            } else {
-                sym.locate(maps, a)
-            }
-        })
+        signature::compute(&facts, &mut |a, call| sym.locate_frame(maps, a, call))
     }
 }
 
@@ -95,6 +89,9 @@ pub fn stacks(
         .collect()
 }
 
-fn base_name(p: &str) -> &str {
+/// A path's last component: an object's name in [`Location::object`].
+///
+/// [`Location::object`]: crate::report::symbols::Location::object
+pub fn base_name(p: &str) -> &str {
     p.rsplit('/').next().unwrap_or(p)
 }

@@ -55,14 +55,7 @@ impl Symbols {
             .filter(|t| matches!(t.state, crate::kernel::thread::ThreadState::Blocked(_)))
             .map(|t| t.tid.0);
         s.stacks = facts::stacks(vm, &s.maps, blocked);
-        s.exe_object = vm
-            .kernel()
-            .config()
-            .exe
-            .rsplit('/')
-            .next()
-            .unwrap_or_default()
-            .to_string();
+        s.exe_object = facts::base_name(&vm.kernel().config().exe).to_string();
         s
     }
 
@@ -82,14 +75,13 @@ impl Symbols {
         let Some(stack) = self.stacks.get(&thread) else {
             return here.short();
         };
-        if here.object == self.exe_object && !symbols::is_runtime_frame(&here) {
+        if signature::is_users(&here, &self.exe_object) {
             return here.short();
         }
-        let caller = stack
-            .iter()
-            .skip(1)
-            .map(|a| self.sym.locate_call_site(&self.maps, *a))
-            .find(|l| l.object == self.exe_object && !symbols::is_runtime_frame(l));
+        let (sym, maps) = (&mut self.sym, &self.maps);
+        let caller = signature::first_users_frame(stack, &self.exe_object, &mut |a, call| {
+            sym.locate_frame(maps, a, call)
+        });
         match caller {
             Some(c) => format!("{}, called from {}", here.short(), c.short()),
             None => here.short(),

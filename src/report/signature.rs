@@ -181,13 +181,13 @@ pub const NO_FAILURE: &str = "exited(0)";
 
 /// Whether a location is the program's own code, not a library's or a
 /// language runtime's.
-fn is_users(l: &Location, exe_object: &str) -> bool {
+pub fn is_users(l: &Location, exe_object: &str) -> bool {
     l.object == exe_object && !crate::report::symbols::is_runtime_frame(l)
 }
 
 /// The innermost frame of `stack` (where the thread stopped, then return
 /// addresses) in the program's own code.
-fn first_users_frame(stack: &[u64], exe_object: &str, locate: &mut Locate) -> Option<Location> {
+pub fn first_users_frame(stack: &[u64], exe_object: &str, locate: &mut Locate) -> Option<Location> {
     stack
         .iter()
         .enumerate()

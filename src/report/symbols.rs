@@ -136,6 +136,16 @@ impl Symbolizer {
         user_frame(self.frames_at(mappings, addr, addr.saturating_sub(1)))
     }
 
+    /// A stack frame's address: a return address (`is_return`, as
+    /// [`Symbolizer::locate_call_site`]) or where a thread stopped.
+    pub fn locate_frame(&mut self, mappings: &[Mapping], addr: u64, is_return: bool) -> Location {
+        if is_return {
+            self.locate_call_site(mappings, addr)
+        } else {
+            self.locate(mappings, addr)
+        }
+    }
+
     /// The whole chain of functions at `addr`, innermost first: when code was
     /// inlined, the first location is the inlined function at its line, the
     /// next one the function it was inlined into, at the line of the inlined
