@@ -470,11 +470,12 @@ impl Output {
         // AFL++'s crashes and hangs: a run that stopped for lack of
         // progress (the step budget, the watchdog) is a hang; every other
         // finding, deadlocks included, a crash.
-        let last_of = |hang: bool| self.findings.iter().rfind(|f| is_hang(f) == hang);
         let when = |f: Option<&Finding>| f.map_or(0, |f| self.start_wall + f.elapsed.as_secs());
         let hangs = self.hangs() as u64;
         let crashes = self.findings.len() as u64 - hangs;
-        let since_crash = last_of(false).map_or(s.execs, |f| s.execs.saturating_sub(f.execs));
+        let since_crash = self
+            .last_finding(false)
+            .map_or(s.execs, |f| s.execs.saturating_sub(f.execs));
         let time_without_finds = self
             .findings
             .last()
@@ -562,8 +563,8 @@ impl Output {
                 (crashes + prior("saved_crashes")).to_string(),
             ),
             ("saved_hangs", (hangs + prior("saved_hangs")).to_string()),
-            ("last_crash", when(last_of(false)).to_string()),
-            ("last_hang", when(last_of(true)).to_string()),
+            ("last_crash", when(self.last_finding(false)).to_string()),
+            ("last_hang", when(self.last_finding(true)).to_string()),
             ("execs_since_crash", since_crash.to_string()),
             ("exec_timeout", cfg.run.timeout.as_millis().to_string()),
             ("stability", format!("{stability:.2}%")),
@@ -632,8 +633,8 @@ impl Output {
                 ),
                 None => "none yet".to_string(),
             };
-            let last_crash = self.findings.iter().rfind(|f| !is_hang(f));
-            let last_hang = self.findings.iter().rfind(|f| is_hang(f));
+            let last_crash = self.last_finding(false);
+            let last_hang = self.last_finding(true);
             let lines = [
                 format!(" rewind-fuzz  {}", cfg.target_name),
                 format!(
@@ -699,6 +700,11 @@ impl Output {
     /// of progress (the step budget, the watchdog).
     fn hangs(&self) -> usize {
         self.findings.iter().filter(|f| is_hang(f)).count()
+    }
+
+    /// The latest hang (`hang`) or crash in AFL++'s sense.
+    fn last_finding(&self, hang: bool) -> Option<&Finding> {
+        self.findings.iter().rfind(|f| is_hang(f) == hang)
     }
 
     /// Entries in the corpus directory.

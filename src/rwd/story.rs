@@ -134,13 +134,9 @@ impl<'a> StoryTeller<'a> {
     /// Where a location is, briefly: `philosophers.c:44`, else its
     /// function, else `object+0xoffset`.
     fn place(l: &Location) -> String {
-        match (&l.file, l.line, &l.function) {
-            (Some(f), Some(line), _) if line > 0 => {
-                format!("{}:{line}", f.rsplit('/').next().unwrap_or(f))
-            }
-            (_, _, Some(func)) => func.clone(),
-            _ => l.raw(),
-        }
+        file_line(l)
+            .or_else(|| l.function.clone())
+            .unwrap_or_else(|| l.raw())
     }
 
     /// The test the run ran alone (`--exact NAME` of a Rust test binary,
@@ -637,13 +633,9 @@ impl<'a> StoryTeller<'a> {
     /// (a system call inside a library without symbols).
     fn event_place(&mut self, e: &Event) -> String {
         let l = self.call_site(e.site);
-        match (&l.file, l.line, &l.function) {
-            (Some(f), Some(line), _) if line > 0 => {
-                format!("{}:{line}", f.rsplit('/').next().unwrap_or(f))
-            }
-            (_, _, Some(func)) if func != e.name() => func.clone(),
-            _ => String::new(),
-        }
+        file_line(&l)
+            .or_else(|| l.function.clone().filter(|f| f != e.name()))
+            .unwrap_or_default()
     }
 
     /// The last `n` steps as cells, with the threads they involve.
@@ -904,6 +896,16 @@ fn op_color(what: &str) -> &'static str {
     } else {
         LEGEND[3].0
     }
+}
+
+/// `philosophers.c:44`: a location's file name and line, when known.
+fn file_line(l: &Location) -> Option<String> {
+    let file = l.file.as_deref()?;
+    let line = l.line.filter(|n| *n > 0)?;
+    Some(format!(
+        "{}:{line}",
+        file.rsplit('/').next().unwrap_or(file)
+    ))
 }
 
 /// `s` in lines of at most `width` characters, broken at spaces; a word
