@@ -2,7 +2,7 @@
 //! binaries (`cargo test --no-run`) and fuzzes each of their tests alone,
 //! the time shared between all of them.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
@@ -86,7 +86,7 @@ fn build(a: &CargoArgs) -> Result<Vec<PathBuf>, UserError> {
 }
 
 /// The fuzz options for one binary, as if typed.
-fn fuzz_args(a: &CargoArgs, binary: &std::path::Path, time: Duration) -> FuzzArgs {
+fn fuzz_args(a: &CargoArgs, binary: &Path, time: Duration) -> FuzzArgs {
     #[derive(Parser)]
     struct Wrap {
         #[command(flatten)]
@@ -112,29 +112,26 @@ fn fuzz_args(a: &CargoArgs, binary: &std::path::Path, time: Duration) -> FuzzArg
     if a.quiet {
         argv.push("--quiet".into());
     }
-    let mut f = Wrap::try_parse_from(argv)
+    Wrap::try_parse_from(argv)
         .expect("the options are well formed")
-        .fuzz;
-    f.test_filter = a.testname.clone();
-    f
+        .fuzz
 }
 
 pub fn cargo(a: CargoArgs) -> Result<u8, UserError> {
     let binaries = build(&a)?;
-    // Count the tests first, so each gets the same share of the time.
-    let mut counted = Vec::new();
+    // List the tests first, so each gets the same share of the time.
+    let mut listed = Vec::new();
     for b in &binaries {
         let probe = fuzz_args(&a, b, a.time);
-        let (_, tests) = super::pertest::list(&probe.target)?;
-        let n = tests
-            .iter()
-            .filter(|t| a.testname.as_ref().is_none_or(|f| t.contains(f.as_str())))
-            .count() as u32;
-        if n > 0 {
-            counted.push((b.clone(), n));
+        let (framework, mut tests) = super::pertest::list(&probe.target)?;
+        if let Some(f) = &a.testname {
+            tests.retain(|t| t.contains(f.as_str()));
+        }
+        if !tests.is_empty() {
+            listed.push((b.clone(), framework, tests));
         }
     }
-    let total: u32 = counted.iter().map(|(_, n)| n).sum();
+    let total = listed.iter().map(|(_, _, t)| t.len() as u32).sum::<u32>();
     if total == 0 {
         return Err(UserError::bad_input(match &a.testname {
             Some(f) => format!("no test's name contains {f:?}"),
@@ -143,16 +140,18 @@ pub fn cargo(a: CargoArgs) -> Result<u8, UserError> {
     }
     eprintln!(
         "rewind-fuzz: {total} tests in {} binaries, {:.0?} each",
-        counted.len(),
+        listed.len(),
         a.time / total
     );
     let mut worst = 0;
-    for (binary, n) in counted {
+    for (binary, framework, tests) in listed {
         if super::common::interrupted() {
             break;
         }
         eprintln!("\n=== {}", binary.display());
-        let code = super::fuzz::fuzz(fuzz_args(&a, &binary, a.time / total * n))?;
+        let mut f = fuzz_args(&a, &binary, a.time / total * tests.len() as u32);
+        f.listed = Some((framework, tests));
+        let code = super::fuzz::fuzz(f)?;
         worst = worst.max(code);
     }
     Ok(worst)

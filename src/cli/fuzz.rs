@@ -58,10 +58,10 @@ pub struct FuzzArgs {
     /// between them, each with its own session in --out/<test>/.
     #[arg(long)]
     pub per_test: bool,
-    /// With --per-test, only the tests whose names contain this (set by
-    /// `rewind-fuzz cargo TESTNAME`).
+    /// With --per-test, the tests to fuzz when already listed (by
+    /// `rewind-fuzz cargo`, which counts them first).
     #[arg(skip)]
-    pub test_filter: Option<String>,
+    pub listed: Option<(super::pertest::Framework, Vec<String>)>,
 }
 
 /// Reads schedule inputs from a directory; a file that is not one is

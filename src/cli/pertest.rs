@@ -231,13 +231,10 @@ pub fn fuzz_each(a: FuzzArgs) -> Result<u8, UserError> {
             "--per-test shares a budget between the tests: give --time (e.g. --time 1h) or --execs",
         ));
     }
-    let (framework, mut tests) = list(&a.target)?;
-    if let Some(f) = &a.test_filter {
-        tests.retain(|t| t.contains(f.as_str()));
-        if tests.is_empty() {
-            return Ok(0);
-        }
-    }
+    let (framework, tests) = match a.listed.clone() {
+        Some(listed) => listed,
+        None => list(&a.target)?,
+    };
     let n = tests.len() as u32;
     let time = a.time.map(|t| (t / n).max(Duration::from_secs(1)));
     let execs = a.execs.map(|e| (e / u64::from(n)).max(1));
@@ -264,29 +261,17 @@ pub fn fuzz_each(a: FuzzArgs) -> Result<u8, UserError> {
         one.execs = execs;
         let start = Instant::now();
         let code = super::fuzz::fuzz(one.clone())?;
-        let stat = |key: &str| read_stat(&one.out, key);
+        let session = crate::fuzz::Prior::read(&one.out);
         rows.push(Explored {
             test: test.clone(),
-            runs: stat("execs_done"),
+            runs: session.execs,
             time: start.elapsed(),
-            failures: stat("findings"),
+            failures: session.findings.get("findings").copied().unwrap_or(0),
             code,
         });
     }
     print_table("executions", &rows);
     Ok(worst(&rows))
-}
-
-/// A number from a session's `fuzzer_stats` (0 when missing).
-fn read_stat(out: &Path, key: &str) -> u64 {
-    std::fs::read_to_string(out.join("fuzzer_stats"))
-        .unwrap_or_default()
-        .lines()
-        .find_map(|l| {
-            let (k, v) = l.split_once(':')?;
-            (k.trim() == key).then(|| v.trim().parse().ok())?
-        })
-        .unwrap_or(0)
 }
 
 #[cfg(test)]

@@ -15,6 +15,8 @@ pub mod executor;
 pub mod input;
 pub mod mutators;
 mod output;
+
+pub use output::Prior;
 mod worker;
 
 use std::collections::BTreeMap;
