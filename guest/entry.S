@@ -13,6 +13,7 @@
  *   0x000  syscall entry (MSR_LSTAR)          out to port 0x10
  *   0x008  iret door                          iretq
  *   0x100  exception vector v, 8 bytes each   out to port 0x80 + v
+ *          (vector 3 jumps to rewind_stub_breakpoint, after the table)
  *
  * On the nested KVM of the development machines `syscall` jumps to LSTAR
  * without entering ring 0; fetching the supervisor-only syscall door then
@@ -20,7 +21,8 @@
  * registers `syscall` saves are the same). Either way it is one exit.
  *
  * The text is assembled into the monitor binary (never executed there) and
- * copied into guest memory; it holds no absolute addresses.
+ * copied into guest memory; its only absolute addresses are the hint ring's
+ * and the site dispatcher's, the same in every process.
  */
     .pushsection .rodata.rewind_stub, "a"
     .balign 4096
@@ -36,11 +38,42 @@ rewind_stub_iret:
     .balign 0x100, 0xf4
     .globl rewind_stub_vectors
 rewind_stub_vectors:
-    .irp v, 0,1,2,3,4,5,6,7,8,9,10,11,12,13,14,15,16,17,18,19,20,21,22,23,24,25,26,27,28,29,30,31
+    .irp v, 0,1,2
     outb %al, $(0x80 + \v)
     hlt
     .balign 8, 0xf4
     .endr
+    jmp rewind_stub_breakpoint
+    .balign 8, 0xf4
+    .irp v, 4,5,6,7,8,9,10,11,12,13,14,15,16,17,18,19,20,21,22,23,24,25,26,27,28,29,30,31
+    outb %al, $(0x80 + \v)
+    hlt
+    .balign 8, 0xf4
+    .endr
+
+/*
+ * The breakpoint (`int3`) of a sync site. When the monitor has set the
+ * switch (a byte of the stub's data page, after the stub's) for the process
+ * about to run, the address after
+ * the `int3` goes to the hint ring's `bp_rip` word and the thread returns
+ * to user mode at the site dispatcher (`guest/sites.S`), which takes the
+ * step without leaving the guest or ends at a `ud2` the monitor knows.
+ * Otherwise it is an exit like every other vector's. Ring-0 instructions
+ * are emulated on nested KVM, so the path is kept to a few.
+ */
+    .globl rewind_stub_breakpoint
+rewind_stub_breakpoint:
+    cmpb $0, (rewind_stub_start + {sites_on})(%rip)
+    je 1f
+    push %rax
+    mov 8(%rsp), %rax
+    movabs %rax, {ring_bp_rip}
+    movabs ${dispatcher}, %rax
+    mov %rax, 8(%rsp)
+    pop %rax
+    iretq
+1:  outb %al, $0x83
+    hlt
     .globl rewind_stub_end
 rewind_stub_end:
     .popsection

@@ -48,8 +48,8 @@ pub const SHIM_PATH: &str = "/.rewind/librewind-shim.so";
 // | 4 | `tail`: entries written by the shim (the shim stores it last) | shim |
 // | 5 | `capacity` in entries | monitor |
 // | 6 | `busy`: set by the shim while it writes (a signal handler's hints then use the system call) | shim |
-// | 7 | reserved | |
-// | 8.. | entries of 4 words: op, object, site, value (as the hint's rdi, rsi, rdx, r10) | shim |
+// | 7 | `bp_rip`: where the last `int3` of a sync site came from (see below) | guest ring 0 |
+// | 8.. | entries of 4 words: op, object, site, value (as the hint's rdi, rsi, rdx, r10) | shim, site dispatcher |
 //
 // The next buffered hint is step `base_step + (tail - head) + 1`; the shim
 // buffers it when that is below `limit_step` and `tail - head < capacity`.
@@ -69,12 +69,99 @@ pub const RING_HEAD: u64 = 3;
 pub const RING_TAIL: u64 = 4;
 pub const RING_CAPACITY: u64 = 5;
 pub const RING_BUSY: u64 = 6;
+pub const RING_BP_RIP: u64 = 7;
 /// Words before the first entry.
 pub const RING_HEADER_WORDS: u64 = 8;
 /// Words per entry.
 pub const RING_ENTRY_WORDS: u64 = 4;
 /// Entries the ring holds.
 pub const RING_ENTRIES: u64 = (RING_SIZE / 8 - RING_HEADER_WORDS) / RING_ENTRY_WORDS;
+
+// Sync sites taken without an exit.
+//
+// A sync site's `int3` that cannot change who runs need not leave the
+// guest either. The guest's breakpoint handler (ring 0, `guest/entry.S`),
+// when the monitor has switched it on for the process about to run, stores
+// the address after the `int3` in the ring's `bp_rip` and returns to user
+// mode at the site dispatcher (`guest/sites.S`), mapped at [`SITES_VA`] in
+// every process with sync sites. The dispatcher saves the registers, finds
+// the site in the process's site table and, when the step it would be is
+// below `limit_step` (the shim's test), appends an entry
+// (op [`RING_OP_SITE`], object = the operand's address, site = the
+// instruction's address, value = the operand's first 8 bytes) with a side
+// record (the registers and the operand's 16 bytes), then runs the
+// instruction's out-of-line copy (a stub), which jumps back after it. The
+// monitor takes the entry at the next exit as the step the breakpoint
+// would have been: it emulates the instruction on the recorded registers and
+// operand to learn what it read and wrote. Everything else (no entry in
+// the table, a decision due, a full ring) ends at the dispatcher's `ud2`
+// (`SITES_MISS`), with the registers put back, which the monitor takes as
+// the breakpoint itself.
+//
+// The sites area: code (r-x), then the table (r--), then data (rw-); none
+// is listed in /proc/self/maps.
+
+/// The dispatcher's page; its stubs follow.
+pub const SITES_VA: u64 = 0x7fff_f810_0000;
+/// Out-of-line copies, one slot each.
+pub const SITES_STUBS_VA: u64 = SITES_VA + 0x1000;
+/// Bytes per stub slot; the slot's last 8 bytes hold the site's address.
+pub const SITES_STUB_BYTES: u64 = 64;
+/// Stub slots (at most half the table's slots, so probes stay short).
+pub const SITES_MAX: u64 = SITES_SLOTS / 2;
+/// The code mapping: the dispatcher and the stubs.
+pub const SITES_CODE_SIZE: u64 = 0x1000 + SITES_MAX * SITES_STUB_BYTES;
+/// The site table: open addressing over [`SITES_SLOTS`] entries of
+/// [`SITES_ENTRY_BYTES`], keyed by the site's address (0 = free):
+///
+/// | bytes | field |
+/// | --- | --- |
+/// | 0..8 | the site's address |
+/// | 8..16 | the operand's displacement (its absolute address when RIP-relative) |
+/// | 16 | base register (x86 number, [`SITES_NO_REG`] for none) |
+/// | 17 | index register |
+/// | 18 | scale as a shift, with [`SITES_RUNTIME_FLAG`] |
+/// | 19 | operand size in bytes (1, 2, 4, 8, 16) |
+/// | 20..24 | the stub's offset from [`SITES_VA`] |
+/// | 24..32 | the 8 bytes after the site's first byte, as the table was made |
+pub const SITES_TABLE_VA: u64 = 0x7fff_f820_0000;
+pub const SITES_SLOTS: u64 = 16384;
+pub const SITES_ENTRY_BYTES: u64 = 32;
+pub const SITES_NO_REG: u8 = 16;
+/// Multiplier of the table's hash (Fibonacci hashing of the address).
+pub const SITES_HASH_MUL: u64 = 0x9e37_79b9_7f4a_7c15;
+/// The data: word `n < 16` the saved register numbered `n`, then rflags,
+/// the site, the jump target, the stubs' scratch word and the stubs used;
+/// the dispatcher's private stack ends the first page; side records follow.
+pub const SITES_DATA_VA: u64 = 0x7fff_f830_0000;
+pub const SITES_SAVE_FLAGS: u64 = 16;
+pub const SITES_SAVE_SITE: u64 = 17;
+pub const SITES_SAVE_TARGET: u64 = 18;
+pub const SITES_SAVE_SCRATCH: u64 = 19;
+pub const SITES_SAVE_USED: u64 = 20;
+/// The bounds of the mapping holding the running thread's stack pointer
+/// when the monitor last entered it: the stack window ends at the upper one.
+pub const SITES_STACK_LO: u64 = 21;
+pub const SITES_STACK_HI: u64 = 22;
+/// Top of the dispatcher's stack (an offset in the data).
+pub const SITES_STACK_TOP: u64 = 0x1000;
+/// Side records, one per place in a batch of ring entries (the entries
+/// since the last exit: the monitor takes them all at each): the 16 registers, rflags, the
+/// operand's 16 bytes and, for a site inside a language runtime (reported
+/// at its caller, found by unwinding), the stack window's length in bytes
+/// and the window.
+pub const SITES_SIDE_OFFSET: u64 = 0x1000;
+pub const SITES_SIDE_WORDS: u64 = 20 + SITES_STACK_WINDOW / 8;
+/// How much of the stack above `rsp` unwinding from a site may read, up to
+/// the end of the stack's mapping (the dispatcher copies it; a breakpoint's
+/// unwinding keeps to it too, so both name the same caller). Measured: at
+/// most 2.3 KiB in crates' test suites.
+pub const SITES_STACK_WINDOW: u64 = 4096;
+/// The flag in the table entry's scale byte of a site inside a runtime.
+pub const SITES_RUNTIME_FLAG: u8 = 0x80;
+pub const SITES_DATA_SIZE: u64 = SITES_SIDE_OFFSET + RING_ENTRIES * SITES_SIDE_WORDS * 8;
+/// The ring entry's op of a sync site (not a [`HintOp`]).
+pub const RING_OP_SITE: u64 = 0x5349_5445; // "SITE"
 
 /// What a hint says the thread is about to do (or, for `*Result`, did).
 #[derive(

@@ -27,6 +27,9 @@ pub const PHYS_IDT: u64 = 0x2000;
 pub const PHYS_TSS: u64 = 0x3000;
 /// The entry stub copied from `guest/entry.S`.
 pub const PHYS_STUB: u64 = 0x4000;
+/// Data the entry stub reads (kept off the stub's page: a write to a page
+/// of ring-0 code costs the emulated ring 0 its translations).
+pub const PHYS_STUB_DATA: u64 = 0x5000;
 /// Top of the single ring-0 stack (grows down to `PHYS_KSTACK_BOTTOM`).
 pub const PHYS_KSTACK_TOP: u64 = 0x10000;
 /// Bottom of the ring-0 stack.

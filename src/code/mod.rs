@@ -5,6 +5,7 @@
 //! with an emulator that executes such an instruction for its thread.
 
 pub mod emulate;
+pub mod out_of_line;
 pub mod sites;
 pub mod unwind;
 

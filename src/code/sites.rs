@@ -128,6 +128,10 @@ pub struct Site {
     /// Whether a hit gives way to other threads (a spin, or an atomic in a
     /// retry loop).
     pub spins: bool,
+    /// Whether the guest's site dispatcher can take a hit without an exit
+    /// (see `out_of_line`): patched with `int3` then, otherwise with
+    /// [`SITE_EXIT_OPCODE`].
+    pub fast: bool,
     /// The instruction's bytes.
     pub bytes: [u8; 15],
     pub len: u8,
@@ -336,7 +340,23 @@ pub fn discover(elf: &[u8], level: SyncPoints) -> SiteTable {
     table.counts = finder.counts;
     table.reads_own_code = finder.reads_own_code;
     table.sites = finder.sites.into_values().collect();
+    for site in &mut table.sites {
+        let va = site.offset;
+        site.fast = super::out_of_line::plan(site, va, crate::arch::abi::SITES_STUBS_VA).is_some();
+    }
     table
+}
+
+/// The byte over the first byte of a site the dispatcher cannot take: an
+/// opcode invalid in 64-bit mode (`into`), so its `#UD` is an exit, where
+/// an `int3` would first visit the dispatcher.
+pub const SITE_EXIT_OPCODE: u8 = 0xce;
+
+impl Site {
+    /// The byte the site's first byte becomes in guest memory.
+    pub fn patch_byte(&self) -> u8 {
+        if self.fast { 0xcc } else { SITE_EXIT_OPCODE }
+    }
 }
 
 /// The range `PT_GNU_RELRO` makes read-only after relocation (the GOT):
@@ -505,6 +525,7 @@ impl Finder<'_, '_> {
             offset: d.offset,
             kind,
             spins,
+            fast: false,
             bytes: b,
             len: len as u8,
         };

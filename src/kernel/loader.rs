@@ -168,11 +168,14 @@ fn map_image(
             let backing = Backing::File {
                 data: data.clone(),
                 offset: page_floor(off),
-                sites,
+                sites: sites.clone(),
             };
             let len = page_ceil(file_end) - start;
             k.mm.map(&k.mem, Placement::Fixed(start), len, prot, backing, path)
                 .map_err(mem_err)?;
+            if let Some(table) = &sites {
+                k.add_site_path(start, len, page_floor(off), table);
+            }
             // The rest of the last file page is the start of .bss: zero it.
             let tail = page_ceil(file_end) - file_end;
             if tail > 0 && tail < PAGE_SIZE && memsz > filesz {

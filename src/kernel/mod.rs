@@ -11,6 +11,7 @@ pub mod futex;
 pub mod loader;
 pub mod process;
 pub mod signal;
+pub mod site_path;
 mod sync;
 pub mod table;
 pub mod thread;
@@ -646,7 +647,7 @@ impl Kernel {
             .poke(&self.mem, abi::RING_VA, &vec![0u8; abi::RING_SIZE as usize])?;
         self.write_u64(abi::RING_VA, abi::RING_MAGIC)?;
         self.write_u64(abi::RING_VA + abi::RING_CAPACITY * 8, abi::RING_ENTRIES)?;
-        Ok(())
+        self.map_site_path()
     }
 
     /// The first step at whose end a sleeping thread's timer fires, if any.
@@ -679,9 +680,17 @@ impl Kernel {
         fault_addr: u64,
         cpu: &mut dyn FpuAccess,
     ) -> bool {
+        let (regs, vector) = match self.site_path_exception(regs, vector, error_code, fault_addr) {
+            Ok(r) => r,
+            Err(resumed) => return resumed,
+        };
         self.cur().regs = regs;
         let rip = regs.rip;
         if vector == 3 && self.sync_step(rip.wrapping_sub(1)) {
+            return true;
+        }
+        // A site the dispatcher cannot take: its invalid opcode.
+        if vector == 6 && self.sync_step(rip) {
             return true;
         }
         let sig = |signo: u32, code: i32, addr: u64| thread::PendingSignal {
@@ -693,13 +702,7 @@ impl Kernel {
         };
         let signal = match vector {
             14 => {
-                let access = if error_code & 0x10 != 0 {
-                    Access::Exec
-                } else if error_code & 0x2 != 0 {
-                    Access::Write
-                } else {
-                    Access::Read
-                };
+                let access = Access::from_error_code(error_code);
                 match self.mm.fault(&self.mem, fault_addr, access) {
                     Ok(()) => return false,
                     Err(MemError::Denied) => sig(libc::SIGSEGV as u32, 2, fault_addr), // SEGV_ACCERR

@@ -6,6 +6,8 @@ use std::sync::Arc;
 
 use super::thread::{PendingSignal, PendingSite};
 use super::{FpuAccess, Kernel};
+use crate::arch::abi;
+use crate::arch::cpu::UserRegs;
 use crate::code::emulate::{self, Fault};
 use crate::code::{Site, SiteTable, unwind};
 use crate::memory::Backing;
@@ -56,7 +58,20 @@ impl Kernel {
         let instr = emulate::decode(site.code(), va);
         let (regs, fs) = (self.cur().regs, self.cur().fs_base);
         let seen = emulate::preview(&instr, &regs, fs, &mut ThreadMemory(self));
-        let user_site = self.user_site(va, &table, off);
+        let (mm, mem) = (&self.mm, &self.mem);
+        // The stack as the program would read it, within the window the
+        // site dispatcher copies (see `site_path`).
+        let stack = mm.vma_at(regs.rsp).filter(|v| v.prot.accessible());
+        let end = stack.map_or(0, |v| v.end.min(regs.rsp + abi::SITES_STACK_WINDOW));
+        let window = |a: u64| {
+            if a < regs.rsp || a.checked_add(8)? > end || a % 8 != 0 {
+                return None;
+            }
+            let mut b = [0u8; 8];
+            mm.peek_patched(mem, a, &mut b).ok()?;
+            Some(u64::from_le_bytes(b))
+        };
+        let user_site = self.user_site(va, &table, off, &regs, &window);
         self.begin_step();
         self.obs.syscall_step(tid, false);
         let t = self.cur();
@@ -84,12 +99,18 @@ impl Kernel {
     /// runtime's function (an unoptimized `AtomicU32::compare_exchange`,
     /// `std::sync::Mutex::lock`), the return address into the first caller
     /// outside it, found by unwinding.
-    fn user_site(&mut self, va: u64, table: &SiteTable, off: u64) -> u64 {
+    pub(super) fn user_site(
+        &self,
+        va: u64,
+        table: &SiteTable,
+        off: u64,
+        regs: &UserRegs,
+        stack: &dyn Fn(u64) -> Option<u64>,
+    ) -> u64 {
         let own = va + 1;
         if table.is_runtime(off) != Some(true) {
             return own;
         }
-        let regs = self.cur().regs;
         let (mut pc, mut rsp, mut rbp) = (va, regs.rsp, regs.rbp);
         for depth in 0..MAX_RUNTIME_FRAMES {
             let Some(v) = self.mm.vma_at(pc) else {
@@ -111,8 +132,7 @@ impl Kernel {
             if depth > 0 && runtime != Some(true) {
                 return pc;
             }
-            let (mm, mem) = (&self.mm, &self.mem);
-            let mut read = |a: u64| mm.peek_u64(mem, a);
+            let mut read = |a: u64| stack(a);
             let Some(step) = unwind::caller(
                 &data,
                 start,

@@ -142,10 +142,21 @@ fn sys_mmap(k: &mut Kernel, _: &mut dyn FpuAccess, a: [u64; 6]) -> SysResult {
             path,
         )
     };
+    let sites = match &backing {
+        Backing::File {
+            offset,
+            sites: Some(t),
+            ..
+        } => Some((*offset, t.clone())),
+        _ => None,
+    };
     let placement = placement(addr, flags);
     let r = k.mm.map(&k.mem, placement, len, prot, backing, &name);
     if let (true, Ok(a)) = (shared, r) {
         k.mm.mark_shared(a);
+    }
+    if let (Some((offset, table)), Ok(a)) = (sites, r) {
+        k.add_site_path(a, len, offset, &table);
     }
     ret(r)
 }

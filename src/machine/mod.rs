@@ -37,7 +37,13 @@ unsafe extern "C" {
     static rewind_stub_vectors: u8;
     static rewind_stub_end: u8;
 }
-std::arch::global_asm!(include_str!("../../guest/entry.S"), options(att_syntax));
+std::arch::global_asm!(
+    include_str!("../../guest/entry.S"),
+    ring_bp_rip = const crate::arch::abi::RING_VA + crate::arch::abi::RING_BP_RIP * 8,
+    dispatcher = const crate::arch::abi::SITES_VA,
+    sites_on = const PHYS_STUB_DATA - PHYS_STUB,
+    options(att_syntax)
+);
 
 /// I/O port of the system-call door.
 const PORT_SYSCALL: u16 = 0x10;
@@ -680,6 +686,12 @@ fn merge(into: &mut Vec<u64>, from: &[u64]) {
     }
 }
 
+/// Where the entry stub's switch for sync sites without an exit lives in
+/// guest-physical memory: a byte, 1 to let the breakpoint handler send a
+/// sync site's `int3` to the site dispatcher (see `arch::abi`), 0 to make it
+/// an exit like any other exception.
+pub const SITES_SWITCH_PHYS: u64 = PHYS_STUB_DATA;
+
 /// The entry stub's bytes, as assembled into this binary.
 fn stub_bytes() -> &'static [u8] {
     // SAFETY: the four symbols are labels in one section of `guest/entry.S`,
@@ -703,9 +715,8 @@ fn stub_bytes() -> &'static [u8] {
 /// Writes the GDT, IDT, TSS, kernel page tables and the entry stub.
 fn write_system_tables(mem: &PhysMemory) {
     let stub = stub_bytes();
-    assert_eq!(
-        stub.len() as u64,
-        STUB_VECTORS + 32 * 8,
+    assert!(
+        stub.len() as u64 > STUB_VECTORS + 32 * 8 && stub.len() < 0x1000,
         "entry stub layout changed"
     );
     mem.write(PHYS_STUB, stub);
@@ -777,9 +788,26 @@ mod tests {
             &s[STUB_IRET as usize..STUB_IRET as usize + 2],
             &[0x48, 0xcf]
         );
-        for v in 0..32 {
+        for v in (0..32).filter(|v| *v != 3) {
             let at = (STUB_VECTORS + v * 8) as usize;
             assert_eq!(&s[at..at + 2], &[0xe6, PORT_VECTOR0 as u8 + v as u8]);
         }
+        // The breakpoint's door jumps to its handler, which ends in the
+        // same exit when sync sites are off.
+        let bp = (STUB_VECTORS + 3 * 8) as usize;
+        assert_eq!(s[bp], 0xe9);
+        let handler = bp + 5 + i32::from_le_bytes(s[bp + 1..bp + 5].try_into().unwrap()) as usize;
+        // cmpb $0, disp32(%rip): the switch, on the stub's data page.
+        assert_eq!(&s[handler..handler + 2], &[0x80, 0x3d]);
+        let disp = i32::from_le_bytes(s[handler + 2..handler + 6].try_into().unwrap());
+        let next = handler as i64 + 7;
+        assert_eq!(
+            PHYS_STUB as i64 + next + disp as i64,
+            SITES_SWITCH_PHYS as i64
+        );
+        let exit = s[handler..]
+            .windows(2)
+            .position(|w| w == [0xe6, PORT_VECTOR0 as u8 + 3]);
+        assert!(exit.is_some(), "the breakpoint handler has no exit");
     }
 }

@@ -53,6 +53,16 @@ impl Prot {
         write: true,
         exec: false,
     };
+    pub const R: Prot = Prot {
+        read: true,
+        write: false,
+        exec: false,
+    };
+    pub const RX: Prot = Prot {
+        read: true,
+        write: false,
+        exec: true,
+    };
 
     /// From Linux's `PROT_*` bits.
     pub fn from_linux(bits: u64) -> Prot {

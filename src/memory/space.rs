@@ -128,6 +128,19 @@ pub enum Access {
     Exec,
 }
 
+impl Access {
+    /// The access a page fault's error code describes.
+    pub fn from_error_code(error_code: u64) -> Access {
+        if error_code & 0x10 != 0 {
+            Access::Exec
+        } else if error_code & 0x2 != 0 {
+            Access::Write
+        } else {
+            Access::Read
+        }
+    }
+}
+
 /// A process's address space.
 #[derive(Clone, Debug)]
 pub struct AddressSpace {
@@ -839,6 +852,22 @@ impl AddressSpace {
     /// debugger, which must not change the run (not even which physical
     /// page backs what).
     pub fn peek(&self, mem: &PhysMemory, va: u64, buf: &mut [u8]) -> Result<(), MemError> {
+        self.peek_as(mem, va, buf, true)
+    }
+
+    /// As [`AddressSpace::peek`], but with the sync sites' patches as the
+    /// guest's own loads see them.
+    pub fn peek_patched(&self, mem: &PhysMemory, va: u64, buf: &mut [u8]) -> Result<(), MemError> {
+        self.peek_as(mem, va, buf, false)
+    }
+
+    fn peek_as(
+        &self,
+        mem: &PhysMemory,
+        va: u64,
+        buf: &mut [u8],
+        original: bool,
+    ) -> Result<(), MemError> {
         let mut done = 0;
         while done < buf.len() {
             let at = va.checked_add(done as u64).ok_or(MemError::Fault)?;
@@ -855,9 +884,12 @@ impl AddressSpace {
                     let avail = data.get(start..).unwrap_or(&[]);
                     let k = avail.len().min(n);
                     out[..k].copy_from_slice(&avail[..k]);
+                    if !original {
+                        patch(v, at, out);
+                    }
                 }
             }
-            if let Some(v) = self.vma_at(at) {
+            if let Some(v) = self.vma_at(at).filter(|_| original) {
                 unpatch(v, at, out);
             }
             done += n;
@@ -927,10 +959,17 @@ impl AddressSpace {
         self.write(mem, va, v.as_bytes())
     }
 
+    /// Whether the page at `va` is present and writable now: a write from
+    /// the guest's ring 0 would not fault.
+    pub fn writable_now(&self, mem: &PhysMemory, va: u64) -> bool {
+        let pte = self.pt.get(mem, page_floor(va));
+        pte & PTE_P != 0 && pte & PTE_W != 0
+    }
+
     /// The text of `/proc/self/maps`.
     pub fn maps_text(&self) -> String {
         let mut s = String::new();
-        for v in self.vmas.values() {
+        for v in self.vmas.values().filter(|v| v.name != HIDDEN_MAPPING) {
             let (off, inode) = match &v.backing {
                 Backing::File { offset, .. } => {
                     (*offset, 1 + (v.name.len() as u64 * 7919) % 100_000)
@@ -979,15 +1018,34 @@ fn fill_from_file(mem: &PhysMemory, v: &Vma, va: u64, pa: u64) {
                     .iter()
                     .flat_map(|t| t.in_range(file_off, file_off + n as u64))
                 {
-                    mem.write(pa + (s.offset - file_off), &[INT3]);
+                    mem.write(pa + (s.offset - file_off), &[s.patch_byte()]);
                 }
             }
         }
     }
 }
 
-/// The breakpoint instruction a sync site's first byte becomes.
-pub const INT3: u8 = 0xcc;
+/// The name of the monitor's own mappings in a process that
+/// `/proc/self/maps` leaves out (the sync sites' dispatcher and tables).
+pub const HIDDEN_MAPPING: &str = "[rewind-sites]";
+
+/// Puts, in `buf` (file bytes at `va`, within mapping `v`), the sync
+/// sites' patches a page filled from the file gets.
+fn patch(v: &Vma, va: u64, buf: &mut [u8]) {
+    let Backing::File {
+        offset,
+        sites: Some(sites),
+        ..
+    } = &v.backing
+    else {
+        return;
+    };
+    let lo = offset + (va - v.start);
+    let hi = lo + buf.len() as u64;
+    for s in sites.in_range(lo, hi) {
+        buf[(s.offset - lo) as usize] = s.patch_byte();
+    }
+}
 
 /// Puts back, in `buf` (guest memory at `va`, within mapping `v`), the
 /// original first bytes of the sync sites patched there.

@@ -32,6 +32,7 @@ use crate::observe::oracle::Oracle;
 use crate::observe::outcome::Outcome;
 use crate::observe::trace::Event;
 use crate::sched::{Decision, RunUntilBlocked, SchedView, Schedule, Strategy};
+use ring::Buffered;
 
 /// How to run a program.
 #[derive(Clone, Debug)]
@@ -52,6 +53,11 @@ pub struct RunConfig {
     /// hint ring instead of leaving the guest for each (the run is the same
     /// either way; this only changes how many exits it takes).
     pub hint_ring: bool,
+    /// Let the guest take a sync site's breakpoint itself when the step
+    /// cannot change who runs next (its site dispatcher buffers the step in
+    /// the hint ring; see `arch::abi`). Needs `hint_ring`; the run is the
+    /// same either way.
+    pub site_path: bool,
     /// Ends runs from outside: a session's deadline, Ctrl-C.
     pub cancel: crate::machine::Cancel,
     /// Files kept out of reproducers (`--exclude-files`): their replays
@@ -85,6 +91,7 @@ impl RunConfig {
             shim: true,
             snapshot_at: SnapshotAt::FirstThread,
             hint_ring: true,
+            site_path: true,
             cancel: crate::machine::Cancel::new(),
             exclude_files: globset::GlobSet::empty(),
             oracle: None,
@@ -129,6 +136,8 @@ pub struct RunReport {
     pub stderr_bytes: u64,
     /// Exits from the guest to the monitor.
     pub exits: u64,
+    /// Sync sites' steps taken without an exit (by the site dispatcher).
+    pub buffered_sites: u64,
     /// Page faults served by filling memory on demand.
     pub demand_faults: u64,
     /// Times the guest's translations were invalidated.
@@ -195,6 +204,8 @@ struct EngineState {
     /// Interleavings seen: (site a thread was switched away from, site the
     /// next thread resumed from), each with the switch that first made it.
     interleavings: BTreeMap<(u64, u64), Decision>,
+    /// Sync sites' steps the dispatcher took without an exit.
+    buffered_sites: u64,
 }
 
 /// What a run covered, as the fuzzer's features: pairs of code sites.
@@ -243,6 +254,7 @@ pub struct Vm {
     engine: EngineState,
     snapshot_at: SnapshotAt,
     hint_ring: bool,
+    site_path: bool,
     snapshot: Option<Snapshot>,
     /// Whether the kernel is as loaded, not yet run.
     fresh: bool,
@@ -275,6 +287,7 @@ impl Vm {
             engine: EngineState::default(),
             snapshot_at: cfg.snapshot_at,
             hint_ring: cfg.hint_ring,
+            site_path: cfg.site_path,
             snapshot: None,
             fresh: true,
             restored_pages: 0,
@@ -375,6 +388,7 @@ impl Vm {
             stdout_bytes: obs.output_written().0,
             stderr_bytes: obs.output_written().1,
             exits: self.machine.exits - exits0,
+            buffered_sites: self.engine.buffered_sites,
             demand_faults: k.mm().demand_faults,
             invalidations: self.machine.invalidations - inval0,
             address_space_switches: self.machine.root_switches - switches0,
@@ -427,6 +441,20 @@ impl Vm {
 
     /// Hands one exit to the kernel (after the hints buffered before it).
     fn handle_exit(&mut self, exit: Exit) -> Result<(), VmError> {
+        if let Exit::Exception {
+            vector: 14,
+            error_code,
+            fault_addr,
+        } = exit
+        {
+            let regs = self.machine.user_regs()?;
+            if self
+                .kernel
+                .site_path_page_fill(&regs, error_code, fault_addr)
+            {
+                return Ok(());
+            }
+        }
         self.drain_ring();
         if self.ended() {
             return Ok(());
@@ -488,9 +516,18 @@ impl Vm {
     /// exit, each followed by its scheduling decision (which, by the
     /// strategy's horizon, keeps the current thread).
     fn drain_ring(&mut self) {
-        for [op, object, site, value] in ring::take(&mut self.kernel) {
+        for entry in ring::take(&mut self.kernel) {
             let tid = self.kernel.current();
-            self.kernel.hint_step(op, object, site, value);
+            let reported = match &entry {
+                Buffered::Hint([op, object, site, value]) => {
+                    self.kernel.hint_step(*op, *object, *site, *value);
+                    0
+                }
+                Buffered::Site(s) => {
+                    self.engine.buffered_sites += 1;
+                    self.kernel.buffered_site_step(s)
+                }
+            };
             if self.ended() {
                 return;
             }
@@ -500,6 +537,10 @@ impl Vm {
                 tid,
                 "the strategy switched threads before the horizon it published"
             );
+            // As when the thread is entered again after a breakpoint.
+            if let Buffered::Site(s) = &entry {
+                self.kernel.buffered_site_done(s, reported);
+            }
         }
     }
 
@@ -507,6 +548,7 @@ impl Vm {
     /// run: to the strategy's horizon, the next timer and the step limit.
     fn publish_horizon(&mut self) {
         if !self.hint_ring {
+            self.set_sites_switch(false);
             return;
         }
         let k = &self.kernel;
@@ -531,7 +573,23 @@ impl Vm {
         // The step that reaches the limit leaves the guest, so its report
         // names where the thread stands.
         limit = limit.min(k.config().max_steps);
+        let sites = self.site_path && k.site_path_ready();
         ring::publish(&mut self.kernel, limit);
+        if sites {
+            self.kernel.publish_stack_bounds();
+        }
+        self.set_sites_switch(sites);
+    }
+
+    /// Lets the guest's breakpoint handler send sync sites to the site
+    /// dispatcher, or not.
+    fn set_sites_switch(&mut self, on: bool) {
+        let at = crate::machine::SITES_SWITCH_PHYS;
+        let mut now = [0u8];
+        self.mem.read(at, &mut now);
+        if now[0] != on as u8 {
+            self.mem.write(at, &[on as u8]);
+        }
     }
 
     /// One step: the kernel handles the call, the strategy picks who runs.

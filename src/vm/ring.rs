@@ -1,9 +1,20 @@
 //! The hint ring's bookkeeping (see `arch::abi`): before the engine resumes
-//! a thread it publishes how far the shim may buffer hints, and at the next
-//! exit it takes what the shim buffered, in order, as the steps they are.
+//! a thread it publishes how far the shim and the site dispatcher may
+//! buffer steps, and at the next exit it takes what they buffered, in
+//! order, as the steps they are.
 
 use crate::arch::abi;
 use crate::kernel::Kernel;
+use crate::kernel::site_path::{BufferedSite, regs_from_words};
+
+/// A step buffered in the ring.
+#[derive(Clone, Debug)]
+pub enum Buffered {
+    /// A shim hint: its operation, object, site and value.
+    Hint([u64; 4]),
+    /// A sync site the dispatcher took.
+    Site(BufferedSite),
+}
 
 fn word(k: &mut Kernel, w: u64) -> u64 {
     k.read_u64(abi::RING_VA + w * 8).unwrap_or(0)
@@ -13,9 +24,8 @@ fn set_word(k: &mut Kernel, w: u64, v: u64) {
     let _ = k.write_u64(abi::RING_VA + w * 8, v);
 }
 
-/// Takes the hints the shim buffered since the last exit, oldest first:
-/// each its operation, object, site and value.
-pub fn take(k: &mut Kernel) -> Vec<[u64; 4]> {
+/// Takes the steps buffered since the last exit, oldest first.
+pub fn take(k: &mut Kernel) -> Vec<Buffered> {
     let (head, tail) = (word(k, abi::RING_HEAD), word(k, abi::RING_TAIL));
     let n = tail.wrapping_sub(head).min(abi::RING_ENTRIES);
     let mut out = Vec::with_capacity(n as usize);
@@ -26,7 +36,10 @@ pub fn take(k: &mut Kernel) -> Vec<[u64; 4]> {
         for (j, w) in e.iter_mut().enumerate() {
             *w = k.read_u64(at + j as u64 * 8).unwrap_or(0);
         }
-        out.push(e);
+        out.push(match e[0] {
+            abi::RING_OP_SITE => Buffered::Site(site_record(k, i, e)),
+            _ => Buffered::Hint(e),
+        });
     }
     if n > 0 {
         set_word(k, abi::RING_HEAD, tail);
@@ -34,7 +47,38 @@ pub fn take(k: &mut Kernel) -> Vec<[u64; 4]> {
     out
 }
 
-/// Lets the shim buffer hints that would be steps below `limit_step`.
+/// A site entry with its side record (by its place in the batch): the
+/// registers at the breakpoint and the operand as the dispatcher read it.
+fn site_record(k: &mut Kernel, place: u64, [_, addr, va, _]: [u64; 4]) -> BufferedSite {
+    let at = abi::SITES_DATA_VA + abi::SITES_SIDE_OFFSET + place * abi::SITES_SIDE_WORDS * 8;
+    let mut w = [0u64; 17];
+    for (j, v) in w.iter_mut().enumerate() {
+        *v = k.read_u64(at + j as u64 * 8).unwrap_or(0);
+    }
+    let mut operand = [0u8; 16];
+    let _ = k.read(at + 17 * 8, &mut operand);
+    let runtime = k
+        .site_at(va)
+        .is_some_and(|(table, _, off)| table.is_runtime(off) == Some(true));
+    let stack = runtime.then(|| {
+        let len = k
+            .read_u64(at + 19 * 8)
+            .unwrap_or(0)
+            .min(abi::SITES_STACK_WINDOW);
+        let mut window = vec![0u8; len as usize];
+        let _ = k.read(at + 20 * 8, &mut window);
+        window
+    });
+    BufferedSite {
+        va,
+        regs: regs_from_words(&w, va),
+        addr,
+        operand,
+        stack,
+    }
+}
+
+/// Lets the shim and the dispatcher buffer steps below `limit_step`.
 pub fn publish(k: &mut Kernel, limit_step: u64) {
     let step = k.observer().step();
     set_word(k, abi::RING_BASE_STEP, step);

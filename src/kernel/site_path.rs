@@ -1,0 +1,415 @@
+//! Sync sites taken without an exit (see `arch::abi`): the sites area each
+//! process with sync sites carries (the dispatcher, the out-of-line copies
+//! and the table saying where each site's operand is), the way back to the
+//! breakpoint when the dispatcher or a copy cannot finish, and the steps
+//! the dispatcher buffered.
+//!
+//! A buffered step is the step the breakpoint would have been, taken at the
+//! next exit exactly as `sync::sync_step` takes it, with the registers and
+//! operand the dispatcher recorded; the instruction has already run in the
+//! guest, and the emulator, run again on what it read, says what it wrote.
+//! Runs and traces are the same either way (tests compare them).
+
+use super::Kernel;
+use crate::arch::abi::*;
+use crate::arch::cpu::UserRegs;
+use crate::code::emulate::{self, Fault};
+use crate::code::{SiteTable, out_of_line};
+use crate::memory::{Backing, MemError, Placement, Prot};
+use crate::observe::trace::{Event, Operation};
+
+unsafe extern "C" {
+    static rewind_sites_start: u8;
+    static rewind_sites_miss: u8;
+    static rewind_sites_end: u8;
+}
+std::arch::global_asm!(
+    include_str!("../../guest/sites.S"),
+    data = const SITES_DATA_VA,
+    stack_top = const SITES_STACK_TOP,
+    ring = const RING_VA,
+    hash_mul = const SITES_HASH_MUL,
+    hash_shift = const 64 - SITES_SLOTS.trailing_zeros() as u64,
+    table = const SITES_TABLE_VA,
+    slot_mask = const SITES_SLOTS - 1,
+    op_site = const RING_OP_SITE,
+    side_bytes = const SITES_SIDE_WORDS * 8,
+    side_offset = const SITES_SIDE_OFFSET,
+    code = const SITES_VA,
+    runtime_flag = const SITES_RUNTIME_FLAG,
+    window_words = const SITES_STACK_WINDOW / 8,
+    stack_lo = const SITES_STACK_LO * 8,
+    stack_hi = const SITES_STACK_HI * 8,
+    options(att_syntax)
+);
+
+/// The name of the sites area's mappings, which `/proc/self/maps` leaves
+/// out.
+pub const SITES_MAPPING: &str = crate::memory::HIDDEN_MAPPING;
+
+/// The dispatcher's bytes, as assembled into this binary.
+fn dispatcher() -> &'static [u8] {
+    // SAFETY: the labels are in one section of `guest/sites.S`, start
+    // before end; the bytes between are initialized read-only data for the
+    // life of the program.
+    unsafe {
+        let start = &raw const rewind_sites_start;
+        let end = &raw const rewind_sites_end;
+        std::slice::from_raw_parts(start, end.offset_from(start) as usize)
+    }
+}
+
+/// A label's guest address in the dispatcher's page.
+fn dispatcher_va(label: *const u8) -> u64 {
+    // SAFETY: every label passed is in the section `rewind_sites_start` opens.
+    SITES_VA + unsafe { label.offset_from(&raw const rewind_sites_start) } as u64
+}
+
+/// The `ud2` the dispatcher ends at when it hands the breakpoint over.
+pub fn miss_va() -> u64 {
+    dispatcher_va(&raw const rewind_sites_miss)
+}
+
+/// The slot of the table an address hashes to first.
+fn first_slot(va: u64) -> u64 {
+    va.wrapping_mul(SITES_HASH_MUL) >> (64 - SITES_SLOTS.trailing_zeros())
+}
+
+/// The registers in the dispatcher's order.
+pub fn regs_from_words(w: &[u64; 17], rip: u64) -> UserRegs {
+    UserRegs {
+        rax: w[0],
+        rcx: w[1],
+        rdx: w[2],
+        rbx: w[3],
+        rsp: w[4],
+        rbp: w[5],
+        rsi: w[6],
+        rdi: w[7],
+        r8: w[8],
+        r9: w[9],
+        r10: w[10],
+        r11: w[11],
+        r12: w[12],
+        r13: w[13],
+        r14: w[14],
+        r15: w[15],
+        rflags: w[16],
+        rip,
+    }
+}
+
+fn set_register(regs: &mut UserRegs, n: u8, v: u64) {
+    let mut w = [
+        regs.rax,
+        regs.rcx,
+        regs.rdx,
+        regs.rbx,
+        regs.rsp,
+        regs.rbp,
+        regs.rsi,
+        regs.rdi,
+        regs.r8,
+        regs.r9,
+        regs.r10,
+        regs.r11,
+        regs.r12,
+        regs.r13,
+        regs.r14,
+        regs.r15,
+        regs.rflags,
+    ];
+    w[n as usize] = v;
+    *regs = regs_from_words(&w, regs.rip);
+}
+
+/// Guest memory as it was when the dispatcher recorded a site: the operand
+/// as it read it; writes are checked for rights, not made (the instruction
+/// has run).
+struct Recorded<'k> {
+    kernel: &'k Kernel,
+    addr: u64,
+    operand: [u8; 16],
+}
+
+impl emulate::Memory for Recorded<'_> {
+    fn read(&mut self, va: u64, buf: &mut [u8]) -> Result<(), Fault> {
+        let at = va.wrapping_sub(self.addr) as usize;
+        match self.operand.get(at..at + buf.len()) {
+            Some(b) => {
+                buf.copy_from_slice(b);
+                Ok(())
+            }
+            None => Err(Fault::Page { addr: va }),
+        }
+    }
+    fn write(&mut self, va: u64, buf: &[u8]) -> Result<(), Fault> {
+        match self.kernel.mm.vma_at(va) {
+            Some(v) if v.prot.write && va + buf.len() as u64 <= v.end => Ok(()),
+            _ => Err(Fault::Page { addr: va }),
+        }
+    }
+}
+
+/// A sync site's step the dispatcher buffered.
+#[derive(Clone, Debug)]
+pub struct BufferedSite {
+    /// The instruction's address.
+    pub va: u64,
+    /// The registers at the breakpoint (rip = `va`).
+    pub regs: UserRegs,
+    /// The operand's address and its 16 bytes as read then.
+    pub addr: u64,
+    pub operand: [u8; 16],
+    /// For a site inside a runtime, the stack window as it was then.
+    pub stack: Option<Vec<u8>>,
+}
+
+impl Kernel {
+    /// Maps the sites area of a process with sync sites (the dispatcher
+    /// filled in; table and stubs as sites are mapped).
+    pub(super) fn map_site_path(&mut self) -> Result<(), MemError> {
+        if self.config.sync_points == crate::code::SyncPoints::Calls {
+            return Ok(());
+        }
+        let areas = [
+            (SITES_VA, SITES_CODE_SIZE, Prot::RX),
+            (SITES_TABLE_VA, SITES_SLOTS * SITES_ENTRY_BYTES, Prot::R),
+            (SITES_DATA_VA, SITES_DATA_SIZE, Prot::RW),
+        ];
+        for (va, len, prot) in areas {
+            self.mm.map(
+                &self.mem,
+                Placement::FixedNoReplace(va),
+                len,
+                prot,
+                Backing::Anon,
+                SITES_MAPPING,
+            )?;
+        }
+        self.mm.poke(&self.mem, SITES_VA, dispatcher())?;
+        Ok(())
+    }
+
+    /// Whether the dispatcher may take the current process's breakpoints:
+    /// its sites area is there, and the ring word the breakpoint handler
+    /// writes from ring 0 is writable now (a fault there would be ring 0's).
+    pub fn site_path_ready(&self) -> bool {
+        let named = |va: u64| self.mm.vma_at(va).is_some_and(|v| v.name == SITES_MAPPING);
+        named(SITES_VA)
+            && named(SITES_TABLE_VA)
+            && named(SITES_DATA_VA)
+            && self.mm.writable_now(&self.mem, RING_VA)
+    }
+
+    /// Publishes the bounds of the mapping the current thread's stack
+    /// pointer is in, where the dispatcher's stack window ends.
+    pub fn publish_stack_bounds(&mut self) {
+        let (rip, rsp) = (self.cur().regs.rip, self.cur().regs.rsp);
+        if (SITES_VA..SITES_VA + SITES_CODE_SIZE).contains(&rip) {
+            // Inside the dispatcher (after a page fill): its own stack.
+            return;
+        }
+        let (lo, hi) = self.mm.vma_at(rsp).map_or((0, 0), |v| (v.start, v.end));
+        for (word, v) in [(SITES_STACK_LO, lo), (SITES_STACK_HI, hi)] {
+            let at = SITES_DATA_VA + word * 8;
+            if self.mm.peek_u64(&self.mem, at) != Some(v) {
+                let _ = self.write_u64(at, v);
+            }
+        }
+    }
+
+    /// Enters the sites the dispatcher can take of a new executable mapping
+    /// (`len` bytes at `start` of the object whose site table is `table`,
+    /// from file offset `offset`).
+    pub fn add_site_path(&mut self, start: u64, len: u64, offset: u64, table: &SiteTable) {
+        if self
+            .mm
+            .vma_at(SITES_VA)
+            .is_none_or(|v| v.name != SITES_MAPPING)
+        {
+            return;
+        }
+        let Ok(mut used) = self.read_u64(SITES_DATA_VA + SITES_SAVE_USED * 8) else {
+            return;
+        };
+        for site in table.in_range(offset, offset + len) {
+            if used >= SITES_MAX {
+                break;
+            }
+            if !site.fast {
+                continue;
+            }
+            let va = start + (site.offset - offset);
+            let stub_va = SITES_STUBS_VA + used * SITES_STUB_BYTES;
+            let Some(p) = out_of_line::plan(site, va, stub_va) else {
+                continue;
+            };
+            // The bytes after the int3, as the dispatcher will compare them.
+            let mut after = [0u8; 8];
+            if self.mm.peek_patched(&self.mem, va + 1, &mut after).is_err() {
+                continue;
+            }
+            let mut slot = first_slot(va);
+            let free = loop {
+                let at = SITES_TABLE_VA + slot * SITES_ENTRY_BYTES;
+                match self.mm.peek_u64(&self.mem, at) {
+                    Some(0) | None => break at,
+                    Some(v) if v == va => break at,
+                    Some(_) => slot = (slot + 1) % SITES_SLOTS,
+                }
+            };
+            let runtime = table.is_runtime(site.offset) == Some(true);
+            let mut e = [0u8; SITES_ENTRY_BYTES as usize];
+            e[0..8].copy_from_slice(&va.to_le_bytes());
+            e[8..16].copy_from_slice(&p.displacement.to_le_bytes());
+            e[16] = p.base;
+            e[17] = p.index;
+            e[18] = p.scale_shift | if runtime { SITES_RUNTIME_FLAG } else { 0 };
+            e[19] = p.size;
+            e[20..24].copy_from_slice(&((stub_va - SITES_VA) as u32).to_le_bytes());
+            e[24..32].copy_from_slice(&after);
+            if self.mm.poke(&self.mem, stub_va, &p.stub).is_err()
+                || self.mm.poke(&self.mem, free, &e).is_err()
+            {
+                return;
+            }
+            used += 1;
+        }
+        let _ = self.write_u64(SITES_DATA_VA + SITES_SAVE_USED * 8, used);
+    }
+
+    /// A page the dispatcher or a copy touched first, filled: the thread
+    /// runs on where it stood (true). The steps it buffered stay in the
+    /// ring meanwhile: the dispatcher may be between placing an entry's side
+    /// record and counting the entry.
+    pub fn site_path_page_fill(
+        &mut self,
+        regs: &UserRegs,
+        error_code: u64,
+        fault_addr: u64,
+    ) -> bool {
+        if !(SITES_VA..SITES_VA + SITES_CODE_SIZE).contains(&regs.rip) {
+            return false;
+        }
+        let access = crate::memory::Access::from_error_code(error_code);
+        if self.mm.fault(&self.mem, fault_addr, access).is_err() {
+            return false;
+        }
+        self.cur().regs = *regs;
+        true
+    }
+
+    /// An exception as the program stands: one in the sites area is taken
+    /// back to the breakpoint or instruction it stands for, after filling a
+    /// page the dispatcher or a copy touched first (then `Err(false)`: the
+    /// thread runs on).
+    pub(super) fn site_path_exception(
+        &mut self,
+        regs: UserRegs,
+        vector: u8,
+        error_code: u64,
+        fault_addr: u64,
+    ) -> Result<(UserRegs, u8), bool> {
+        if !(SITES_VA..SITES_VA + SITES_CODE_SIZE).contains(&regs.rip) {
+            return Ok((regs, vector));
+        }
+        if vector == 14 {
+            let access = crate::memory::Access::from_error_code(error_code);
+            if self.mm.fault(&self.mem, fault_addr, access).is_ok() {
+                self.cur().regs = regs;
+                return Err(false);
+            }
+        }
+        Ok(self
+            .site_path_origin(&regs, vector)
+            .unwrap_or((regs, vector)))
+    }
+
+    /// When an exception arrived in the sites area, the registers and
+    /// vector it stands for in the program: the breakpoint itself when the
+    /// dispatcher handed it over (its `ud2`) or could not read what it
+    /// needed; the site's instruction when its copy faulted. `None` when the
+    /// exception is the program's own.
+    fn site_path_origin(&mut self, regs: &UserRegs, vector: u8) -> Option<(UserRegs, u8)> {
+        let rip = regs.rip;
+        if !(SITES_VA..SITES_VA + SITES_CODE_SIZE).contains(&rip) {
+            return None;
+        }
+        if rip < SITES_STUBS_VA {
+            let mut w = [0u64; 17];
+            for (n, v) in w.iter_mut().enumerate() {
+                *v = self.read_u64(SITES_DATA_VA + n as u64 * 8).ok()?;
+            }
+            let site = self.read_u64(SITES_DATA_VA + SITES_SAVE_SITE * 8).ok()?;
+            return Some((regs_from_words(&w, site.wrapping_add(1)), 3));
+        }
+        let slot = rip - (rip - SITES_STUBS_VA) % SITES_STUB_BYTES;
+        let site = self.read_u64(slot + SITES_STUB_BYTES - 8).ok()?;
+        let mut scratch = [0u8];
+        self.read(slot + SITES_STUB_BYTES - 9, &mut scratch).ok()?;
+        let mut out = *regs;
+        out.rip = site;
+        if scratch[0] < 16 {
+            let saved = self.read_u64(SITES_DATA_VA + SITES_SAVE_SCRATCH * 8).ok()?;
+            set_register(&mut out, scratch[0], saved);
+        }
+        Some((out, vector))
+    }
+
+    /// The step of a site the dispatcher buffered, as `sync_step` takes a
+    /// breakpoint's. Returns where the step is reported, for
+    /// [`Kernel::buffered_site_done`].
+    pub fn buffered_site_step(&mut self, b: &BufferedSite) -> u64 {
+        let Some((table, site, off)) = self.site_at(b.va) else {
+            return b.va + 1;
+        };
+        let tid = self.current;
+        let instr = emulate::decode(site.code(), b.va);
+        let fs = self.cur().fs_base;
+        let seen = emulate::preview(&instr, &b.regs, fs, &mut self.recorded(b));
+        let window = |a: u64| {
+            let at = usize::try_from(a.checked_sub(b.regs.rsp)?).ok()?;
+            let bytes = b.stack.as_ref()?.get(at..at.checked_add(8)?)?;
+            (a % 8 == 0).then(|| u64::from_le_bytes(bytes.try_into().unwrap()))
+        };
+        let user_site = self.user_site(b.va, &table, off, &b.regs, &window);
+        self.begin_step();
+        self.obs.syscall_step(tid, false);
+        self.cur().yielded = site.spins;
+        let event = Event {
+            step: self.obs.step(),
+            thread: tid.0,
+            op: Operation::Sync { site: site.kind },
+            object: seen.map(|(addr, _)| addr),
+            site: user_site,
+            result: Some(0),
+            value: seen.map_or(0, |(_, v)| v),
+        };
+        self.finish_step(event);
+        user_site
+    }
+
+    /// What the buffered site's instruction did, as `execute_pending_site`
+    /// learns it. A fault is the guest's too: its exception follows.
+    pub fn buffered_site_done(&mut self, b: &BufferedSite, user_site: u64) {
+        let Some((_, site, _)) = self.site_at(b.va) else {
+            return;
+        };
+        let tid = self.current;
+        let instr = emulate::decode(site.code(), b.va);
+        let fs = self.cur().fs_base;
+        let mut regs = b.regs;
+        if let Ok(Some(access)) = emulate::execute(&instr, &mut regs, fs, &mut self.recorded(b)) {
+            self.obs.sync_access(tid, user_site, site.kind, &access);
+        }
+    }
+
+    fn recorded(&self, b: &BufferedSite) -> Recorded<'_> {
+        Recorded {
+            kernel: self,
+            addr: b.addr,
+            operand: b.operand,
+        }
+    }
+}
