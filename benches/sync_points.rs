@@ -5,7 +5,9 @@
 //! - for a few bundled programs and each level (`calls`, `atomics`,
 //!   `globals`), schedules per second of `pct:3` on one job (each restored
 //!   from the snapshot), steps per schedule, exits per step and
-//!   microseconds per exit, so the figures project to another host;
+//!   microseconds per exit, so the figures project to another host; each
+//!   level above `calls` twice: sync sites taken in the guest when no
+//!   decision is due, and each one leaving it;
 //! - how many sites each level finds in a Rust test binary (libtest and
 //!   std, statically linked) and in the C library, and how long discovery
 //!   takes (once per object and level; it is cached).
@@ -38,12 +40,15 @@ fn config(name: &str, level: SyncPoints) -> RunConfig {
     c
 }
 
-/// `schedules` pct:3 schedules of `name` at `level` on one machine.
-fn row(name: &str, level: SyncPoints, schedules: u64) {
-    let cfg = config(name, level);
+/// `schedules` pct:3 schedules of `name` at `level` on one machine, with
+/// sync sites taken in the guest when no decision is due (`site_path`) or
+/// each leaving it.
+fn row(name: &str, level: SyncPoints, site_path: bool, schedules: u64) {
+    let mut cfg = config(name, level);
+    cfg.site_path = site_path;
     let probe = explore::probe(&cfg, FileSource::host()).expect("probe");
     let mut runner = probe.runner;
-    let (mut steps, mut exits, mut busy_us) = (0u64, 0u64, 0u64);
+    let (mut steps, mut exits, mut busy_us, mut buffered) = (0u64, 0u64, 0u64, 0u64);
     let start = Instant::now();
     for i in 0..schedules {
         let s = StrategyKind::pct(3).build(schedule_seed(0, i), probe.decision_points);
@@ -51,13 +56,20 @@ fn row(name: &str, level: SyncPoints, schedules: u64) {
         steps += r.steps;
         exits += r.exits;
         busy_us += r.wall_us;
+        buffered += r.buffered_sites;
     }
     let secs = start.elapsed().as_secs_f64();
+    let path = match (level, site_path) {
+        (SyncPoints::Calls, _) => "",
+        (_, true) => "in the guest",
+        (_, false) => "exit each",
+    };
     println!(
-        "| {name} | {level} | {:.1}/s | {:.0} | {:.2} | {:.1} |",
+        "| {name} | {level} | {path} | {:.1}/s | {:.0} | {:.2} | {:.0} | {:.1} |",
         schedules as f64 / secs,
         steps as f64 / schedules as f64,
         exits as f64 / steps.max(1) as f64,
+        buffered as f64 / schedules as f64,
         busy_us as f64 / exits.max(1) as f64,
     );
 }
@@ -85,8 +97,10 @@ fn main() {
         println!("sync_points: bench");
         return;
     }
-    println!("| program | level | schedules/s | steps/schedule | exits/step | µs/exit |");
-    println!("| --- | --- | --- | --- | --- | --- |");
+    println!(
+        "| program | level | sites | schedules/s | steps/schedule | exits/step | sites without an exit/schedule | µs/exit |"
+    );
+    println!("| --- | --- | --- | --- | --- | --- | --- | --- |");
     for (name, n) in [
         ("philosophers", 200),
         ("rust-two-mutex", 100),
@@ -94,7 +108,10 @@ fn main() {
         ("rust-libtest", 30),
     ] {
         for level in LEVELS {
-            row(name, level, n);
+            row(name, level, true, n);
+            if level != SyncPoints::Calls {
+                row(name, level, false, n);
+            }
         }
     }
     println!();
