@@ -8,6 +8,8 @@
 //!   microseconds per exit, so the figures project to another host; each
 //!   level above `calls` twice: sync sites taken in the guest when no
 //!   decision is due, and each one leaving it;
+//! - what one site hit costs, taken in the guest and as an exit (a C and a
+//!   Rust program bumping an atomic 1,000 and 5,000 times);
 //! - how many sites each level finds in a Rust test binary (libtest and
 //!   std, statically linked) and in the C library, and how long discovery
 //!   takes (once per object and level; it is cached).
@@ -74,6 +76,70 @@ fn row(name: &str, level: SyncPoints, site_path: bool, schedules: u64) {
     );
 }
 
+/// A C program bumping a global atomic N times through a function (one
+/// site, no spin loop), one thread.
+const BUMP_C: &str = r#"
+#include <stdio.h>
+#include <stdlib.h>
+static long counter;
+__attribute__((noinline)) void bump(long i) { __atomic_fetch_add(&counter, i & 1, __ATOMIC_SEQ_CST); }
+int main(int argc, char **argv) {
+    long n = atol(argv[1]);
+    for (long i = 0; i < n; i++) bump(i);
+    printf("%ld\n", counter);
+    return 0;
+}
+"#;
+
+/// The same in Rust at `opt-level=0`: the site is inside
+/// `core::sync::atomic`, reported at its caller (a stack window per hit).
+const BUMP_RS: &str = r#"
+use std::sync::atomic::{AtomicU64, Ordering};
+static C: AtomicU64 = AtomicU64::new(0);
+fn main() {
+    let n: u64 = std::env::args().nth(1).unwrap().parse().unwrap();
+    for i in 0..n { C.fetch_add(i & 1, Ordering::SeqCst); }
+    println!("{}", C.load(Ordering::SeqCst));
+}
+"#;
+
+/// Microseconds one site hit costs (the difference of runs with 5,000 and
+/// 1,000 hits, over 4,000), taken in the guest or as an exit.
+fn per_site(what: &str, exe: &std::path::Path) {
+    let cost = |site_path: bool| {
+        let wall = |n: u64| {
+            let mut best = u64::MAX;
+            for _ in 0..3 {
+                let mut k = KernelConfig::new(&exe.to_string_lossy(), &[n.to_string()]);
+                k.sync_points = SyncPoints::Atomics;
+                let mut c = RunConfig::new(k);
+                c.memory_mib = 256;
+                c.site_path = site_path;
+                let mut vm = rewind_fuzz::vm::Vm::new(&c, FileSource::host()).expect("machine");
+                best = best.min(vm.run().expect("run").wall_us);
+            }
+            best
+        };
+        (wall(5000) as f64 - wall(1000) as f64) / 4000.0
+    };
+    println!("| {what} | {:.1} µs | {:.1} µs |", cost(true), cost(false));
+}
+
+fn compiled(dir: &std::path::Path, name: &str, source: &str, cmd: &[&str]) -> std::path::PathBuf {
+    let src = dir.join(name);
+    std::fs::write(&src, source).unwrap();
+    let exe = dir.join(name.split('.').next().unwrap());
+    let status = std::process::Command::new(cmd[0])
+        .args(&cmd[1..])
+        .arg("-o")
+        .arg(&exe)
+        .arg(&src)
+        .status()
+        .expect("compiler");
+    assert!(status.success(), "{name} does not compile");
+    exe
+}
+
 fn sites_in(what: &str, path: &str) {
     let Ok(data) = std::fs::read(path) else {
         println!("| {what} | (no {path} here) | | | | | |");
@@ -97,6 +163,20 @@ fn main() {
         println!("sync_points: bench");
         return;
     }
+    // `cargo bench --bench sync_points -- per-site`: that table alone.
+    let only_per_site = std::env::args().any(|a| a == "per-site");
+    if !only_per_site {
+        levels_table();
+        println!();
+    }
+    per_site_table();
+    if !only_per_site {
+        println!();
+        sites_table();
+    }
+}
+
+fn levels_table() {
     println!(
         "| program | level | sites | schedules/s | steps/schedule | exits/step | sites without an exit/schedule | µs/exit |"
     );
@@ -114,7 +194,24 @@ fn main() {
             }
         }
     }
-    println!();
+}
+
+fn per_site_table() {
+    println!("| one site, hit 4,000 more times | in the guest | exit each |");
+    println!("| --- | --- | --- |");
+    let dir = tempfile::tempdir().unwrap();
+    let c = compiled(dir.path(), "bump.c", BUMP_C, &["gcc", "-O1"]);
+    per_site("C global atomic (gcc -O1)", &c);
+    let rs = compiled(
+        dir.path(),
+        "bump_rs.rs",
+        BUMP_RS,
+        &["rustc", "-g", "-C", "opt-level=0"],
+    );
+    per_site("Rust AtomicU64::fetch_add (opt-level=0, inside core)", &rs);
+}
+
+fn sites_table() {
     println!(
         "| object | level | atomic sites | spin sites | load sites | store sites | left (unsupported) | discovery |"
     );

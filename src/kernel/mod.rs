@@ -680,10 +680,11 @@ impl Kernel {
         fault_addr: u64,
         cpu: &mut dyn FpuAccess,
     ) -> bool {
-        let (regs, vector) = match self.site_path_exception(regs, vector, error_code, fault_addr) {
-            Ok(r) => r,
-            Err(resumed) => return resumed,
-        };
+        // In the sites area (pages it touched first are filled before):
+        // the breakpoint or instruction it stands for.
+        let (regs, vector) = self
+            .site_path_origin(&regs, vector)
+            .unwrap_or((regs, vector));
         self.cur().regs = regs;
         let rip = regs.rip;
         if vector == 3 && self.sync_step(rip.wrapping_sub(1)) {

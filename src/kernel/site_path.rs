@@ -300,38 +300,16 @@ impl Kernel {
         true
     }
 
-    /// An exception as the program stands: one in the sites area is taken
-    /// back to the breakpoint or instruction it stands for, after filling a
-    /// page the dispatcher or a copy touched first (then `Err(false)`: the
-    /// thread runs on).
-    pub(super) fn site_path_exception(
-        &mut self,
-        regs: UserRegs,
-        vector: u8,
-        error_code: u64,
-        fault_addr: u64,
-    ) -> Result<(UserRegs, u8), bool> {
-        if !(SITES_VA..SITES_VA + SITES_CODE_SIZE).contains(&regs.rip) {
-            return Ok((regs, vector));
-        }
-        if vector == 14 {
-            let access = crate::memory::Access::from_error_code(error_code);
-            if self.mm.fault(&self.mem, fault_addr, access).is_ok() {
-                self.cur().regs = regs;
-                return Err(false);
-            }
-        }
-        Ok(self
-            .site_path_origin(&regs, vector)
-            .unwrap_or((regs, vector)))
-    }
-
     /// When an exception arrived in the sites area, the registers and
     /// vector it stands for in the program: the breakpoint itself when the
     /// dispatcher handed it over (its `ud2`) or could not read what it
     /// needed; the site's instruction when its copy faulted. `None` when the
     /// exception is the program's own.
-    fn site_path_origin(&mut self, regs: &UserRegs, vector: u8) -> Option<(UserRegs, u8)> {
+    pub(super) fn site_path_origin(
+        &mut self,
+        regs: &UserRegs,
+        vector: u8,
+    ) -> Option<(UserRegs, u8)> {
         let rip = regs.rip;
         if !(SITES_VA..SITES_VA + SITES_CODE_SIZE).contains(&rip) {
             return None;
@@ -411,5 +389,40 @@ impl Kernel {
             addr: b.addr,
             operand: b.operand,
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_dispatcher_fits_its_page_and_jumps_through_its_target_word_or_to_its_ud2() {
+        let d = dispatcher();
+        assert!(
+            d.len() as u64 <= SITES_STUBS_VA - SITES_VA,
+            "{} bytes",
+            d.len()
+        );
+        let miss = (miss_va() - SITES_VA) as usize;
+        assert_eq!(&d[miss..miss + 2], &[0x0f, 0x0b], "ud2 at the miss");
+        assert_eq!(miss + 2, d.len());
+        // The jump before it: jmp *disp32(%rip) to the target word.
+        let jmp = miss - 6;
+        assert_eq!(&d[jmp..jmp + 2], &[0xff, 0x25]);
+        let disp = i32::from_le_bytes(d[jmp + 2..jmp + 6].try_into().unwrap());
+        let word = (SITES_VA + miss as u64).wrapping_add(disp as i64 as u64);
+        assert_eq!(word, SITES_DATA_VA + SITES_SAVE_TARGET * 8);
+    }
+
+    #[test]
+    fn sites_hash_into_the_table() {
+        for va in [0u64, 1, 0x5555_5555_4000, 0x7fff_f7ff_f123, u64::MAX] {
+            assert!(first_slot(va) < SITES_SLOTS);
+        }
+        let slots: std::collections::BTreeSet<u64> = (0..1000u64)
+            .map(|i| first_slot(0x5555_5555_4000 + i * 5))
+            .collect();
+        assert!(slots.len() > 900, "{} distinct slots", slots.len());
     }
 }
