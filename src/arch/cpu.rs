@@ -31,6 +31,74 @@ pub struct UserRegs {
 }
 
 impl UserRegs {
+    /// The general registers in x86's numbering (rax, rcx, rdx, rbx, rsp,
+    /// rbp, rsi, rdi, r8-r15), then rflags: how the guest's site
+    /// dispatcher saves them.
+    pub fn x86_order(&self) -> [u64; 17] {
+        [
+            self.rax,
+            self.rcx,
+            self.rdx,
+            self.rbx,
+            self.rsp,
+            self.rbp,
+            self.rsi,
+            self.rdi,
+            self.r8,
+            self.r9,
+            self.r10,
+            self.r11,
+            self.r12,
+            self.r13,
+            self.r14,
+            self.r15,
+            self.rflags,
+        ]
+    }
+
+    /// The registers from [`UserRegs::x86_order`]'s words, and `rip`.
+    pub fn from_x86_order(w: &[u64; 17], rip: u64) -> UserRegs {
+        let [
+            rax,
+            rcx,
+            rdx,
+            rbx,
+            rsp,
+            rbp,
+            rsi,
+            rdi,
+            r8,
+            r9,
+            r10,
+            r11,
+            r12,
+            r13,
+            r14,
+            r15,
+            rflags,
+        ] = *w;
+        UserRegs {
+            r15,
+            r14,
+            r13,
+            r12,
+            rbp,
+            rbx,
+            r11,
+            r10,
+            r9,
+            r8,
+            rax,
+            rcx,
+            rdx,
+            rsi,
+            rdi,
+            rip,
+            rflags,
+            rsp,
+        }
+    }
+
     /// The system-call number and its six arguments, as the x86-64 ABI passes them.
     pub fn syscall_args(&self) -> (u64, [u64; 6]) {
         (
@@ -145,6 +213,21 @@ mod tests {
         let s = ExtendedState::initial();
         assert_eq!(u16::from_le_bytes([s.0[0], s.0[1]]), 0x37f);
         assert_eq!(u32::from_le_bytes(s.0[24..28].try_into().unwrap()), 0x1f80);
+    }
+
+    #[test]
+    fn registers_round_trip_through_x86_order() {
+        let r = UserRegs {
+            rcx: 1,
+            rsp: 4,
+            r15: 15,
+            rflags: 0x202,
+            rip: 9,
+            ..Default::default()
+        };
+        let w = r.x86_order();
+        assert_eq!((w[1], w[4], w[15], w[16]), (1, 4, 15, 0x202));
+        assert_eq!(UserRegs::from_x86_order(&w, 9), r);
     }
 
     #[test]

@@ -16,7 +16,6 @@ use crate::arch::cpu::UserRegs;
 use crate::code::emulate::{self, Fault};
 use crate::code::{SiteTable, out_of_line};
 use crate::memory::{Backing, MemError, Placement, Prot};
-use crate::observe::trace::{Event, Operation};
 
 unsafe extern "C" {
     static rewind_sites_start: u8;
@@ -73,54 +72,6 @@ pub fn miss_va() -> u64 {
 /// The slot of the table an address hashes to first.
 fn first_slot(va: u64) -> u64 {
     va.wrapping_mul(SITES_HASH_MUL) >> (64 - SITES_SLOTS.trailing_zeros())
-}
-
-/// The registers in the dispatcher's order.
-pub fn regs_from_words(w: &[u64; 17], rip: u64) -> UserRegs {
-    UserRegs {
-        rax: w[0],
-        rcx: w[1],
-        rdx: w[2],
-        rbx: w[3],
-        rsp: w[4],
-        rbp: w[5],
-        rsi: w[6],
-        rdi: w[7],
-        r8: w[8],
-        r9: w[9],
-        r10: w[10],
-        r11: w[11],
-        r12: w[12],
-        r13: w[13],
-        r14: w[14],
-        r15: w[15],
-        rflags: w[16],
-        rip,
-    }
-}
-
-fn set_register(regs: &mut UserRegs, n: u8, v: u64) {
-    let mut w = [
-        regs.rax,
-        regs.rcx,
-        regs.rdx,
-        regs.rbx,
-        regs.rsp,
-        regs.rbp,
-        regs.rsi,
-        regs.rdi,
-        regs.r8,
-        regs.r9,
-        regs.r10,
-        regs.r11,
-        regs.r12,
-        regs.r13,
-        regs.r14,
-        regs.r15,
-        regs.rflags,
-    ];
-    w[n as usize] = v;
-    *regs = regs_from_words(&w, regs.rip);
 }
 
 /// Guest memory as it was when the dispatcher recorded a site: the operand
@@ -320,7 +271,7 @@ impl Kernel {
                 *v = self.read_u64(SITES_DATA_VA + n as u64 * 8).ok()?;
             }
             let site = self.read_u64(SITES_DATA_VA + SITES_SAVE_SITE * 8).ok()?;
-            return Some((regs_from_words(&w, site.wrapping_add(1)), 3));
+            return Some((UserRegs::from_x86_order(&w, site.wrapping_add(1)), 3));
         }
         let slot = rip - (rip - SITES_STUBS_VA) % SITES_STUB_BYTES;
         let site = self.read_u64(slot + SITES_STUB_BYTES - 8).ok()?;
@@ -330,7 +281,9 @@ impl Kernel {
         out.rip = site;
         if scratch[0] < 16 {
             let saved = self.read_u64(SITES_DATA_VA + SITES_SAVE_SCRATCH * 8).ok()?;
-            set_register(&mut out, scratch[0], saved);
+            let mut w = out.x86_order();
+            w[scratch[0] as usize] = saved;
+            out = UserRegs::from_x86_order(&w, out.rip);
         }
         Some((out, vector))
     }
@@ -342,7 +295,6 @@ impl Kernel {
         let Some((table, site, off)) = self.site_at(b.va) else {
             return b.va + 1;
         };
-        let tid = self.current;
         let instr = emulate::decode(site.code(), b.va);
         let fs = self.cur().fs_base;
         let seen = emulate::preview(&instr, &b.regs, fs, &mut self.recorded(b));
@@ -352,19 +304,7 @@ impl Kernel {
             (a % 8 == 0).then(|| u64::from_le_bytes(bytes.try_into().unwrap()))
         };
         let user_site = self.user_site(b.va, &table, off, &b.regs, &window);
-        self.begin_step();
-        self.obs.syscall_step(tid, false);
-        self.cur().yielded = site.spins;
-        let event = Event {
-            step: self.obs.step(),
-            thread: tid.0,
-            op: Operation::Sync { site: site.kind },
-            object: seen.map(|(addr, _)| addr),
-            site: user_site,
-            result: Some(0),
-            value: seen.map_or(0, |(_, v)| v),
-        };
-        self.finish_step(event);
+        self.site_step(&site, user_site, seen);
         user_site
     }
 

@@ -53,7 +53,6 @@ impl Kernel {
         let Some((table, site, off)) = self.site_at(va) else {
             return false;
         };
-        let tid = self.current;
         self.cur().regs.rip = va;
         let instr = emulate::decode(site.code(), va);
         let (regs, fs) = (self.cur().regs, self.cur().fs_base);
@@ -62,7 +61,9 @@ impl Kernel {
         // The stack as the program would read it, within the window the
         // site dispatcher copies (see `site_path`).
         let stack = mm.vma_at(regs.rsp).filter(|v| v.prot.accessible());
-        let end = stack.map_or(0, |v| v.end.min(regs.rsp + abi::SITES_STACK_WINDOW));
+        let end = stack.map_or(0, |v| {
+            v.end.min(regs.rsp.saturating_add(abi::SITES_STACK_WINDOW))
+        });
         let window = |a: u64| {
             if a < regs.rsp || a.checked_add(8)? > end || a % 8 != 0 {
                 return None;
@@ -72,15 +73,22 @@ impl Kernel {
             Some(u64::from_le_bytes(b))
         };
         let user_site = self.user_site(va, &table, off, &regs, &window);
-        self.begin_step();
-        self.obs.syscall_step(tid, false);
-        let t = self.cur();
-        t.yielded = site.spins;
-        t.pending_site = Some(PendingSite {
+        self.site_step(&site, user_site, seen);
+        self.cur().pending_site = Some(PendingSite {
             va,
             site,
             user_site,
         });
+        true
+    }
+
+    /// The step of the current thread at `site`, reported at `user_site`,
+    /// whose operand's address and value are `seen`.
+    pub(super) fn site_step(&mut self, site: &Site, user_site: u64, seen: Option<(u64, u64)>) {
+        let tid = self.current;
+        self.begin_step();
+        self.obs.syscall_step(tid, false);
+        self.cur().yielded = site.spins;
         let event = Event {
             step: self.obs.step(),
             thread: tid.0,
@@ -91,7 +99,6 @@ impl Kernel {
             value: seen.map_or(0, |(_, v)| v),
         };
         self.finish_step(event);
-        true
     }
 
     /// Where a site is reported: one past its first byte (a return-address

@@ -781,7 +781,7 @@ impl AddressSpace {
             let n = ((PAGE_SIZE - off) as usize).min(buf.len() - done);
             mem.read(pa + off, &mut buf[done..done + n]);
             if let Some(v) = self.vma_at(at) {
-                unpatch(v, at, &mut buf[done..done + n]);
+                site_bytes(v, at, &mut buf[done..done + n], true);
             }
             done += n;
         }
@@ -885,12 +885,12 @@ impl AddressSpace {
                     let k = avail.len().min(n);
                     out[..k].copy_from_slice(&avail[..k]);
                     if !original {
-                        patch(v, at, out);
+                        site_bytes(v, at, out, false);
                     }
                 }
             }
             if let Some(v) = self.vma_at(at).filter(|_| original) {
-                unpatch(v, at, out);
+                site_bytes(v, at, out, true);
             }
             done += n;
         }
@@ -1029,27 +1029,10 @@ fn fill_from_file(mem: &PhysMemory, v: &Vma, va: u64, pa: u64) {
 /// `/proc/self/maps` leaves out (the sync sites' dispatcher and tables).
 pub const HIDDEN_MAPPING: &str = "[rewind-sites]";
 
-/// Puts, in `buf` (file bytes at `va`, within mapping `v`), the sync
-/// sites' patches a page filled from the file gets.
-fn patch(v: &Vma, va: u64, buf: &mut [u8]) {
-    let Backing::File {
-        offset,
-        sites: Some(sites),
-        ..
-    } = &v.backing
-    else {
-        return;
-    };
-    let lo = offset + (va - v.start);
-    let hi = lo + buf.len() as u64;
-    for s in sites.in_range(lo, hi) {
-        buf[(s.offset - lo) as usize] = s.patch_byte();
-    }
-}
-
-/// Puts back, in `buf` (guest memory at `va`, within mapping `v`), the
-/// original first bytes of the sync sites patched there.
-fn unpatch(v: &Vma, va: u64, buf: &mut [u8]) {
+/// Puts, in `buf` (bytes at `va`, within mapping `v`), the first bytes of
+/// the sync sites there: the originals (a read for the program), or the
+/// patches a page filled from the file gets.
+fn site_bytes(v: &Vma, va: u64, buf: &mut [u8], original: bool) {
     let Backing::File {
         data,
         offset,
@@ -1061,8 +1044,12 @@ fn unpatch(v: &Vma, va: u64, buf: &mut [u8]) {
     let lo = offset + (va - v.start);
     let hi = lo + buf.len() as u64;
     for s in sites.in_range(lo, hi) {
-        if let Some(b) = data.get(s.offset as usize) {
-            buf[(s.offset - lo) as usize] = *b;
+        let byte = match original {
+            true => data.get(s.offset as usize).copied(),
+            false => Some(s.patch_byte()),
+        };
+        if let Some(b) = byte {
+            buf[(s.offset - lo) as usize] = b;
         }
     }
 }

@@ -4,8 +4,9 @@
 //! order, as the steps they are.
 
 use crate::arch::abi;
+use crate::arch::cpu::UserRegs;
 use crate::kernel::Kernel;
-use crate::kernel::site_path::{BufferedSite, regs_from_words};
+use crate::kernel::site_path::BufferedSite;
 
 /// A step buffered in the ring.
 #[derive(Clone, Debug)]
@@ -71,7 +72,7 @@ fn site_record(k: &mut Kernel, place: u64, [_, addr, va, _]: [u64; 4]) -> Buffer
     });
     BufferedSite {
         va,
-        regs: regs_from_words(&w, va),
+        regs: UserRegs::from_x86_order(&w, va),
         addr,
         operand,
         stack,
