@@ -143,7 +143,9 @@ rewind_sites_start:
     mov %r14, (%rdi)
     mov %r15, 8(%rdi)
     /* A site inside a runtime: the stack window, for unwinding, up to the
-       end of the stack's mapping (whose bounds the monitor published). */
+       end of the stack's mapping (whose bounds the monitor published).
+       Other sites record an empty one. */
+    movq $0, 16(%rdi)
     testb ${runtime_flag}, 18(%r10)
     jz 12f
     mov 32(%rbp), %rsi

@@ -14,13 +14,14 @@ use super::Kernel;
 use crate::arch::abi::*;
 use crate::arch::cpu::UserRegs;
 use crate::code::emulate::{self, Fault};
-use crate::code::{SiteTable, out_of_line};
-use crate::memory::{Backing, MemError, Placement, Prot};
+use crate::code::{Site, SiteTable, out_of_line};
+use crate::memory::{Backing, HIDDEN_MAPPING, MemError, Placement, Prot};
 
 unsafe extern "C" {
     static rewind_sites_start: u8;
-    static rewind_sites_miss: u8;
     static rewind_sites_end: u8;
+    #[cfg(test)]
+    static rewind_sites_miss: u8;
 }
 std::arch::global_asm!(
     include_str!("../../guest/sites.S"),
@@ -42,10 +43,6 @@ std::arch::global_asm!(
     options(att_syntax)
 );
 
-/// The name of the sites area's mappings, which `/proc/self/maps` leaves
-/// out.
-pub const SITES_MAPPING: &str = crate::memory::HIDDEN_MAPPING;
-
 /// The dispatcher's bytes, as assembled into this binary.
 fn dispatcher() -> &'static [u8] {
     // SAFETY: the labels are in one section of `guest/sites.S`, start
@@ -58,15 +55,9 @@ fn dispatcher() -> &'static [u8] {
     }
 }
 
-/// A label's guest address in the dispatcher's page.
-fn dispatcher_va(label: *const u8) -> u64 {
-    // SAFETY: every label passed is in the section `rewind_sites_start` opens.
-    SITES_VA + unsafe { label.offset_from(&raw const rewind_sites_start) } as u64
-}
-
-/// The `ud2` the dispatcher ends at when it hands the breakpoint over.
-pub fn miss_va() -> u64 {
-    dispatcher_va(&raw const rewind_sites_miss)
+/// Whether `rip` is in the dispatcher or a stub.
+fn in_sites_code(rip: u64) -> bool {
+    (SITES_VA..SITES_VA + SITES_CODE_SIZE).contains(&rip)
 }
 
 /// The slot of the table an address hashes to first.
@@ -112,8 +103,9 @@ pub struct BufferedSite {
     /// The operand's address and its 16 bytes as read then.
     pub addr: u64,
     pub operand: [u8; 16],
-    /// For a site inside a runtime, the stack window as it was then.
-    pub stack: Option<Vec<u8>>,
+    /// For a site inside a runtime, the stack window as it was then
+    /// (empty for other sites).
+    pub stack: Vec<u8>,
 }
 
 impl Kernel {
@@ -135,7 +127,7 @@ impl Kernel {
                 len,
                 prot,
                 Backing::Anon,
-                SITES_MAPPING,
+                HIDDEN_MAPPING,
             )?;
         }
         self.mm.poke(&self.mem, SITES_VA, dispatcher())?;
@@ -146,7 +138,7 @@ impl Kernel {
     /// its sites area is there, and the ring word the breakpoint handler
     /// writes from ring 0 is writable now (a fault there would be ring 0's).
     pub fn site_path_ready(&self) -> bool {
-        let named = |va: u64| self.mm.vma_at(va).is_some_and(|v| v.name == SITES_MAPPING);
+        let named = |va: u64| self.mm.vma_at(va).is_some_and(|v| v.name == HIDDEN_MAPPING);
         named(SITES_VA)
             && named(SITES_TABLE_VA)
             && named(SITES_DATA_VA)
@@ -157,7 +149,7 @@ impl Kernel {
     /// pointer is in, where the dispatcher's stack window ends.
     pub fn publish_stack_bounds(&mut self) {
         let (rip, rsp) = (self.cur().regs.rip, self.cur().regs.rsp);
-        if (SITES_VA..SITES_VA + SITES_CODE_SIZE).contains(&rip) {
+        if in_sites_code(rip) {
             // Inside the dispatcher (after a page fill): its own stack.
             return;
         }
@@ -177,7 +169,7 @@ impl Kernel {
         if self
             .mm
             .vma_at(SITES_VA)
-            .is_none_or(|v| v.name != SITES_MAPPING)
+            .is_none_or(|v| v.name != HIDDEN_MAPPING)
         {
             return;
         }
@@ -240,7 +232,7 @@ impl Kernel {
         error_code: u64,
         fault_addr: u64,
     ) -> bool {
-        if !(SITES_VA..SITES_VA + SITES_CODE_SIZE).contains(&regs.rip) {
+        if !in_sites_code(regs.rip) {
             return false;
         }
         let access = crate::memory::Access::from_error_code(error_code);
@@ -262,7 +254,7 @@ impl Kernel {
         vector: u8,
     ) -> Option<(UserRegs, u8)> {
         let rip = regs.rip;
-        if !(SITES_VA..SITES_VA + SITES_CODE_SIZE).contains(&rip) {
+        if !in_sites_code(rip) {
             return None;
         }
         if rip < SITES_STUBS_VA {
@@ -289,31 +281,26 @@ impl Kernel {
     }
 
     /// The step of a site the dispatcher buffered, as `sync_step` takes a
-    /// breakpoint's. Returns where the step is reported, for
+    /// breakpoint's. Returns the site and where the step is reported, for
     /// [`Kernel::buffered_site_done`].
-    pub fn buffered_site_step(&mut self, b: &BufferedSite) -> u64 {
-        let Some((table, site, off)) = self.site_at(b.va) else {
-            return b.va + 1;
-        };
+    pub fn buffered_site_step(&mut self, b: &BufferedSite) -> Option<(Site, u64)> {
+        let (table, site, off) = self.site_at(b.va)?;
         let instr = emulate::decode(site.code(), b.va);
         let fs = self.cur().fs_base;
         let seen = emulate::preview(&instr, &b.regs, fs, &mut self.recorded(b));
         let window = |a: u64| {
             let at = usize::try_from(a.checked_sub(b.regs.rsp)?).ok()?;
-            let bytes = b.stack.as_ref()?.get(at..at.checked_add(8)?)?;
+            let bytes = b.stack.get(at..at.checked_add(8)?)?;
             (a % 8 == 0).then(|| u64::from_le_bytes(bytes.try_into().unwrap()))
         };
         let user_site = self.user_site(b.va, &table, off, &b.regs, &window);
         self.site_step(&site, user_site, seen);
-        user_site
+        Some((site, user_site))
     }
 
     /// What the buffered site's instruction did, as `execute_pending_site`
     /// learns it. A fault is the guest's too: its exception follows.
-    pub fn buffered_site_done(&mut self, b: &BufferedSite, user_site: u64) {
-        let Some((_, site, _)) = self.site_at(b.va) else {
-            return;
-        };
+    pub fn buffered_site_done(&mut self, b: &BufferedSite, site: &Site, user_site: u64) {
         let tid = self.current;
         let instr = emulate::decode(site.code(), b.va);
         let fs = self.cur().fs_base;
@@ -335,6 +322,14 @@ impl Kernel {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The `ud2` the dispatcher ends at when it hands the breakpoint over.
+    fn miss_va() -> u64 {
+        // SAFETY: both labels are in the section `rewind_sites_start` opens.
+        let off =
+            unsafe { (&raw const rewind_sites_miss).offset_from(&raw const rewind_sites_start) };
+        SITES_VA + off as u64
+    }
 
     #[test]
     fn the_dispatcher_fits_its_page_and_jumps_through_its_target_word_or_to_its_ud2() {

@@ -441,13 +441,16 @@ impl Vm {
 
     /// Hands one exit to the kernel (after the hints buffered before it).
     fn handle_exit(&mut self, exit: Exit) -> Result<(), VmError> {
+        let regs = match exit {
+            Exit::TimedOut => UserRegs::default(),
+            _ => self.machine.user_regs()?,
+        };
         if let Exit::Exception {
             vector: 14,
             error_code,
             fault_addr,
         } = exit
         {
-            let regs = self.machine.user_regs()?;
             if self
                 .kernel
                 .site_path_page_fill(&regs, error_code, fault_addr)
@@ -462,17 +465,13 @@ impl Vm {
         match exit {
             Exit::Syscall => {
                 self.machine.progress();
-                let regs = self.machine.user_regs()?;
                 self.on_syscall_exit(regs)?;
             }
             Exit::Exception {
                 vector,
                 error_code,
                 fault_addr,
-            } => {
-                let regs = self.machine.user_regs()?;
-                self.exception(regs, vector, error_code, fault_addr);
-            }
+            } => self.exception(regs, vector, error_code, fault_addr),
             Exit::TimedOut if self.machine.cancelled() => return Err(VmError::Cancelled),
             Exit::TimedOut => {
                 let thread = self.kernel.current().0;
@@ -518,10 +517,10 @@ impl Vm {
     fn drain_ring(&mut self) {
         for entry in ring::take(&mut self.kernel) {
             let tid = self.kernel.current();
-            let reported = match &entry {
+            let taken = match &entry {
                 Buffered::Hint([op, object, site, value]) => {
                     self.kernel.hint_step(*op, *object, *site, *value);
-                    0
+                    None
                 }
                 Buffered::Site(s) => {
                     self.engine.buffered_sites += 1;
@@ -538,8 +537,8 @@ impl Vm {
                 "the strategy switched threads before the horizon it published"
             );
             // As when the thread is entered again after a breakpoint.
-            if let Buffered::Site(s) = &entry {
-                self.kernel.buffered_site_done(s, reported);
+            if let (Buffered::Site(s), Some((site, user_site))) = (&entry, taken) {
+                self.kernel.buffered_site_done(s, &site, user_site);
             }
         }
     }

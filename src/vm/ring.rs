@@ -58,18 +58,13 @@ fn site_record(k: &mut Kernel, place: u64, [_, addr, va, _]: [u64; 4]) -> Buffer
     }
     let mut operand = [0u8; 16];
     let _ = k.read(at + 17 * 8, &mut operand);
-    let runtime = k
-        .site_at(va)
-        .is_some_and(|(table, _, off)| table.is_runtime(off) == Some(true));
-    let stack = runtime.then(|| {
-        let len = k
-            .read_u64(at + 19 * 8)
-            .unwrap_or(0)
-            .min(abi::SITES_STACK_WINDOW);
-        let mut window = vec![0u8; len as usize];
-        let _ = k.read(at + 20 * 8, &mut window);
-        window
-    });
+    // Empty but for a site inside a runtime.
+    let len = k
+        .read_u64(at + 19 * 8)
+        .unwrap_or(0)
+        .min(abi::SITES_STACK_WINDOW);
+    let mut stack = vec![0u8; len as usize];
+    let _ = k.read(at + 20 * 8, &mut stack);
     BufferedSite {
         va,
         regs: UserRegs::from_x86_order(&w, va),
