@@ -53,7 +53,7 @@ const GPRS: [Register; 16] = [
 ];
 
 /// x86's number of a 64-bit general register.
-pub fn number(r: Register) -> Option<u8> {
+fn number(r: Register) -> Option<u8> {
     GPRS.iter().position(|x| *x == r).map(|n| n as u8)
 }
 

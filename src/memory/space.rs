@@ -1003,23 +1003,15 @@ impl AddressSpace {
 /// (a zeroed page), with its sync sites patched. Anonymous mappings need
 /// nothing.
 fn fill_from_file(mem: &PhysMemory, v: &Vma, va: u64, pa: u64) {
-    if let Backing::File {
-        data,
-        offset,
-        sites,
-    } = &v.backing
-    {
+    if let Backing::File { data, offset, .. } = &v.backing {
         let file_off = offset + (va - v.start);
         if let Ok(off) = usize::try_from(file_off) {
             if off < data.len() {
                 let n = (data.len() - off).min(PAGE_SIZE as usize);
-                mem.write(pa, &data[off..off + n]);
-                for s in sites
-                    .iter()
-                    .flat_map(|t| t.in_range(file_off, file_off + n as u64))
-                {
-                    mem.write(pa + (s.offset - file_off), &[s.patch_byte()]);
-                }
+                let mut page = [0u8; PAGE_SIZE as usize];
+                page[..n].copy_from_slice(&data[off..off + n]);
+                site_bytes(v, va, &mut page[..n], false);
+                mem.write(pa, &page[..n]);
             }
         }
     }
