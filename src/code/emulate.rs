@@ -49,9 +49,11 @@ pub enum AccessKind {
     Store,
     /// Exchange (XCHG).
     Swap,
-    /// Compare-and-swap; whether it stored.
+    /// Compare-and-swap; whether it stored, and the value it expected
+    /// (the low 64 bits for 16-byte operands).
     CompareSwap {
         stored: bool,
+        expected: u64,
     },
     /// Another read-modify-write (ADD, XADD, BTS, ...).
     Update,
@@ -428,7 +430,10 @@ fn wide_compare_swap(
     Ok(Access {
         addr,
         size: size as u8,
-        kind: AccessKind::CompareSwap { stored },
+        kind: AccessKind::CompareSwap {
+            stored,
+            expected: expected as u64,
+        },
         read: old as u64,
         written,
     })
@@ -516,13 +521,23 @@ fn scalar(
                 let new = get(regs, i.op_register(1));
                 store(mem, addr, size, new as u128)?;
                 Ok(access(
-                    AccessKind::CompareSwap { stored: true },
+                    AccessKind::CompareSwap {
+                        stored: true,
+                        expected,
+                    },
                     old,
                     Some(new),
                 ))
             } else {
                 set(regs, acc, old);
-                Ok(access(AccessKind::CompareSwap { stored: false }, old, None))
+                Ok(access(
+                    AccessKind::CompareSwap {
+                        stored: false,
+                        expected,
+                    },
+                    old,
+                    None,
+                ))
             }
         }
         Xadd => {
@@ -668,12 +683,18 @@ mod tests {
             ..Default::default()
         };
         let a = run(&code, &mut r, &mut ram).unwrap().unwrap();
-        assert_eq!(a.kind, AccessKind::CompareSwap { stored: true });
+        assert!(matches!(
+            a.kind,
+            AccessKind::CompareSwap { stored: true, .. }
+        ));
         assert_eq!((word(&ram, 0), r.rflags & ZF), (1, ZF));
         assert_eq!(r.rip, 0x400004);
         r.rax = 0xffff_ffff_0000_0000;
         let a = run(&code, &mut r, &mut ram).unwrap().unwrap();
-        assert_eq!(a.kind, AccessKind::CompareSwap { stored: false });
+        assert!(matches!(
+            a.kind,
+            AccessKind::CompareSwap { stored: false, .. }
+        ));
         assert_eq!(
             (r.rax, r.rflags & ZF),
             (1, 0),

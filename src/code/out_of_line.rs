@@ -182,6 +182,7 @@ mod tests {
             fast: false,
             bytes: b,
             len: bytes.len() as u8,
+            acquires: None,
         }
     }
 

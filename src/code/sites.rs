@@ -29,9 +29,10 @@ use iced_x86::{
     Decoder, DecoderOptions, FlowControl, Instruction, InstructionInfoFactory, Mnemonic, OpAccess,
     Register,
 };
-use object::{Object, ObjectSection, ObjectSymbol, SymbolKind};
+use object::{Object, ObjectSection, ObjectSymbol, ObjectSymbolTable, SymbolKind};
 use serde::{Deserialize, Serialize};
 
+use super::acquire::{self, Callee, LockRole};
 use super::emulate;
 
 /// How far scheduling points reach into user code.
@@ -135,6 +136,9 @@ pub struct Site {
     /// The instruction's bytes.
     pub bytes: [u8; 15],
     pub len: u8,
+    /// What the code around it says it does to a lock when it takes a
+    /// word from free (see `acquire`): nothing, for most atomics.
+    pub acquires: Option<LockRole>,
 }
 
 impl Site {
@@ -164,6 +168,12 @@ pub struct Function {
     pub start: u64,
     pub end: u64,
     pub runtime: bool,
+    /// What its name says it does to a lock (`Mutex::lock`).
+    pub lock: Option<LockRole>,
+    /// libc's `syscall(2)`.
+    pub syscall: bool,
+    /// Its name says it only lets time pass (a yield, a backoff).
+    pub yields: bool,
 }
 
 /// The sync sites of one object (an ELF file), by file offset.
@@ -209,15 +219,31 @@ impl SiteTable {
     /// Whether the code at file offset `offset` belongs to a runtime
     /// function; `None` when no function covers it.
     pub fn is_runtime(&self, offset: u64) -> Option<bool> {
+        self.function_at(offset).map(|f| f.runtime)
+    }
+
+    /// What the name of the function holding file offset `offset` says it
+    /// does to a lock.
+    pub fn lock_role(&self, offset: u64) -> Option<LockRole> {
+        self.function_at(offset)?.lock
+    }
+
+    /// The function holding the code at file offset `offset`.
+    fn function_at(&self, offset: u64) -> Option<&Function> {
         let va = self
             .segments
             .iter()
             .find(|(lo, hi, _)| (*lo..*hi).contains(&offset))
             .map(|(_, _, d)| offset.wrapping_add(*d))?;
-        let i = self.functions.partition_point(|f| f.start <= va);
-        let f = self.functions.get(i.checked_sub(1)?)?;
-        (va < f.end).then_some(f.runtime)
+        function_at(&self.functions, va)
     }
+}
+
+/// The function of `functions` (sorted by start) holding `va`.
+fn function_at(functions: &[Function], va: u64) -> Option<&Function> {
+    let i = functions.partition_point(|f| f.start <= va);
+    let f = functions.get(i.checked_sub(1)?)?;
+    (va < f.end).then_some(f)
 }
 
 /// The sites of the object `elf` at `level`, computed once per content and
@@ -322,6 +348,12 @@ pub fn discover(elf: &[u8], level: SyncPoints) -> SiteTable {
             .any(|s| va >= s.vaddr && va <= s.vaddr + s.filesz)
             && !entries.contains(&va)
     };
+    let got = got_targets(&file);
+    let code = ObjectCode {
+        bytes_at: &bytes_at,
+        functions: &table.functions,
+        got: &got,
+    };
     let mut finder = Finder {
         level,
         info: InstructionInfoFactory::new(),
@@ -329,6 +361,7 @@ pub fn discover(elf: &[u8], level: SyncPoints) -> SiteTable {
         bytes_at: &bytes_at,
         in_writable: &in_writable,
         code_as_data: &code_as_data,
+        code: Some(&code),
         sites: BTreeMap::new(),
         counts: SiteCounts::default(),
         reads_own_code: false,
@@ -383,10 +416,16 @@ fn functions(
         .symbols()
         .chain(file.dynamic_symbols())
         .filter(|s| s.kind() == SymbolKind::Text && s.size() > 0 && in_exec(s.address()))
-        .map(|s| Function {
-            start: s.address(),
-            end: s.address() + s.size(),
-            runtime: s.name().is_ok_and(is_runtime_symbol),
+        .map(|s| {
+            let name = s.name().unwrap_or("");
+            Function {
+                start: s.address(),
+                end: s.address() + s.size(),
+                runtime: is_runtime_symbol(name),
+                lock: acquire::role_of_symbol(name),
+                syscall: name == "syscall",
+                yields: acquire::yields(name),
+            }
         })
         .collect();
     out.sort_by_key(|f| (f.start, std::cmp::Reverse(f.end)));
@@ -408,6 +447,112 @@ pub fn is_runtime_symbol(mangled: &str) -> bool {
         || mangled.starts_with("_ZNKSt")
         || mangled.starts_with("_ZSt")
         || mangled.starts_with("_ZNVSt")
+}
+
+/// What a call through a GOT entry reaches: a function of this object
+/// (a relative relocation's address) or an imported symbol's name.
+enum GotTarget {
+    Address(u64),
+    Import(String),
+}
+
+/// The GOT entries the dynamic relocations fill, by link-time address.
+fn got_targets(file: &object::read::elf::ElfFile64<object::Endianness>) -> HashMap<u64, GotTarget> {
+    let mut out = HashMap::new();
+    let Some(relocs) = file.dynamic_relocations() else {
+        return out;
+    };
+    let symbols = file.dynamic_symbol_table();
+    for (slot, r) in relocs.take(1_000_000) {
+        let object::RelocationFlags::Elf { r_type } = r.flags() else {
+            continue;
+        };
+        let target = match r_type {
+            object::elf::R_X86_64_RELATIVE => GotTarget::Address(r.addend() as u64),
+            object::elf::R_X86_64_GLOB_DAT | object::elf::R_X86_64_JUMP_SLOT => {
+                let object::RelocationTarget::Symbol(index) = r.target() else {
+                    continue;
+                };
+                let Some(name) = symbols
+                    .as_ref()
+                    .and_then(|t| t.symbol_by_index(index).ok())
+                    .and_then(|s| s.name().ok())
+                else {
+                    continue;
+                };
+                GotTarget::Import(name.to_string())
+            }
+            _ => continue,
+        };
+        out.insert(slot, target);
+    }
+    out
+}
+
+/// An object's code as the acquisition analysis reads it.
+struct ObjectCode<'f, 'd> {
+    bytes_at: BytesAt<'f, 'd>,
+    functions: &'f [Function],
+    got: &'f HashMap<u64, GotTarget>,
+}
+
+impl ObjectCode<'_, '_> {
+    fn callee_of(f: &Function) -> Callee {
+        match f.lock {
+            Some(role) => Callee::Lock(role),
+            None if f.syscall => Callee::Syscall,
+            None if f.yields => Callee::Yield,
+            None => Callee::Other,
+        }
+    }
+}
+
+impl acquire::Code for ObjectCode<'_, '_> {
+    fn instruction(&self, va: u64) -> Option<Instruction> {
+        let (bytes, _) = (self.bytes_at)(va)?;
+        let i =
+            Decoder::with_ip(64, &bytes[..bytes.len().min(15)], va, DecoderOptions::NONE).decode();
+        (!i.is_invalid()).then_some(i)
+    }
+
+    fn function(&self, va: u64) -> Option<(u64, u64, Option<LockRole>)> {
+        function_at(self.functions, va).map(|f| (f.start, f.end, f.lock))
+    }
+
+    fn callee(&self, target: u64) -> Callee {
+        if let Some(f) = self.functions.iter().find(|f| f.start == target) {
+            return Self::callee_of(f);
+        }
+        // A PLT entry: `endbr64`, then a jump through its GOT entry.
+        let mut va = target;
+        for _ in 0..2 {
+            let Some(i) = self.instruction(va) else {
+                break;
+            };
+            if i.mnemonic() == Mnemonic::Jmp && i.is_ip_rel_memory_operand() {
+                return self.callee_via(i.ip_rel_memory_address());
+            }
+            if i.mnemonic() != Mnemonic::Endbr64 {
+                break;
+            }
+            va = i.next_ip();
+        }
+        Callee::Other
+    }
+
+    fn callee_via(&self, slot: u64) -> Callee {
+        match self.got.get(&slot) {
+            Some(GotTarget::Address(a)) => function_at(self.functions, *a)
+                .filter(|f| f.start == *a)
+                .map_or(Callee::Other, Self::callee_of),
+            Some(GotTarget::Import(name)) if name == "syscall" => Callee::Syscall,
+            Some(GotTarget::Import(name)) if acquire::yields(name) => Callee::Yield,
+            Some(GotTarget::Import(name)) => {
+                acquire::role_of_symbol(name).map_or(Callee::Other, Callee::Lock)
+            }
+            None => Callee::Other,
+        }
+    }
 }
 
 /// The address ranges to decode: every function (symbols and `.eh_frame`
@@ -480,6 +625,8 @@ struct Finder<'f, 'd> {
     bytes_at: BytesAt<'f, 'd>,
     in_writable: &'f dyn Fn(u64) -> bool,
     code_as_data: &'f dyn Fn(u64) -> bool,
+    /// The object's code for the acquisition analysis.
+    code: Option<&'f dyn acquire::Code>,
     sites: BTreeMap<u64, Site>,
     counts: SiteCounts,
     reads_own_code: bool,
@@ -521,6 +668,10 @@ impl Finder<'_, '_> {
         let len = d.instr.len();
         let mut b = [0u8; 15];
         b[..len].copy_from_slice(&bytes[..len]);
+        let acquires = match (kind, self.code) {
+            (SiteKind::AtomicRmw, Some(code)) => acquire::site_evidence(code, &d.instr),
+            _ => None,
+        };
         let site = Site {
             offset: d.offset,
             kind,
@@ -528,6 +679,7 @@ impl Finder<'_, '_> {
             fast: false,
             bytes: b,
             len: len as u8,
+            acquires,
         };
         if self.sites.insert(d.offset, site).is_none() {
             match kind {
@@ -795,6 +947,7 @@ mod tests {
             bytes_at: &bytes_at,
             in_writable: &in_writable,
             code_as_data: &|_| false,
+            code: None,
             sites: BTreeMap::new(),
             counts: SiteCounts::default(),
             reads_own_code: false,
