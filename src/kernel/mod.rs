@@ -525,7 +525,7 @@ impl Kernel {
         let tid = self.current;
         self.obs.syscall_step(tid, nr == libc::SYS_futex as u64);
         if nr == libc::SYS_futex as u64 {
-            self.obs.futex(args[0]);
+            self.obs.futex(tid, args[0], args[1]);
         }
         let result = match table::lookup(nr) {
             Some(def) => (def.handler)(self, cpu, args),

@@ -8,6 +8,7 @@ use super::thread::{PendingSignal, PendingSite};
 use super::{FpuAccess, Kernel};
 use crate::arch::abi;
 use crate::arch::cpu::UserRegs;
+use crate::code::acquire::LockRole;
 use crate::code::emulate::{self, Fault};
 use crate::code::{Site, SiteTable, unwind};
 use crate::memory::Backing;
@@ -72,12 +73,13 @@ impl Kernel {
             mm.peek_patched(mem, a, &mut b).ok()?;
             Some(u64::from_le_bytes(b))
         };
-        let user_site = self.user_site(va, &table, off, &regs, &window);
+        let (user_site, role) = self.user_site(va, &table, off, &regs, &window);
         self.site_step(&site, user_site, seen);
         self.cur().pending_site = Some(PendingSite {
             va,
             site,
             user_site,
+            role,
         });
         true
     }
@@ -105,7 +107,9 @@ impl Kernel {
     /// like value, located the way call sites are), or, inside a language
     /// runtime's function (an unoptimized `AtomicU32::compare_exchange`,
     /// `std::sync::Mutex::lock`), the return address into the first caller
-    /// outside it, found by unwinding.
+    /// outside it, found by unwinding. And what the site's code or the
+    /// names of the callers passed on the way say it does to a lock (an
+    /// unoptimized `Mutex::lock` calls the function holding the atomic).
     pub(super) fn user_site(
         &self,
         va: u64,
@@ -113,15 +117,16 @@ impl Kernel {
         off: u64,
         regs: &UserRegs,
         stack: &dyn Fn(u64) -> Option<u64>,
-    ) -> u64 {
+    ) -> (u64, Option<LockRole>) {
         let own = va + 1;
+        let mut role = table.at(off).and_then(|s| s.acquires);
         if table.is_runtime(off) != Some(true) {
-            return own;
+            return (own, role);
         }
         let (mut pc, mut rsp, mut rbp) = (va, regs.rsp, regs.rbp);
         for depth in 0..MAX_RUNTIME_FRAMES {
             let Some(v) = self.mm.vma_at(pc) else {
-                return own;
+                return (own, role);
             };
             let Backing::File {
                 data,
@@ -129,15 +134,16 @@ impl Kernel {
                 sites,
             } = &v.backing
             else {
-                return own;
+                return (own, role);
             };
             let (data, start, file_offset) = (data.clone(), v.start, *offset);
-            let runtime = sites.as_ref().and_then(|t| {
-                let at = if depth == 0 { pc } else { pc - 1 };
-                t.is_runtime(file_offset + (at - start))
-            });
+            let at = file_offset + (if depth == 0 { pc } else { pc - 1 } - start);
+            let runtime = sites.as_ref().and_then(|t| t.is_runtime(at));
+            if depth > 0 {
+                role = role.or_else(|| sites.as_ref().and_then(|t| t.lock_role(at)));
+            }
             if depth > 0 && runtime != Some(true) {
-                return pc;
+                return (pc, role);
             }
             let mut read = |a: u64| stack(a);
             let Some(step) = unwind::caller(
@@ -150,11 +156,11 @@ impl Kernel {
                 rbp,
                 &mut read,
             ) else {
-                return own;
+                return (own, role);
             };
             (pc, rsp, rbp) = (step.ra, step.cfa, step.rbp);
         }
-        own
+        (own, role)
     }
 
     /// Executes the instruction of the sync site the current thread stopped
@@ -172,7 +178,8 @@ impl Kernel {
             Ok(access) => {
                 self.cur().regs = regs;
                 if let Some(a) = access {
-                    self.obs.sync_access(tid, p.user_site, p.site.kind, &a);
+                    self.obs
+                        .sync_access(tid, p.user_site, p.site.kind, &a, p.role);
                 }
             }
             Err(fault) => {

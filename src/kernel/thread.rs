@@ -147,6 +147,8 @@ pub struct PendingSite {
     /// Where the step is reported: the site, or the first caller outside
     /// a language runtime.
     pub user_site: u64,
+    /// What the site's code or its callers' names say it does to a lock.
+    pub role: Option<crate::code::acquire::LockRole>,
 }
 
 impl Thread {

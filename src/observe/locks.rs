@@ -16,6 +16,8 @@ use std::collections::{BTreeMap, BTreeSet};
 use serde::{Deserialize, Serialize};
 
 use crate::arch::abi::HintOp;
+use crate::code::acquire::LockRole;
+use crate::code::emulate::AccessKind;
 use crate::ids::Tid;
 
 /// A lock a thread holds.
@@ -283,14 +285,71 @@ impl OrderGraph {
 struct Word {
     /// The thread that set it non-zero, and where.
     holder: Option<(Tid, u64)>,
-    /// Seen to be a lock: released to 0 by its holder with a swap or a
-    /// store, or waited on or woken with futex.
-    confirmed: bool,
+    /// The hold is a read lock's: any reader may set it free.
+    shared: bool,
+    /// The code says it is taken as a lock: an acquisition's site retries
+    /// or waits, or is a lock's method, or a thread that failed to take it
+    /// retried or slept on it (see `code::acquire`).
+    evidence: bool,
+    /// Its holder set it free at least once.
+    released: bool,
+    /// A thread that neither held it nor waited for it set it free: it is
+    /// no lock (a flag, a parker's state, a slot).
+    refuted: bool,
 }
 
-/// How many words a thread may hold that no release or futex has shown to
-/// be locks: real code nests a handful of locks at most.
+impl Word {
+    /// Whether lock-order edges count it: taken as a lock, released by its
+    /// holder, never set free by another.
+    fn is_lock(&self) -> bool {
+        self.evidence && self.released && !self.refuted
+    }
+
+    /// Whether a thread that failed to take it waits for its holder.
+    fn is_waited_for(&self) -> bool {
+        self.evidence && !self.refuted
+    }
+}
+
+/// How many words a thread may hold that nothing has shown to be locks:
+/// real code nests a handful of locks at most.
 const MAX_UNCONFIRMED_HELD: usize = 8;
+
+/// What a sync site's instruction did to a word, for lock inference.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct WordAccess {
+    pub kind: AccessKind,
+    pub read: u64,
+    pub written: Option<u64>,
+    /// What the site's code or its callers' names say it does to a lock.
+    pub role: Option<LockRole>,
+}
+
+impl WordAccess {
+    /// Takes the word from free: a compare-and-swap or an exchange from 0.
+    fn takes(&self) -> bool {
+        let exchange = matches!(self.kind, AccessKind::Swap | AccessKind::CompareSwap { .. });
+        exchange && self.read == 0 && self.written.is_some_and(|w| w != 0)
+    }
+
+    /// Tried to take it and found it taken: a compare-and-swap expecting 0,
+    /// or an exchange (a test-and-set) that found it non-zero.
+    fn fails_to_take(&self) -> bool {
+        match self.kind {
+            AccessKind::CompareSwap {
+                stored: false,
+                expected: 0,
+            } => self.read != 0,
+            AccessKind::Swap => self.read != 0 && self.written.is_some_and(|w| w != 0),
+            _ => false,
+        }
+    }
+
+    /// A compare-and-swap that expected 0: an acquisition's attempt.
+    fn expects_free(&self) -> bool {
+        matches!(self.kind, AccessKind::CompareSwap { expected: 0, .. })
+    }
+}
 
 /// The lock state of a process.
 #[derive(Clone, Debug, Default)]
@@ -415,55 +474,78 @@ impl LockTracker {
     }
 
     /// A sync site's atomic or store changed (or failed to change) the
-    /// word at `addr` from `read` to `written`: futex-word lock inference.
-    /// A word going from 0 to non-zero by a compare-and-swap or an exchange
-    /// (`takes`; locks are taken so, counters are bumped otherwise) is taken
-    /// by the thread that set it;
-    /// back to 0 by that thread with a swap or a store, released (and known
-    /// for a lock). A word seen at 0 while held was released by a store no
-    /// site saw (a C11 release store is a plain move).
-    pub fn on_word(
-        &mut self,
-        tid: Tid,
-        site: u64,
-        addr: u64,
-        (takes, release_kind): (bool, bool),
-        read: u64,
-        written: Option<u64>,
-    ) {
+    /// word at `addr`: futex-word lock inference. A word going from free
+    /// (0) to non-zero by a compare-and-swap or an exchange is taken by the
+    /// thread that set it; set free again by that thread, released. It
+    /// counts as a lock once the code took it as one (`WordAccess::role`,
+    /// or a thread that failed to take it retried the same site or slept
+    /// on it, or its release woke a sleeper) and its holder released it,
+    /// and never again once a thread that neither held it nor waited for
+    /// it set it free. A word seen free while held was released by a store
+    /// no site saw (a C11 release store is a plain move).
+    pub fn on_word(&mut self, tid: Tid, site: u64, addr: u64, a: &WordAccess) {
         if self.reported.contains(&addr) {
             return;
         }
-        let held_by = self.words.get(&addr).and_then(|w| w.holder);
-        if read == 0 {
-            if let Some((h, _)) = held_by {
-                self.word_released(h, addr, false);
+        let word = self.words.get(&addr).copied();
+        if a.read == 0 {
+            if let Some((h, _)) = word.and_then(|w| w.holder) {
+                self.word_released(h, addr);
             }
         }
-        match written {
-            Some(w) if takes && read == 0 && w != 0 => {
-                self.attempts.remove(&tid);
-                self.take_word(tid, site, addr);
+        let attempted = self.attempts.get(&tid).copied();
+        if a.takes() {
+            // A compare-and-swap retried at the same site until it found
+            // the word free.
+            let retried = attempted == Some((addr, site)) && a.expects_free();
+            self.attempts.remove(&tid);
+            let w = self.words.entry(addr).or_default();
+            w.evidence |= a.role.is_some() || retried;
+            self.take_word(tid, site, addr, a.role);
+        } else if a.written == Some(0) && a.read != 0 {
+            match word.and_then(|w| w.holder) {
+                Some((h, _)) if h == tid => {
+                    self.word_released(tid, addr);
+                    self.last_release.insert(addr, (tid, site));
+                }
+                Some((h, _)) => {
+                    let w = self.words.entry(addr).or_default();
+                    // A read lock's last reader, or a lock handed over to
+                    // a thread that was waiting for it (parking_lot's fair
+                    // unlock), sets it free; anyone else shows it is none.
+                    let waited = attempted.is_some_and(|(l, _)| l == addr);
+                    if !w.shared && !waited {
+                        w.refuted = true;
+                    }
+                    if waited {
+                        self.attempts.remove(&tid);
+                    }
+                    self.word_released(h, addr);
+                }
+                None => {}
             }
-            Some(0) if read != 0 && held_by.is_some_and(|(h, _)| h == tid) => {
-                self.word_released(tid, addr, release_kind);
-                self.last_release.insert(addr, (tid, site));
+        } else if a.fails_to_take() {
+            self.attempts.insert(tid, (addr, site));
+            if a.role.is_some() {
+                self.words.entry(addr).or_default().evidence = true;
             }
-            _ if read != 0 && held_by.is_some_and(|(h, _)| h != tid) => {
-                // A failed take, or a contended mark (Rust's swap to 2).
-                self.attempts.insert(tid, (addr, site));
-            }
-            _ => {}
+        } else if matches!(a.kind, AccessKind::CompareSwap { .. })
+            && !a.expects_free()
+            && attempted.is_some_and(|(l, _)| l == addr)
+        {
+            // A compare-and-swap from the value it found: a lock-free
+            // update's retry, not an acquisition's.
+            self.attempts.remove(&tid);
         }
     }
 
-    fn take_word(&mut self, tid: Tid, site: u64, addr: u64) {
+    fn take_word(&mut self, tid: Tid, site: u64, addr: u64, role: Option<LockRole>) {
         // Words set once and never cleared (a lock-free list's next
         // pointers, a once-cell's state) look taken for good: a thread
-        // holding many unconfirmed ones forgets the oldest, so they cannot
+        // holding many without evidence forgets the oldest, so they cannot
         // grow the lock-order graph with every node.
         let words = &self.words;
-        let unconfirmed = |l: &u64| words.get(l).is_some_and(|w| !w.confirmed);
+        let unconfirmed = |l: &u64| words.get(l).is_some_and(|w| !w.evidence);
         let held = self.threads.get(&tid).map_or(&[][..], |t| &t.held[..]);
         if held.iter().filter(|h| unconfirmed(&h.lock)).count() >= MAX_UNCONFIRMED_HELD {
             let oldest = held
@@ -477,37 +559,59 @@ impl LockTracker {
                 t.held.retain(|h| h.lock != oldest);
             }
         }
-        self.words.entry(addr).or_default().holder = Some((tid, site));
+        let w = self.words.entry(addr).or_default();
+        w.holder = Some((tid, site));
+        w.shared = role == Some(LockRole::Shared);
+        let op = match role {
+            Some(LockRole::Shared) => HintOp::RwlockRdlock,
+            Some(LockRole::Try) => HintOp::MutexTrylock,
+            _ => HintOp::MutexLock,
+        };
         self.acquired(
             tid,
             Pending {
                 lock: addr,
                 site,
-                op: HintOp::MutexLock,
+                op,
             },
         );
         // `acquired` files it with the reported locks; it is not one.
         self.reported.remove(&addr);
     }
 
-    fn word_released(&mut self, tid: Tid, addr: u64, confirms: bool) {
+    fn word_released(&mut self, tid: Tid, addr: u64) {
         let w = self.words.entry(addr).or_default();
         w.holder = None;
-        w.confirmed |= confirms;
+        w.shared = false;
+        w.released = true;
         self.release(tid, addr);
     }
 
-    /// A futex wait or wake on `addr`: a word atomics took is a lock.
-    pub fn on_futex(&mut self, addr: u64) {
+    /// `tid` sleeps in a futex wait on `addr`: a word it failed to take is
+    /// waited for as a lock is.
+    pub fn on_futex_wait(&mut self, tid: Tid, addr: u64) {
+        if self.attempts.get(&tid).is_some_and(|(l, _)| *l == addr) {
+            if let Some(w) = self.words.get_mut(&addr) {
+                w.evidence = true;
+            }
+        }
+    }
+
+    /// `tid` wakes futex waiters on `addr`: a word it has just released is
+    /// released as a lock is, with a wake.
+    pub fn on_futex_wake(&mut self, tid: Tid, addr: u64) {
+        let released_by_it = self.last_release.get(&addr).is_some_and(|(t, _)| *t == tid);
         if let Some(w) = self.words.get_mut(&addr) {
-            w.confirmed = true;
+            if released_by_it && w.holder.is_none() {
+                w.evidence = true;
+            }
         }
     }
 
     /// Whether `lock` is known to be a lock (reported by the shim, or an
     /// inferred word seen to behave as one).
     pub fn is_lock(&self, lock: u64) -> bool {
-        self.reported.contains(&lock) || self.words.get(&lock).is_some_and(|w| w.confirmed)
+        self.reported.contains(&lock) || self.words.get(&lock).is_some_and(Word::is_lock)
     }
 
     fn release(&mut self, tid: Tid, lock: u64) {
@@ -536,7 +640,11 @@ impl LockTracker {
     pub fn acquiring(&self, tid: Tid) -> Option<(u64, u64)> {
         match self.threads.get(&tid).and_then(|t| t.pending) {
             Some(p) => Some((p.lock, p.site)),
-            None => self.attempts.get(&tid).copied(),
+            None => self
+                .attempts
+                .get(&tid)
+                .copied()
+                .filter(|(l, _)| self.words.get(l).is_some_and(Word::is_waited_for)),
         }
     }
 
@@ -572,7 +680,9 @@ impl LockTracker {
         let mut g = OrderGraph::default();
         for e in self.order.edges() {
             if self.is_lock(e.from) && self.is_lock(e.to) {
-                g.add(e.clone());
+                let mut e = e.clone();
+                e.gates.retain(|l| self.is_lock(*l));
+                g.add(e);
             }
         }
         g
@@ -593,30 +703,166 @@ mod tests {
         t.on_hint(Tid(tid), HintOp::MutexUnlock, l, 0, 0);
     }
 
+    /// An access of a word by an atomic.
+    fn word(
+        kind: AccessKind,
+        read: u64,
+        written: Option<u64>,
+        role: Option<LockRole>,
+    ) -> WordAccess {
+        WordAccess {
+            kind,
+            read,
+            written,
+            role,
+        }
+    }
+
+    fn cas(expected: u64, read: u64, new: u64, role: Option<LockRole>) -> WordAccess {
+        let stored = read == expected;
+        word(
+            AccessKind::CompareSwap { stored, expected },
+            read,
+            stored.then_some(new),
+            role,
+        )
+    }
+
+    fn swap(read: u64, new: u64, role: Option<LockRole>) -> WordAccess {
+        word(AccessKind::Swap, read, Some(new), role)
+    }
+
+    const LOCK: Option<LockRole> = Some(LockRole::Exclusive);
+
+    /// Two threads take words `a` and `b` in opposite orders with the
+    /// acquisitions `take` and release them with `release`.
+    fn abba(t: &mut LockTracker, take: WordAccess, release: WordAccess) {
+        for (tid, first, second) in [(1, 0xa0, 0xb0), (2, 0xb0, 0xa0)] {
+            t.on_word(Tid(tid), 10 * tid as u64 + 1, first, &take);
+            t.on_word(Tid(tid), 10 * tid as u64 + 2, second, &take);
+            t.on_word(Tid(tid), 10 * tid as u64 + 3, second, &release);
+            t.on_word(Tid(tid), 10 * tid as u64 + 4, first, &release);
+        }
+    }
+
+    #[test]
+    fn words_taken_as_locks_and_released_by_their_holders_are_locks() {
+        let mut t = LockTracker::default();
+        abba(&mut t, cas(0, 0, 1, LOCK), swap(1, 0, None));
+        assert_eq!(
+            t.inversions().len(),
+            1,
+            "std's Mutex: CAS to take, swap to release"
+        );
+        let mut t = LockTracker::default();
+        abba(&mut t, cas(0, 0, 1, LOCK), cas(1, 1, 0, None));
+        assert_eq!(
+            t.inversions().len(),
+            1,
+            "parking_lot: CAS to take and to release"
+        );
+    }
+
+    #[test]
+    fn words_the_code_does_not_take_as_locks_order_nothing() {
+        // An index published by exchange and retired by its publisher: the
+        // exchange's result is never tested, so the code gives no evidence.
+        let mut t = LockTracker::default();
+        abba(&mut t, swap(0, 7, None), swap(7, 0, None));
+        assert!(t.inversions().is_empty());
+        assert!(!t.is_lock(0xa0));
+    }
+
+    #[test]
+    fn a_word_another_thread_sets_free_is_no_lock() {
+        // A parker's state: set by the thread that unparks, cleared by the
+        // parked one, even where the code around it looks like a lock's.
+        let mut t = LockTracker::default();
+        t.on_word(Tid(1), 1, 0xa0, &swap(0, 1, LOCK));
+        t.on_word(Tid(2), 2, 0xa0, &cas(1, 1, 0, None));
+        assert!(t.words[&0xa0].refuted);
+        abba(&mut t, cas(0, 0, 1, LOCK), swap(1, 0, None));
+        assert!(!t.is_lock(0xa0));
+        assert!(t.inversions().is_empty());
+    }
+
+    #[test]
+    fn a_lock_handed_to_a_waiter_stays_a_lock() {
+        // Thread 2 fails to take it, thread 1 hands it over without
+        // setting it free, and thread 2 sets it free after its work.
+        let mut t = LockTracker::default();
+        t.on_word(Tid(1), 1, 0xa0, &cas(0, 0, 1, LOCK));
+        t.on_word(Tid(2), 2, 0xa0, &cas(0, 1, 1, LOCK));
+        t.on_word(Tid(2), 3, 0xa0, &cas(1, 1, 0, None));
+        assert!(!t.words[&0xa0].refuted);
+        assert!(t.is_lock(0xa0));
+    }
+
+    #[test]
+    fn a_read_lock_set_free_by_its_last_reader_stays_a_lock() {
+        let shared = Some(LockRole::Shared);
+        let mut t = LockTracker::default();
+        t.on_word(Tid(1), 1, 0xa0, &cas(0, 0, 1, shared));
+        t.on_word(Tid(2), 2, 0xa0, &cas(1, 1, 2, shared));
+        t.on_word(Tid(1), 3, 0xa0, &word(AccessKind::Update, 2, Some(1), None));
+        t.on_word(Tid(2), 4, 0xa0, &word(AccessKind::Update, 1, Some(0), None));
+        assert!(t.is_lock(0xa0));
+        assert!(t.held(Tid(1)).is_empty() && t.held(Tid(2)).is_empty());
+    }
+
+    #[test]
+    fn evidence_comes_from_retries_and_futex_waits_too() {
+        // A compare-and-swap from 0 retried at its site until it succeeds.
+        let mut t = LockTracker::default();
+        t.on_word(Tid(1), 1, 0xa0, &cas(0, 0, 1, None));
+        t.on_word(Tid(2), 2, 0xa0, &cas(0, 1, 1, None));
+        t.on_word(Tid(2), 2, 0xa0, &cas(0, 1, 1, None));
+        assert!(!t.words[&0xa0].evidence);
+        t.on_word(Tid(1), 3, 0xa0, &swap(1, 0, None));
+        t.on_word(Tid(2), 2, 0xa0, &cas(0, 0, 1, None));
+        assert!(t.words[&0xa0].evidence);
+        // A thread that failed to take a word sleeps on it.
+        let mut t = LockTracker::default();
+        t.on_word(Tid(1), 1, 0xb0, &cas(0, 0, 1, None));
+        t.on_word(Tid(2), 2, 0xb0, &swap(1, 2, None));
+        t.on_futex_wait(Tid(2), 0xb0);
+        assert!(t.words[&0xb0].evidence);
+        assert_eq!(t.acquiring(Tid(2)), Some((0xb0, 2)));
+        // A lock-free push retrying with the value it found is no retry.
+        let mut t = LockTracker::default();
+        t.on_word(Tid(1), 1, 0xc0, &cas(0, 0, 0x100, None));
+        t.on_word(Tid(2), 2, 0xc0, &cas(0, 0x100, 0x200, None));
+        t.on_word(Tid(2), 2, 0xc0, &cas(0x100, 0x100, 0x200, None));
+        t.on_word(Tid(1), 3, 0xc0, &cas(0x200, 0x200, 0, None));
+        t.on_word(Tid(2), 2, 0xc0, &cas(0, 0, 0x300, None));
+        assert!(!t.words[&0xc0].evidence);
+    }
+
     #[test]
     fn counters_are_no_locks_and_words_set_for_good_stay_few() {
         let mut t = LockTracker::default();
         // fetch_add from 0 on ten thousand counters: no lock at all.
         for a in 0..10_000u64 {
-            t.on_word(Tid(1), 5, 0x1000 + 8 * a, (false, false), 0, Some(1));
+            t.on_word(
+                Tid(1),
+                5,
+                0x1000 + 8 * a,
+                &word(AccessKind::Update, 0, Some(1), None),
+            );
         }
         assert_eq!(t.order().edges().count(), 0);
         // A lock-free list's next pointers, CAS from null, never cleared:
         // held words stay capped, and so does the order graph.
         for a in 0..10_000u64 {
-            t.on_word(Tid(1), 6, 0x100000 + 8 * a, (true, false), 0, Some(0x42));
+            t.on_word(Tid(1), 6, 0x100000 + 8 * a, &cas(0, 0, 0x42, None));
         }
         let held = t.threads[&Tid(1)].held.len();
         assert!(held <= MAX_UNCONFIRMED_HELD, "{held} held");
-        let edges = t.order().edges().count();
+        let edges = t.order.edges().count();
         assert!(
             edges < MAX_UNCONFIRMED_HELD * MAX_UNCONFIRMED_HELD,
             "{edges} edges"
         );
-        // A CAS-taken word released by its holder is still a lock.
-        t.on_word(Tid(2), 7, 0x9000, (true, false), 0, Some(1));
-        t.on_word(Tid(2), 8, 0x9000, (true, true), 1, Some(0));
-        assert!(t.words[&0x9000].confirmed);
     }
 
     #[test]

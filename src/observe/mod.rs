@@ -14,9 +14,10 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use crate::arch::abi::HintOp;
 use crate::code::SiteKind;
+use crate::code::acquire::LockRole;
 use crate::code::emulate::{Access, AccessKind};
 use crate::ids::Tid;
-use locks::LockTracker;
+use locks::{LockTracker, WordAccess};
 use outcome::Outcome;
 use trace::{Event, Trace};
 
@@ -85,14 +86,25 @@ impl Observer {
     }
 
     /// The instruction of a sync site ran for `tid` (reported at `site`)
-    /// and did `a`: lock inference and reads-from pairs.
-    pub fn sync_access(&mut self, tid: Tid, site: u64, kind: SiteKind, a: &Access) {
+    /// and did `a`; `role` is what its code says it does to a lock: lock
+    /// inference and reads-from pairs.
+    pub fn sync_access(
+        &mut self,
+        tid: Tid,
+        site: u64,
+        kind: SiteKind,
+        a: &Access,
+        role: Option<LockRole>,
+    ) {
         self.trace.access(tid, a.addr, a.read, a.written);
-        let release = matches!(a.kind, AccessKind::Swap | AccessKind::Store);
-        let takes = matches!(a.kind, AccessKind::Swap | AccessKind::CompareSwap { .. });
         if kind != SiteKind::Load {
-            self.locks
-                .on_word(tid, site, a.addr, (takes, release), a.read, a.written);
+            let word = WordAccess {
+                kind: a.kind,
+                read: a.read,
+                written: a.written,
+                role,
+            };
+            self.locks.on_word(tid, site, a.addr, &word);
         }
         if a.kind != AccessKind::Store {
             if let Some(w) = self.last_write.get(&a.addr) {
@@ -104,9 +116,15 @@ impl Observer {
         }
     }
 
-    /// A futex wait or wake on `addr` (a word that may be a lock).
-    pub fn futex(&mut self, addr: u64) {
-        self.locks.on_futex(addr);
+    /// `tid` makes a futex call `op` on `addr` (a word that may be a
+    /// lock): a wait or a wake is evidence about it.
+    pub fn futex(&mut self, tid: Tid, addr: u64, op: u64) {
+        const CMD: u64 = 0x7f;
+        match op & CMD {
+            0 | 9 => self.locks.on_futex_wait(tid, addr),
+            1 | 10 => self.locks.on_futex_wake(tid, addr),
+            _ => {}
+        }
     }
 
     /// A blocked thread woke with `result`.
