@@ -106,6 +106,63 @@ fn same_as_natively(dir: &Path, script: &str) -> String {
     v["trace_hash"].as_str().unwrap().to_string()
 }
 
+/// The path of tool `name` on this host (found in PATH, or the given
+/// absolute path); fails saying what to install when it is missing, so a
+/// missing tool never passes a test silently.
+fn require_tool(name: &str, install: &str) -> PathBuf {
+    let found = if name.starts_with('/') {
+        Some(PathBuf::from(name)).filter(|p| p.exists())
+    } else {
+        std::env::var_os("PATH").and_then(|paths| {
+            std::env::split_paths(&paths)
+                .map(|d| d.join(name))
+                .find(|p| p.is_file())
+        })
+    };
+    found.unwrap_or_else(|| panic!("{name} is missing on this host: install it ({install})"))
+}
+
+/// Runs `exe args` in the machine and natively, in `dir`, with the extra
+/// environment `env`; both must give the same stdout and exit code.
+/// Returns the machine's report.
+fn same_as_natively_with(dir: &Path, exe: &Path, args: &[&str], env: &[(&str, &str)]) -> Value {
+    common::require_kvm();
+    // The machine first: its writes stay in its own overlay, the host's
+    // would be seen by it.
+    let mut cmd = cli();
+    cmd.current_dir(dir).args(["run", "--json"]);
+    for (k, v) in env {
+        cmd.arg("--env").arg(format!("{k}={v}"));
+    }
+    let out = cmd
+        .arg("--target")
+        .arg(exe)
+        .arg("--")
+        .args(args)
+        .output()
+        .unwrap();
+    let v: Value = serde_json::from_slice(&out.stdout)
+        .unwrap_or_else(|e| panic!("{e}: {}", String::from_utf8_lossy(&out.stderr)));
+    let native = Command::new(exe)
+        .args(args)
+        .envs(env.iter().copied())
+        .current_dir(dir)
+        .output()
+        .unwrap();
+    assert_eq!(
+        exit_code(&v),
+        native.status.code().map(i64::from),
+        "{exe:?} {args:?}: {v}\nnatively: {}",
+        String::from_utf8_lossy(&native.stderr)
+    );
+    assert_eq!(
+        v["stdout"].as_str().unwrap(),
+        String::from_utf8_lossy(&native.stdout),
+        "{exe:?} {args:?}"
+    );
+    v
+}
+
 #[test]
 fn shells_pipelines_and_real_programs_print_what_they_print_natively() {
     let dir = tempfile::tempdir().unwrap();
@@ -420,5 +477,48 @@ fn real_programs_give_one_trace_hash_in_20_separate_processes() {
             assert_eq!(v["trace_hash"], first["trace_hash"], "{exe} {args:?}");
             assert_eq!(v["stdout"], first["stdout"], "{exe} {args:?}");
         }
+    }
+}
+
+// ----- processes as faithful as threads
+
+/// A small C project: several sources, a header-free link, a Makefile.
+fn c_project(dir: &Path) {
+    for i in 1..=4 {
+        std::fs::write(
+            dir.join(format!("f{i}.c")),
+            format!("int f{i}(void) {{ return {i}; }}\n"),
+        )
+        .unwrap();
+    }
+    std::fs::write(
+        dir.join("main.c"),
+        "#include <stdio.h>\nint f1(void), f2(void), f3(void), f4(void);\nint main(void) { printf(\"%d\\n\", f1() + f2() + f3() + f4()); return 0; }\n",
+    )
+    .unwrap();
+    std::fs::write(
+        dir.join("Makefile"),
+        "OBJS = main.o f1.o f2.o f3.o f4.o\nall: prog\n\t./prog\nprog: $(OBJS)\n\tgcc -o $@ $(OBJS)\n%.o: %.c\n\tgcc -c $< -o $@\n",
+    )
+    .unwrap();
+}
+
+#[test]
+fn make_j2_and_j4_build_a_c_project_with_gcc_as_natively_and_the_same_every_time() {
+    // make waits for its children's SIGCHLD in pselect6, with SIGCHLD
+    // unblocked only by the call's own mask.
+    let make = require_tool("make", "apt-get install -y make");
+    require_tool("gcc", "apt-get install -y gcc");
+    for jobs in ["-j2", "-j4"] {
+        let dir = tempfile::tempdir().unwrap();
+        c_project(dir.path());
+        // Twice in the machine before the native run writes the objects.
+        let (_, first) = run_json(dir.path(), &make, &[jobs]);
+        let again = same_as_natively_with(dir.path(), &make, &[jobs], &[]);
+        assert!(
+            again["stdout"].as_str().unwrap().ends_with("./prog\n10\n"),
+            "{again}"
+        );
+        assert_eq!(again["trace_hash"], first["trace_hash"], "{jobs}");
     }
 }

@@ -783,9 +783,16 @@ impl Kernel {
     pub fn deliver_signals(&mut self, cpu: &mut dyn FpuAccess) {
         while !self.obs.ended() {
             let Some(s) = self.take_deliverable() else {
-                return;
+                break;
             };
             signal::deliver(self, s, cpu);
+        }
+        // A call interrupted by a signal that no handler took (ignored by
+        // now) still gives its old mask back as it returns.
+        if let Some(t) = self.threads.get_mut(&self.current) {
+            if t.is_runnable() {
+                t.restore_saved_mask();
+            }
         }
     }
 
@@ -823,6 +830,8 @@ impl Kernel {
         if let Some(t) = self.threads.get_mut(&tid) {
             if matches!(t.state, ThreadState::Blocked(_)) {
                 t.state = ThreadState::Runnable;
+                // The call sets its own mask again when it runs again.
+                t.restore_saved_mask();
                 t.regs.rax = nr;
                 t.regs.rip = t.regs.rip.wrapping_sub(2);
                 self.obs.woke(tid, 0);
@@ -844,6 +853,11 @@ impl Kernel {
         let t = self.threads.get_mut(&tid).expect("looked up");
         t.state = ThreadState::Runnable;
         t.regs.rax = result as u64;
+        // A call with its own mask gets the old one back as it returns,
+        // unless a signal interrupted it: that signal's frame takes it.
+        if result != -(libc::EINTR as i64) {
+            t.restore_saved_mask();
+        }
         self.obs.woke(tid, result);
     }
 

@@ -30,12 +30,14 @@ pub enum Wait {
     },
     /// `rt_sigsuspend` / `pause`: waits for a signal.
     Signal,
-    /// `rt_sigtimedwait`: waits for a signal of `set`, blocked or not;
-    /// taken up again (system call `nr` re-executed) when one arrives.
+    /// `rt_sigtimedwait`: waits for a signal of `set`, blocked or not; the
+    /// sender completes the call (the signal taken, its `siginfo_t` at
+    /// `info`) when one arrives.
     SigWait {
         set: u64,
+        /// Where the caller wants the signal's `siginfo_t` (0: nowhere).
+        info: u64,
         deadline: Option<Nanos>,
-        nr: u64,
     },
     /// `wait4` / `waitid` with no child to report yet; taken up again
     /// (system call `nr` re-executed) when a child of its process ends.
@@ -133,9 +135,12 @@ pub struct Thread {
     /// A sync site whose step the thread took and whose instruction it has
     /// not executed yet (it runs when the thread is next entered).
     pub pending_site: Option<PendingSite>,
-    /// The mask `rt_sigsuspend` replaced, which the handler of the signal
-    /// that ends it restores on return.
-    pub suspend_mask: Option<u64>,
+    /// The mask a call's own signal mask replaced for the call
+    /// (`rt_sigsuspend`, `pselect6`, `ppoll`, `epoll_pwait`,
+    /// `rt_sigtimedwait`), Linux's saved sigmask: the frame of the signal
+    /// that interrupts the call restores it when its handler returns;
+    /// otherwise it comes back as the call returns.
+    pub saved_mask: Option<u64>,
 }
 
 /// A sync site a thread stopped at.
@@ -167,7 +172,7 @@ impl Thread {
             name,
             yielded: false,
             pending_site: None,
-            suspend_mask: None,
+            saved_mask: None,
         }
     }
 
@@ -177,5 +182,12 @@ impl Thread {
 
     pub fn is_alive(&self) -> bool {
         self.state != ThreadState::Exited
+    }
+
+    /// Puts back the mask a call's own mask replaced, if any.
+    pub fn restore_saved_mask(&mut self) {
+        if let Some(m) = self.saved_mask.take() {
+            self.sigmask = m;
+        }
     }
 }
