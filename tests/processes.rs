@@ -522,3 +522,59 @@ fn make_j2_and_j4_build_a_c_project_with_gcc_as_natively_and_the_same_every_time
         assert_eq!(again["trace_hash"], first["trace_hash"], "{jobs}");
     }
 }
+
+const EXECFN: &str = r#"
+#include <stdio.h>
+#include <sys/auxv.h>
+#include <sys/prctl.h>
+#include <unistd.h>
+int main(void) {
+    char exe[4096] = {0}, name[16] = {0};
+    readlink("/proc/self/exe", exe, sizeof exe - 1);
+    prctl(PR_GET_NAME, name);
+    FILE *f = fopen("/proc/self/cmdline", "r");
+    char cmd[256] = {0};
+    size_t n = fread(cmd, 1, sizeof cmd - 1, f);
+    for (size_t i = 0; i < n; i++) if (!cmd[i]) cmd[i] = ' ';
+    printf("execfn %s\nexe %s\ncomm %s\ncmdline %s\n", (char *)getauxval(AT_EXECFN), exe, name, cmd);
+    return 0;
+}
+"#;
+
+#[test]
+fn execve_gives_the_new_program_its_exe_cmdline_comm_and_execfn() {
+    let dir = tempfile::tempdir().unwrap();
+    build_c(dir.path(), "execfn", EXECFN, &[]);
+    for script in [
+        "readlink /proc/self/exe",
+        "exec readlink /proc/self/exe",
+        "cat /proc/self/comm",
+        "cat /proc/self/cmdline | tr '\\0' ' '; echo",
+        "./execfn a b",
+        "sh -c './execfn x' && exec ./execfn y",
+        "cut -d' ' -f2,3 /proc/self/stat",
+    ] {
+        same_as_natively(dir.path(), script);
+    }
+}
+
+/// The active Rust toolchain's own directory (not rustup's proxy).
+fn rust_sysroot() -> PathBuf {
+    let rustc = require_tool("rustc", "a Rust toolchain (rustup)");
+    let out = Command::new(rustc)
+        .args(["--print", "sysroot"])
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    PathBuf::from(String::from_utf8(out.stdout).unwrap().trim())
+}
+
+#[test]
+fn rustc_started_from_a_shell_finds_its_libraries_through_origin() {
+    // rustc's RUNPATH is $ORIGIN/../lib: the dynamic linker reads
+    // /proc/self/exe, which must be rustc's, not the shell's.
+    let dir = tempfile::tempdir().unwrap();
+    let rustc = rust_sysroot().join("bin/rustc");
+    let script = format!("{} --version", rustc.display());
+    same_as_natively(dir.path(), &script);
+}

@@ -215,6 +215,7 @@ impl Kernel {
             .map_err(|e| loader::LoadError::Memory("the hint ring".into(), e))?;
         let exec = loader::Exec {
             exe: k.config.exe.clone(),
+            execfn: k.config.exe.clone(),
             argv: k.config.argv.clone(),
             env: k.config.env.clone(),
         };
@@ -278,6 +279,9 @@ impl Kernel {
             sid: MAIN_TID.0,
             space: MAIN_TID.0,
             exe: k.config.exe.clone(),
+            cmdline: k.config.argv.clone(),
+            environ: k.config.env.clone(),
+            started: 0,
             ended: None,
             exit_signal: 0,
             vfork_parent: None,

@@ -56,8 +56,15 @@ pub struct Process {
     pub sid: Pid,
     /// The address space it runs in (an id in the kernel's `spaces`).
     pub space: Pid,
-    /// The program it runs, as the path `execve` was given.
+    /// The program it runs (the ELF file, an interpreter for a script),
+    /// by the path it was loaded from: what its mappings are named.
     pub exe: String,
+    /// Its arguments and environment as its program received them
+    /// (`/proc/PID/cmdline`, `/proc/PID/environ`).
+    pub cmdline: Vec<String>,
+    pub environ: Vec<String>,
+    /// Virtual time when it was made (`/proc/PID/stat`'s start time).
+    pub started: super::Nanos,
     /// Set once every thread has ended: a zombie until its parent waits.
     pub ended: Option<Ended>,
     /// The signal its parent gets when it ends (SIGCHLD, or none).
@@ -82,6 +89,24 @@ impl Kernel {
     /// Every process, live or waiting to be reaped, by pid.
     pub fn processes(&self) -> &BTreeMap<Pid, Process> {
         &self.procs
+    }
+
+    /// The address space process `pid` runs in (the kernel's own when it
+    /// is the current one's).
+    pub(super) fn space_of(&self, pid: Pid) -> Option<&AddressSpace> {
+        let id = self.procs.get(&pid)?.space;
+        if id == self.space {
+            Some(&self.mm)
+        } else {
+            self.spaces.get(&id)
+        }
+    }
+
+    /// The program the current process runs, by the path it was loaded
+    /// from (after an `execve`, the new one): what reports name the
+    /// program's own code by.
+    pub fn program(&self) -> &str {
+        &self.process_entry().exe
     }
 
     /// Makes `pid` the process system calls work on: parks the current

@@ -5,7 +5,7 @@
 use std::sync::Arc;
 
 use super::files::{FileKind, OpenFile};
-use super::synth::{device, is_virtual_tree, proc_self, synthetic};
+use super::synth::{device, exe_link, is_virtual_tree, proc_path, synthetic};
 use super::sys_stat::{S_IFDIR, meta_of_path};
 use super::table::{SyscallDef, def};
 use super::thread::Wait;
@@ -101,7 +101,8 @@ pub(super) fn path_at(k: &mut Kernel, dirfd: i32, ptr: u64) -> Result<String, i3
 /// (`chmod("/proc/self/fd/3")` changes the file). Pipes, sockets and the
 /// standard streams keep the alias, which the synthetic tree serves.
 fn descriptor_link(k: &Kernel, path: &str) -> Option<String> {
-    let n: i32 = path.strip_prefix("/proc/self/fd/")?.parse().ok()?;
+    let p = proc_path(k, path).filter(|p| p.is_own(k))?;
+    let n: i32 = p.rest.strip_prefix("/fd/")?.parse().ok()?;
     let f = k.files.get(n)?;
     let names_a_file = matches!(
         f.kind,
@@ -135,7 +136,11 @@ fn open(k: &mut Kernel, path: &str, flags: i32, mode: u32) -> Result<i64, i32> {
     if let Some(kind) = device(path) {
         return k.files.install(file(kind), cloexec, 0).map(i64::from);
     }
-    if let Some(rest) = proc_self(path).and_then(|r| r.strip_prefix("/fd/")) {
+    let proc = proc_path(k, path);
+    if let Some(rest) = proc
+        .filter(|p| p.is_own(k))
+        .and_then(|p| p.rest.strip_prefix("/fd/"))
+    {
         let n: i32 = rest.parse().map_err(|_| libc::ENOENT)?;
         return k
             .files
@@ -155,8 +160,8 @@ fn open(k: &mut Kernel, path: &str, flags: i32, mode: u32) -> Result<i64, i32> {
         if writes {
             return Err(libc::EACCES);
         }
-        if proc_self(path) == Some("/exe") {
-            let exe = k.config.exe.clone();
+        if let Some(p) = proc.filter(|p| p.rest == "/exe") {
+            let exe = exe_link(k, p.pid).ok_or(libc::ENOENT)?;
             return open(k, &exe, flags, mode);
         }
         let data = synthetic(k, path).ok_or(libc::ENOENT)?;

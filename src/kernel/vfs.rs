@@ -495,6 +495,41 @@ impl Vfs {
         path
     }
 
+    /// `path` (absolute) with every symbolic link in it resolved, as Linux
+    /// names an open file (`/proc/PID/exe`): `/bin/sh` is `/usr/bin/dash`
+    /// where `/bin` and `/bin/sh` are links. A part that does not resolve
+    /// is kept as it is.
+    pub fn canonical(&mut self, path: &str) -> String {
+        let mut todo: Vec<String> = path.split('/').rev().map(String::from).collect();
+        let mut done: Vec<String> = Vec::new();
+        let mut links = 0;
+        while let Some(c) = todo.pop() {
+            match c.as_str() {
+                "" | "." => continue,
+                ".." => {
+                    done.pop();
+                    continue;
+                }
+                _ => {}
+            }
+            let here = match done.is_empty() {
+                true => format!("/{c}"),
+                false => format!("/{}/{c}", done.join("/")),
+            };
+            match self.resolve(&here, false) {
+                Resolved::Symlink { target } if links < 40 => {
+                    links += 1;
+                    if target.starts_with('/') {
+                        done.clear();
+                    }
+                    todo.extend(target.split('/').rev().map(String::from));
+                }
+                _ => done.push(c),
+            }
+        }
+        format!("/{}", done.join("/"))
+    }
+
     /// The errno for a path that does not resolve: `ENOTDIR` when one of
     /// its ancestors is not a directory (`file.txt/x`), else `ENOENT`.
     pub fn absent_errno(&mut self, path: &str) -> i32 {
@@ -678,6 +713,21 @@ mod tests {
         assert_eq!(v.normalize(None, "a/./b/../c"), "/work/a/c");
         assert_eq!(v.normalize(None, "/x//y/"), "/x/y");
         assert_eq!(v.normalize(None, "../../.."), "/");
+    }
+
+    #[test]
+    fn canonical_paths_resolve_every_link_on_the_way() {
+        let mut v = vfs();
+        v.put_dir("/usr", 0o755);
+        v.put_dir("/usr/bin", 0o755);
+        v.put_file("/usr/bin/dash", Vec::new(), 0o755);
+        v.put_symlink("/bin", "usr/bin");
+        v.put_symlink("/usr/bin/sh", "dash");
+        assert_eq!(v.canonical("/bin/sh"), "/usr/bin/dash");
+        assert_eq!(v.canonical("/bin/../bin/./sh"), "/usr/bin/dash");
+        assert_eq!(v.canonical("/usr/bin/missing"), "/usr/bin/missing");
+        v.put_symlink("/loop", "/loop");
+        assert_eq!(v.canonical("/loop"), "/loop", "a loop ends");
     }
 
     #[test]

@@ -109,6 +109,21 @@ impl Vma {
     }
 }
 
+/// An address space's size and what of it is in memory, in pages.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Usage {
+    /// Every mapping (VmSize).
+    pub size: u64,
+    /// Pages present (VmRSS).
+    pub resident: u64,
+    /// Present pages of file and shared mappings.
+    pub shared: u64,
+    /// Executable file mappings (code).
+    pub text: u64,
+    /// Private writable mappings (data, heap and stacks: VmData).
+    pub data: u64,
+}
+
 /// How `map` may place a mapping.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Placement {
@@ -964,6 +979,33 @@ impl AddressSpace {
     pub fn writable_now(&self, mem: &PhysMemory, va: u64) -> bool {
         let pte = self.pt.get(mem, page_floor(va));
         pte & PTE_P != 0 && pte & PTE_W != 0
+    }
+
+    /// How much memory the space maps and holds, in pages, as
+    /// `/proc/PID/statm` counts it.
+    pub fn usage(&self, mem: &PhysMemory) -> Usage {
+        let mut u = Usage::default();
+        for v in self.vmas.values().filter(|v| v.name != HIDDEN_MAPPING) {
+            let pages = (v.end - v.start) / PAGE_SIZE;
+            u.size += pages;
+            let file = matches!(v.backing, Backing::File { .. });
+            if v.prot.exec && file {
+                u.text += pages;
+            }
+            if v.prot.write && !v.shared {
+                u.data += pages;
+            }
+            let present = self
+                .pt
+                .entries(mem, v.start, v.end)
+                .filter(|(_, pte)| pte & PTE_P != 0)
+                .count() as u64;
+            u.resident += present;
+            if file || v.shared {
+                u.shared += present;
+            }
+        }
+        u
     }
 
     /// The text of `/proc/self/maps`.
