@@ -578,3 +578,42 @@ fn rustc_started_from_a_shell_finds_its_libraries_through_origin() {
     let script = format!("{} --version", rustc.display());
     same_as_natively(dir.path(), &script);
 }
+
+#[test]
+fn bash_here_documents_and_cp_r_of_a_tree_run_as_natively() {
+    // Every here-document asks for its pipe's size (F_GETPIPE_SZ); cp
+    // copies with copy_file_range.
+    let bash = require_tool("/bin/bash", "apt-get install -y bash");
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::create_dir_all(dir.path().join("src/a/b")).unwrap();
+    std::fs::write(dir.path().join("src/a/x"), "one\n").unwrap();
+    std::fs::write(dir.path().join("src/a/b/y"), vec![b'y'; 200_000]).unwrap();
+    let heredoc = "x=$(cat <<END\nhello\nthere\nEND\n); echo \"$x\"; wc -l <<EOF\na\nb\nEOF";
+    same_as_natively_with(dir.path(), &bash, &["-c", heredoc], &[]);
+    let copy = "cp -r src dst && ls -R dst && cat dst/a/x && cmp src/a/b/y dst/a/b/y && echo same";
+    let v = same_as_natively_with(dir.path(), Path::new("/bin/sh"), &["-c", copy], &[]);
+    assert!(
+        v["stdout"].as_str().unwrap().ends_with("one\nsame\n"),
+        "{v}"
+    );
+}
+
+#[test]
+fn runtimes_that_set_process_options_at_start_up_run_as_natively() {
+    // ruby disables transparent huge pages (prctl PR_SET_THP_DISABLE);
+    // ffmpeg's libraries ask for the NUMA policy (get_mempolicy).
+    let dir = tempfile::tempdir().unwrap();
+    let ruby = require_tool("ruby", "apt-get install -y ruby");
+    same_as_natively_with(
+        dir.path(),
+        &ruby,
+        &["-e", "puts [1, 2, 3].sum; puts Process.pid > 0"],
+        &[],
+    );
+    let ffmpeg = require_tool("ffmpeg", "apt-get install -y ffmpeg");
+    let v = same_as_natively_with(dir.path(), &ffmpeg, &["-hide_banner", "-version"], &[]);
+    assert!(
+        v["stdout"].as_str().unwrap().starts_with("ffmpeg version"),
+        "{v}"
+    );
+}

@@ -282,6 +282,7 @@ impl Kernel {
             cmdline: k.config.argv.clone(),
             environ: k.config.env.clone(),
             started: 0,
+            options: Default::default(),
             ended: None,
             exit_signal: 0,
             vfork_parent: None,

@@ -46,6 +46,46 @@ pub struct Parked {
     pub cwd: String,
 }
 
+/// The process-wide settings `prctl` makes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Options {
+    /// `PR_SET_DUMPABLE` (Linux's default is dumpable).
+    pub dumpable: bool,
+    /// `PR_SET_THP_DISABLE`: no transparent huge pages (none are made
+    /// here anyway); inherited by children and kept across `execve`.
+    pub thp_disabled: bool,
+    /// `PR_SET_CHILD_SUBREAPER`: orphaned descendants become its children
+    /// instead of the first process's.
+    pub child_subreaper: bool,
+    /// `PR_SET_KEEPCAPS`.
+    pub keep_caps: bool,
+    /// `PR_SET_NO_NEW_PRIVS`: inherited and never cleared.
+    pub no_new_privs: bool,
+}
+
+impl Default for Options {
+    fn default() -> Self {
+        Options {
+            dumpable: true,
+            thp_disabled: false,
+            child_subreaper: false,
+            keep_caps: false,
+            no_new_privs: false,
+        }
+    }
+}
+
+impl Options {
+    /// What a forked child starts with: the settings Linux passes on.
+    pub fn for_child(self) -> Options {
+        Options {
+            thp_disabled: self.thp_disabled,
+            no_new_privs: self.no_new_privs,
+            ..Options::default()
+        }
+    }
+}
+
 /// One process.
 #[derive(Clone, Debug)]
 pub struct Process {
@@ -65,6 +105,8 @@ pub struct Process {
     pub environ: Vec<String>,
     /// Virtual time when it was made (`/proc/PID/stat`'s start time).
     pub started: super::Nanos,
+    /// Its `prctl` settings.
+    pub options: Options,
     /// Set once every thread has ended: a zombie until its parent waits.
     pub ended: Option<Ended>,
     /// The signal its parent gets when it ends (SIGCHLD, or none).
@@ -79,6 +121,12 @@ impl Kernel {
     /// The current process's entry.
     pub(super) fn process_entry(&self) -> &Process {
         &self.procs[&self.pid]
+    }
+
+    /// The current process's `prctl` settings, to change.
+    pub(super) fn options_mut(&mut self) -> &mut Options {
+        let pid = self.pid;
+        &mut self.procs.get_mut(&pid).expect("current process").options
     }
 
     /// The pid of the current process.
@@ -265,14 +313,53 @@ impl Kernel {
         if let Some(t) = vfork_parent {
             self.wake(t, pid as i64);
         }
-        // Orphans go to the first process, which reaps them if it waits.
-        let first = self.first_pid;
-        for p in self.procs.values_mut().filter(|p| p.parent == pid) {
-            p.parent = first;
+        // Orphans go to the nearest living ancestor that is a subreaper,
+        // else to the first process, which reaps them if it waits.
+        let heir = self.orphan_heir(parent);
+        let orphans: Vec<Pid> = self
+            .procs
+            .values()
+            .filter(|p| p.parent == pid)
+            .map(|p| p.pid)
+            .collect();
+        for child in orphans {
+            self.procs.get_mut(&child).expect("listed").parent = heir;
+            // PR_SET_PDEATHSIG: its threads that asked learn of the end.
+            let asked: Vec<(super::Tid, u32)> = self
+                .threads
+                .values()
+                .filter(|t| t.pid == child && t.is_alive() && t.parent_death_signal != 0)
+                .map(|t| (t.tid, t.parent_death_signal))
+                .collect();
+            for (tid, signo) in asked {
+                let s = super::thread::PendingSignal {
+                    signo,
+                    code: 0x80, // SI_KERNEL
+                    addr: 0,
+                    sender: 0,
+                    forced: false,
+                };
+                self.with_process(child, |k| super::signal::send_to_thread(k, tid, s));
+            }
         }
         self.child_changed(parent, exit_signal);
         // Polls on its pidfd look again.
         self.pipes.note_activity();
+    }
+
+    /// Who takes the orphans of a child of `parent`: the nearest living
+    /// process from `parent` up that is a child subreaper, else the first
+    /// process.
+    fn orphan_heir(&self, parent: Pid) -> Pid {
+        let mut at = parent;
+        for _ in 0..self.procs.len() {
+            let Some(p) = self.procs.get(&at) else { break };
+            if p.ended.is_none() && p.options.child_subreaper {
+                return at;
+            }
+            at = p.parent;
+        }
+        self.first_pid
     }
 
     /// Tells process `parent` that a child changed state: its waiting

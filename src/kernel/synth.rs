@@ -178,11 +178,12 @@ fn status_text(k: &Kernel, proc: &Process, name: &str) -> String {
         "R (running)"
     };
     format!(
-        "Name:\t{name}\nState:\t{state}\nTgid:\t{pid}\nPid:\t{pid}\nPPid:\t{ppid}\nUid:\t0\t0\t0\t0\nGid:\t0\t0\t0\t0\nVmSize:\t{} kB\nVmRSS:\t{} kB\nVmData:\t{} kB\nVmExe:\t{} kB\nThreads:\t{n}\nCpus_allowed_list:\t0-{}\n",
+        "Name:\t{name}\nState:\t{state}\nTgid:\t{pid}\nPid:\t{pid}\nPPid:\t{ppid}\nUid:\t0\t0\t0\t0\nGid:\t0\t0\t0\t0\nVmSize:\t{} kB\nVmRSS:\t{} kB\nVmData:\t{} kB\nVmExe:\t{} kB\nThreads:\t{n}\nCpus_allowed:\t{:x}\nCpus_allowed_list:\t0-{}\nMems_allowed:\t00000001\nMems_allowed_list:\t0\n",
         kb(u.size),
         kb(u.resident),
         kb(u.data),
         kb(u.text),
+        (1u128 << cpus.min(127)) - 1,
         cpus.saturating_sub(1),
         pid = proc.pid,
         ppid = proc.parent,

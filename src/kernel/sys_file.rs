@@ -40,6 +40,12 @@ pub const CALLS: &[SyscallDef] = &[
         "record locks always succeed (one process)",
     ),
     def(libc::SYS_ioctl, sys_ioctl, "no file is a terminal"),
+    def(
+        libc::SYS_sendfile,
+        sys_sendfile,
+        "from a regular file to any descriptor",
+    ),
+    def(libc::SYS_copy_file_range, sys_copy_file_range, ""),
     def(libc::SYS_fsync, sys_zero, ""),
     def(libc::SYS_fdatasync, sys_zero, ""),
     def(libc::SYS_sync, sys_zero, ""),
@@ -437,6 +443,13 @@ fn do_write(k: &mut Kernel, fd: u64, buf: u64, len: u64, at: Option<u64>) -> Sys
     if k.read(buf, &mut data).is_err() {
         return err(libc::EFAULT);
     }
+    write_data(k, fd, &data, at)
+}
+
+/// Writes `data` to descriptor `fd` of any kind, at `at` or its offset; a
+/// call that waits (a full pipe) is taken up again as `write`.
+fn write_data(k: &mut Kernel, fd: u64, data: &[u8], at: Option<u64>) -> SysResult {
+    let data = data.to_vec();
     if let Some(r) = super::sys_net::write_datagram(k, fd, &data) {
         return r;
     }
@@ -465,6 +478,124 @@ fn do_write(k: &mut Kernel, fd: u64, buf: u64, len: u64, at: Option<u64>) -> Sys
 
 fn sys_read(k: &mut Kernel, _: &mut dyn FpuAccess, a: [u64; 6]) -> SysResult {
     do_read(k, a[0], a[1], a[2], None)
+}
+
+// ----- copying between descriptors in the kernel
+
+/// Whether description `f` is a file with contents to copy from
+/// (`sendfile` and `copy_file_range` read only those).
+fn is_regular(f: &OpenFile) -> bool {
+    matches!(f.kind, FileKind::Host(_) | FileKind::Overlay)
+}
+
+/// Where a copy reads or writes: at `*ptr` when the caller gave a pointer
+/// (the descriptor's offset stays), else at the descriptor's offset.
+fn copy_position(k: &mut Kernel, fd: i32, ptr: u64) -> Result<u64, i32> {
+    if ptr == 0 {
+        let f = k.files.get(fd).ok_or(libc::EBADF)?;
+        return Ok(k.offset_of(f));
+    }
+    let at = k.read_u64(ptr).map_err(|_| libc::EFAULT)?;
+    if (at as i64) < 0 {
+        return Err(libc::EINVAL);
+    }
+    Ok(at)
+}
+
+/// Moves a copy's position on by `n`: the caller's pointer, or the
+/// descriptor's offset.
+fn advance(k: &mut Kernel, fd: i32, ptr: u64, from: u64, n: u64) -> Result<(), i32> {
+    if ptr == 0 {
+        k.set_offset(fd, from + n);
+        return Ok(());
+    }
+    k.write_u64(ptr, from + n).map_err(|_| libc::EFAULT)
+}
+
+/// `sendfile`: copies from a file to any descriptor (a file, a pipe, a
+/// socket, standard output) without the bytes passing through user
+/// memory. A write that waits takes the call up again from the start:
+/// nothing was read yet.
+fn sys_sendfile(k: &mut Kernel, _: &mut dyn FpuAccess, a: [u64; 6]) -> SysResult {
+    let (out, inp, offp, count) = (a[0] as i32, a[1] as i32, a[2], a[3]);
+    let (Some(fin), Some(fout)) = (k.files.get(inp), k.files.get(out)) else {
+        return err(libc::EBADF);
+    };
+    if !fin.readable() || !fout.writable() {
+        return err(libc::EBADF);
+    }
+    if !is_regular(fin) || k.flags_of(fout) & libc::O_APPEND != 0 {
+        return err(libc::EINVAL);
+    }
+    let from = match copy_position(k, inp, offp) {
+        Ok(at) => at,
+        Err(e) => return err(e),
+    };
+    let data = match read_bytes(k, inp, count as usize, Some(from)) {
+        Ok(d) => d,
+        Err(e) => return err(e),
+    };
+    if data.is_empty() {
+        return SysResult::Ret(0);
+    }
+    let r = retried_as(write_data(k, out as u64, &data, None), libc::SYS_sendfile);
+    if let SysResult::Ret(n) = r {
+        if n > 0 {
+            if let Err(e) = advance(k, inp, offp, from, n as u64) {
+                return err(e);
+            }
+        }
+    }
+    r
+}
+
+/// `copy_file_range`: copies between two regular files, by positions of
+/// their own or their offsets.
+fn sys_copy_file_range(k: &mut Kernel, _: &mut dyn FpuAccess, a: [u64; 6]) -> SysResult {
+    let (inp, offp_in, out, offp_out, len, flags) =
+        (a[0] as i32, a[1], a[2] as i32, a[3], a[4], a[5]);
+    if flags != 0 {
+        return err(libc::EINVAL);
+    }
+    let (Some(fin), Some(fout)) = (k.files.get(inp).cloned(), k.files.get(out).cloned()) else {
+        return err(libc::EBADF);
+    };
+    if !fin.readable() || !fout.writable() || k.flags_of(&fout) & libc::O_APPEND != 0 {
+        return err(libc::EBADF);
+    }
+    if matches!(fin.kind, FileKind::Dir(_)) || matches!(fout.kind, FileKind::Dir(_)) {
+        return err(libc::EISDIR);
+    }
+    if !is_regular(&fin) || !matches!(fout.kind, FileKind::Overlay) {
+        return err(libc::EINVAL);
+    }
+    let (from, to) = match (
+        copy_position(k, inp, offp_in),
+        copy_position(k, out, offp_out),
+    ) {
+        (Ok(f), Ok(t)) => (f, t),
+        (Err(e), _) | (_, Err(e)) => return err(e),
+    };
+    let same_file = matches!(fin.kind, FileKind::Overlay) && fin.path == fout.path;
+    if same_file && from < to.saturating_add(len) && to < from.saturating_add(len) {
+        return err(libc::EINVAL);
+    }
+    let data = match read_bytes(k, inp, len as usize, Some(from)) {
+        Ok(d) => d,
+        Err(e) => return err(e),
+    };
+    if data.is_empty() {
+        return SysResult::Ret(0);
+    }
+    let n = match write_bytes(k, out, &data, Some(to)) {
+        Ok(n) => n as u64,
+        Err(e) => return err(e),
+    };
+    let moved = advance(k, inp, offp_in, from, n).and_then(|()| advance(k, out, offp_out, to, n));
+    match moved {
+        Ok(()) => SysResult::Ret(n as i64),
+        Err(e) => err(e),
+    }
 }
 
 fn sys_write(k: &mut Kernel, _: &mut dyn FpuAccess, a: [u64; 6]) -> SysResult {
@@ -723,6 +854,16 @@ fn sys_fcntl(k: &mut Kernel, _: &mut dyn FpuAccess, a: [u64; 6]) -> SysResult {
             SysResult::Ret(0)
         }
         libc::F_GET_SEALS => err(libc::EINVAL),
+        libc::F_GETPIPE_SZ | libc::F_SETPIPE_SZ => {
+            let id = match k.files.get(fd).map(|f| &f.kind) {
+                Some(FileKind::Pipe { id, .. }) => *id,
+                _ => return err(libc::EBADF),
+            };
+            if cmd == libc::F_GETPIPE_SZ {
+                return SysResult::Ret(super::sys_pipe::capacity(k, id) as i64);
+            }
+            ret(super::sys_pipe::resize(k, id, arg).map(|n| n as i64))
+        }
         _ => SysResult::Unsupported(format!("fcntl command {cmd}")),
     }
 }

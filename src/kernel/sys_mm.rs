@@ -41,6 +41,21 @@ pub const CALLS: &[SyscallDef] = &[
     def(libc::SYS_munlockall, sys_ok, ""),
     def(libc::SYS_msync, sys_ok, "file mappings are private copies"),
     def(
+        libc::SYS_get_mempolicy,
+        sys_get_mempolicy,
+        "one node (0): policies are kept and reported, and place nothing",
+    ),
+    def(
+        libc::SYS_set_mempolicy,
+        sys_set_mempolicy,
+        "one node (0): the policy is kept and places nothing",
+    ),
+    def(
+        libc::SYS_mbind,
+        sys_mbind,
+        "one node (0): the range's policy is kept and no page moves",
+    ),
+    def(
         libc::SYS_membarrier,
         sys_membarrier,
         "one CPU runs at a time: every barrier is a no-op",
@@ -244,4 +259,156 @@ fn sys_pkey_alloc(_: &mut Kernel, _: &mut dyn FpuAccess, a: [u64; 6]) -> SysResu
 
 fn sys_pkey_free(_: &mut Kernel, _: &mut dyn FpuAccess, _: [u64; 6]) -> SysResult {
     err(libc::EINVAL)
+}
+
+// ----- NUMA memory policies, on a machine of one node
+
+const MPOL_DEFAULT: u16 = 0;
+const MPOL_PREFERRED: u16 = 1;
+const MPOL_INTERLEAVE: u16 = 3;
+const MPOL_LOCAL: u16 = 4;
+/// The last mode Linux 6.1 knows (MPOL_PREFERRED_MANY).
+const MPOL_MAX: u16 = 5;
+const MPOL_MODE_FLAGS: u64 = (1 << 15) | (1 << 14) | (1 << 13);
+const MPOL_F_NODE: u64 = 1;
+const MPOL_F_ADDR: u64 = 2;
+const MPOL_F_MEMS_ALLOWED: u64 = 4;
+const MPOL_MF_VALID: u64 = 1 | 2 | 4;
+/// The one node there is.
+const NODES_ONLINE: u64 = 1;
+
+/// Reads a node mask of `maxnode` bits (Linux reads one less than it is
+/// told): whether it names any node at all, and which online ones it
+/// names (only node 0 is).
+fn read_nodes(k: &mut Kernel, ptr: u64, maxnode: u64) -> Result<(bool, u64), i32> {
+    let bits = maxnode.saturating_sub(1);
+    if ptr == 0 || bits == 0 {
+        return Ok((false, 0));
+    }
+    if bits > PAGE_SIZE * 8 {
+        return Err(libc::EINVAL);
+    }
+    let (mut any, mut online) = (false, 0);
+    for w in 0..bits.div_ceil(64) {
+        let mut word = k.read_u64(ptr + w * 8).map_err(|_| libc::EFAULT)?;
+        let used = (bits - w * 64).min(64);
+        if used < 64 {
+            word &= (1 << used) - 1;
+        }
+        any |= word != 0;
+        if w == 0 {
+            online = word & NODES_ONLINE;
+        }
+    }
+    Ok((any, online))
+}
+
+/// A policy (`set_mempolicy`, `mbind`): its mode with flags, and nodes.
+fn read_policy(k: &mut Kernel, mode: u64, ptr: u64, maxnode: u64) -> Result<(u16, u64), i32> {
+    let flags = mode & MPOL_MODE_FLAGS;
+    let base = mode & !MPOL_MODE_FLAGS;
+    if base > MPOL_MAX as u64 {
+        return Err(libc::EINVAL);
+    }
+    let base = base as u16;
+    let (named, nodes) = read_nodes(k, ptr, maxnode)?;
+    match base {
+        MPOL_DEFAULT | MPOL_LOCAL if named || flags != 0 => Err(libc::EINVAL),
+        MPOL_DEFAULT | MPOL_LOCAL => Ok((base, 0)),
+        // Preferred with no node is the local node.
+        MPOL_PREFERRED if !named => Ok((MPOL_LOCAL, 0)),
+        // The nodes must include an online one.
+        _ if nodes == 0 => Err(libc::EINVAL),
+        _ => Ok((base | flags as u16, nodes)),
+    }
+}
+
+fn sys_set_mempolicy(k: &mut Kernel, _: &mut dyn FpuAccess, a: [u64; 6]) -> SysResult {
+    match read_policy(k, a[0], a[1], a[2]) {
+        Ok(p) => {
+            k.cur().mempolicy = p;
+            SysResult::Ret(0)
+        }
+        Err(e) => err(e),
+    }
+}
+
+fn sys_mbind(k: &mut Kernel, _: &mut dyn FpuAccess, a: [u64; 6]) -> SysResult {
+    let [addr, len, mode, nodes, maxnode, flags] = a;
+    if flags & !MPOL_MF_VALID != 0 || addr % PAGE_SIZE != 0 {
+        return err(libc::EINVAL);
+    }
+    let policy = match read_policy(k, mode, nodes, maxnode) {
+        Ok(p) => p,
+        Err(e) => return err(e),
+    };
+    if len == 0 {
+        return SysResult::Ret(0);
+    }
+    match k.mm.set_policy(addr, len, policy) {
+        Ok(()) => SysResult::Ret(0),
+        Err(MemError::Fault) => err(libc::EFAULT),
+        Err(e) => err(errno(e)),
+    }
+}
+
+/// Writes a node mask of `maxnode` bits (Linux's `copy_nodes_to_user`).
+fn write_nodes(k: &mut Kernel, ptr: u64, maxnode: u64, nodes: u64) -> Result<(), i32> {
+    let bytes = (maxnode.saturating_sub(1).div_ceil(64) * 8) as usize;
+    if bytes > PAGE_SIZE as usize {
+        return Err(libc::EINVAL);
+    }
+    let mut out = vec![0u8; bytes];
+    if bytes >= 8 {
+        out[..8].copy_from_slice(&nodes.to_le_bytes());
+    }
+    k.write(ptr, &out).map_err(|_| libc::EFAULT)
+}
+
+fn sys_get_mempolicy(k: &mut Kernel, _: &mut dyn FpuAccess, a: [u64; 6]) -> SysResult {
+    let [mode_ptr, nodes_ptr, maxnode, addr, flags, _] = a;
+    if flags & !(MPOL_F_NODE | MPOL_F_ADDR | MPOL_F_MEMS_ALLOWED) != 0 {
+        return err(libc::EINVAL);
+    }
+    // Masks shorter than the one node are refused.
+    if nodes_ptr != 0 && maxnode < 1 {
+        return err(libc::EINVAL);
+    }
+    let (mode, nodes) = if flags & MPOL_F_MEMS_ALLOWED != 0 {
+        if flags & (MPOL_F_NODE | MPOL_F_ADDR) != 0 {
+            return err(libc::EINVAL);
+        }
+        (0, NODES_ONLINE)
+    } else if flags & MPOL_F_ADDR != 0 {
+        let Some(v) = k.mm.vma_at(addr) else {
+            return err(libc::EFAULT);
+        };
+        let policy = v.policy.unwrap_or(k.cur().mempolicy);
+        if flags & MPOL_F_NODE != 0 {
+            // The node of the page at `addr`: the only one.
+            (0, policy.1)
+        } else {
+            policy
+        }
+    } else if addr != 0 {
+        return err(libc::EINVAL);
+    } else if flags & MPOL_F_NODE != 0 {
+        // Only an interleaving thread has a next node to tell.
+        let p = k.cur().mempolicy;
+        if p.0 & !(MPOL_MODE_FLAGS as u16) != MPOL_INTERLEAVE {
+            return err(libc::EINVAL);
+        }
+        (0, p.1)
+    } else {
+        k.cur().mempolicy
+    };
+    if mode_ptr != 0 && k.write_u32(mode_ptr, mode as u32).is_err() {
+        return err(libc::EFAULT);
+    }
+    if nodes_ptr != 0 {
+        if let Err(e) = write_nodes(k, nodes_ptr, maxnode, nodes) {
+            return err(e);
+        }
+    }
+    SysResult::Ret(0)
 }

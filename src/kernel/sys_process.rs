@@ -134,6 +134,8 @@ pub(super) fn spawn(k: &mut Kernel, cpu: &mut dyn FpuAccess, c: CloneArgs) -> Sy
     };
     child.sigmask = parent.sigmask;
     child.altstack = parent.altstack;
+    child.mempolicy = parent.mempolicy;
+    child.timer_slack = parent.timer_slack;
     child.fpu = Some(cpu.save());
     if flags & CLONE_CHILD_CLEARTID != 0 {
         child.clear_child_tid = child_tid;
@@ -156,6 +158,7 @@ pub(super) fn spawn(k: &mut Kernel, cpu: &mut dyn FpuAccess, c: CloneArgs) -> Sy
             cmdline: me.cmdline,
             environ: me.environ,
             started: k.now,
+            options: me.options.for_child(),
             ended: None,
             exit_signal,
             vfork_parent: (flags & CLONE_VFORK != 0).then_some(k.current),
@@ -353,6 +356,7 @@ fn exec(
     p.exe = exe;
     p.cmdline = argv;
     p.environ = env;
+    p.options.dumpable = true;
     SysResult::NoReturn
 }
 

@@ -53,7 +53,7 @@ pub const CALLS: &[SyscallDef] = &[
     def(
         libc::SYS_prctl,
         sys_prctl,
-        "PR_SET_NAME, PR_GET_NAME and a few queries",
+        "names, dumpable, keep-caps, parent-death signal, timer slack, THP disable, child subreaper, TID address and the capability, seccomp and speculation queries",
     ),
     def(libc::SYS_arch_prctl, sys_arch_prctl, "FS base only"),
     def(
@@ -167,6 +167,8 @@ fn clone_thread(k: &mut Kernel, cpu: &mut dyn FpuAccess, c: CloneArgs) -> SysRes
         parent.fs_base
     };
     child.sigmask = parent.sigmask;
+    child.mempolicy = parent.mempolicy;
+    child.timer_slack = parent.timer_slack;
     child.fpu = Some(cpu.save());
     if c.flags & CLONE_CHILD_CLEARTID != 0 {
         child.clear_child_tid = c.child_tid;
@@ -318,14 +320,30 @@ fn sys_getcpu(k: &mut Kernel, _: &mut dyn FpuAccess, a: [u64; 6]) -> SysResult {
 }
 
 const PR_SET_PDEATHSIG: u64 = 1;
+const PR_GET_PDEATHSIG: u64 = 2;
 const PR_GET_DUMPABLE: u64 = 3;
 const PR_SET_DUMPABLE: u64 = 4;
+const PR_GET_KEEPCAPS: u64 = 7;
+const PR_SET_KEEPCAPS: u64 = 8;
 const PR_SET_NAME: u64 = 15;
 const PR_GET_NAME: u64 = 16;
+const PR_GET_SECCOMP: u64 = 21;
 const PR_CAPBSET_READ: u64 = 23;
+const PR_GET_TIMERSLACK: u64 = 30;
+const PR_SET_TIMERSLACK: u64 = 29;
+const PR_SET_CHILD_SUBREAPER: u64 = 36;
+const PR_GET_CHILD_SUBREAPER: u64 = 37;
 const PR_SET_NO_NEW_PRIVS: u64 = 38;
 const PR_GET_NO_NEW_PRIVS: u64 = 39;
+const PR_GET_TID_ADDRESS: u64 = 40;
+const PR_SET_THP_DISABLE: u64 = 41;
+const PR_GET_THP_DISABLE: u64 = 42;
+const PR_CAP_AMBIENT: u64 = 47;
+const PR_GET_SPECULATION_CTRL: u64 = 52;
 const PR_SET_VMA: u64 = 0x5356_4d41;
+/// Yama's `PR_SET_PTRACER`: who may trace the caller (nobody traces here).
+const PR_SET_PTRACER: u64 = 0x5961_6d61;
+const CAP_LAST_CAP: u64 = 40;
 
 fn sys_prctl(k: &mut Kernel, _: &mut dyn FpuAccess, a: [u64; 6]) -> SysResult {
     match a[0] {
@@ -359,12 +377,100 @@ fn sys_prctl(k: &mut Kernel, _: &mut dyn FpuAccess, a: [u64; 6]) -> SysResult {
                 Err(_) => err(libc::EFAULT),
             }
         }
-        PR_SET_PDEATHSIG | PR_SET_DUMPABLE | PR_SET_NO_NEW_PRIVS => SysResult::Ret(0),
-        PR_GET_DUMPABLE => SysResult::Ret(1),
-        PR_GET_NO_NEW_PRIVS => SysResult::Ret(0),
+        PR_SET_PDEATHSIG => match a[1] {
+            0..=64 => {
+                k.cur().parent_death_signal = a[1] as u32;
+                SysResult::Ret(0)
+            }
+            _ => err(libc::EINVAL),
+        },
+        PR_GET_PDEATHSIG => {
+            let s = k.cur().parent_death_signal;
+            put_int(k, a[1], s)
+        }
+        PR_SET_DUMPABLE => match a[1] {
+            0 | 1 => {
+                k.options_mut().dumpable = a[1] == 1;
+                SysResult::Ret(0)
+            }
+            _ => err(libc::EINVAL),
+        },
+        PR_GET_DUMPABLE => SysResult::Ret(k.process_entry().options.dumpable as i64),
+        PR_SET_KEEPCAPS => match a[1] {
+            0 | 1 => {
+                k.options_mut().keep_caps = a[1] == 1;
+                SysResult::Ret(0)
+            }
+            _ => err(libc::EINVAL),
+        },
+        PR_GET_KEEPCAPS => SysResult::Ret(k.process_entry().options.keep_caps as i64),
+        PR_SET_THP_DISABLE if a[2] | a[3] | a[4] != 0 => err(libc::EINVAL),
+        PR_SET_THP_DISABLE => {
+            k.options_mut().thp_disabled = a[1] != 0;
+            SysResult::Ret(0)
+        }
+        PR_GET_THP_DISABLE if a[1] | a[2] | a[3] | a[4] != 0 => err(libc::EINVAL),
+        PR_GET_THP_DISABLE => SysResult::Ret(k.process_entry().options.thp_disabled as i64),
+        PR_SET_CHILD_SUBREAPER => {
+            k.options_mut().child_subreaper = a[1] != 0;
+            SysResult::Ret(0)
+        }
+        PR_GET_CHILD_SUBREAPER => {
+            let on = k.process_entry().options.child_subreaper as u32;
+            put_int(k, a[1], on)
+        }
+        PR_SET_TIMERSLACK => {
+            let slack = match a[1] {
+                0 => crate::kernel::thread::DEFAULT_TIMER_SLACK,
+                n => n,
+            };
+            k.cur().timer_slack = slack;
+            SysResult::Ret(0)
+        }
+        PR_GET_TIMERSLACK => SysResult::Ret(k.cur().timer_slack as i64),
+        PR_GET_TID_ADDRESS => {
+            let at = k.cur().clear_child_tid;
+            match k.write_u64(a[1], at) {
+                Ok(()) => SysResult::Ret(0),
+                Err(_) => err(libc::EFAULT),
+            }
+        }
+        PR_SET_NO_NEW_PRIVS if a[1] != 1 || a[2] | a[3] | a[4] != 0 => err(libc::EINVAL),
+        PR_SET_NO_NEW_PRIVS => {
+            k.options_mut().no_new_privs = true;
+            SysResult::Ret(0)
+        }
+        PR_GET_NO_NEW_PRIVS => SysResult::Ret(k.process_entry().options.no_new_privs as i64),
+        // No seccomp filter is ever installed (seccomp is unsupported).
+        PR_GET_SECCOMP => SysResult::Ret(0),
+        PR_CAPBSET_READ if a[1] > CAP_LAST_CAP => err(libc::EINVAL),
         PR_CAPBSET_READ => SysResult::Ret(1),
+        // Ambient capabilities: none are raised (root needs none), and
+        // raising one needs it inheritable, which none is.
+        PR_CAP_AMBIENT => match a[1] {
+            1 if a[2] > CAP_LAST_CAP => err(libc::EINVAL),
+            1 => SysResult::Ret(0),
+            2 => err(libc::EPERM),
+            3 | 4 => SysResult::Ret(0),
+            _ => err(libc::EINVAL),
+        },
+        // The CPU model has none of the speculation flaws the controls
+        // are for: PR_SPEC_NOT_AFFECTED.
+        PR_GET_SPECULATION_CTRL => match a[1] {
+            0..=2 => SysResult::Ret(0),
+            _ => err(libc::ENODEV),
+        },
+        PR_SET_PTRACER => SysResult::Ret(0),
         PR_SET_VMA => err(libc::EINVAL), // as on kernels without CONFIG_ANON_VMA_NAME
         op => SysResult::Unsupported(format!("prctl option {op}")),
+    }
+}
+
+/// Stores an `int` result of a `prctl` at `ptr`.
+fn put_int(k: &mut Kernel, ptr: u64, v: u32) -> SysResult {
+    match k.write_u32(ptr, v) {
+        Ok(()) => SysResult::Ret(0),
+        Err(_) => err(libc::EFAULT),
     }
 }
 

@@ -141,7 +141,17 @@ pub struct Thread {
     /// that interrupts the call restores it when its handler returns;
     /// otherwise it comes back as the call returns.
     pub saved_mask: Option<u64>,
+    /// `set_mempolicy`'s mode (with its flags) and nodes.
+    pub mempolicy: (u16, u64),
+    /// `PR_SET_TIMERSLACK`, in nanoseconds.
+    pub timer_slack: u64,
+    /// `PR_SET_PDEATHSIG`: the signal the thread gets when its parent
+    /// process ends (0: none).
+    pub parent_death_signal: u32,
 }
+
+/// Linux's default timer slack (50 µs), which `PR_GET_TIMERSLACK` reports.
+pub const DEFAULT_TIMER_SLACK: u64 = 50_000;
 
 /// A sync site a thread stopped at.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -173,6 +183,9 @@ impl Thread {
             yielded: false,
             pending_site: None,
             saved_mask: None,
+            mempolicy: (0, 0),
+            timer_slack: DEFAULT_TIMER_SLACK,
+            parent_death_signal: 0,
         }
     }
 

@@ -89,6 +89,9 @@ pub struct Vma {
     /// What `/proc/self/maps` shows: a path, `[heap]`, `[stack]` or nothing.
     pub name: String,
     pub shared: bool,
+    /// The memory policy `mbind` gave the range (mode and nodes), which
+    /// `get_mempolicy` reports; on a machine of one node it places nothing.
+    pub policy: Option<(u16, u64)>,
 }
 
 impl Vma {
@@ -436,6 +439,7 @@ impl AddressSpace {
             backing,
             name: name.to_string(),
             shared: false,
+            policy: None,
         };
         let eager = matches!(vma.backing, Backing::File { .. }) && prot.accessible();
         self.vmas.insert(start, vma);
@@ -535,6 +539,22 @@ impl AddressSpace {
                         .set(mem, &mut self.alloc, va, pa | flags_keeping_cow(pte, prot))?;
                 }
             }
+        }
+        Ok(())
+    }
+
+    /// Gives `[addr, addr+len)`, which must be fully mapped, a memory
+    /// policy (`mbind`).
+    pub fn set_policy(&mut self, addr: u64, len: u64, policy: (u16, u64)) -> Result<(), MemError> {
+        if addr % PAGE_SIZE != 0 {
+            return Err(MemError::Invalid);
+        }
+        let end = addr.checked_add(page_ceil(len)).ok_or(MemError::Invalid)?;
+        if !self.is_fully_mapped(addr, end) {
+            return Err(MemError::Fault);
+        }
+        for k in self.isolate(addr, end) {
+            self.vmas.get_mut(&k).expect("isolated").policy = Some(policy);
         }
         Ok(())
     }
@@ -679,6 +699,7 @@ impl AddressSpace {
                     backing: Backing::Anon,
                     name: "[heap]".into(),
                     shared: false,
+                    policy: None,
                 };
                 self.vmas.insert(old_top, vma);
             } else {
