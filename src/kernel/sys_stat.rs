@@ -180,12 +180,18 @@ pub(super) fn meta_of_path(k: &mut Kernel, path: &str, follow: bool) -> Result<M
             nlink: 1,
             stat: None,
         }),
-        Resolved::OverlayFile { mode, size } => Ok(Meta {
+        Resolved::OverlayFile {
+            mode,
+            size,
+            number,
+            links,
+            ..
+        } => Ok(Meta {
             mode: S_IFREG | mode,
             size,
-            ino,
+            ino: number,
             rdev: 0,
-            nlink: 1,
+            nlink: links.max(1).into(),
             stat: None,
         }),
         Resolved::HostDir { mode } | Resolved::OverlayDir { mode } => Ok(Meta {
