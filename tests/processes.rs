@@ -141,10 +141,18 @@ fn same_as_natively_with(dir: &Path, exe: &Path, args: &[&str], env: &[(&str, &s
         .args(args)
         .output()
         .unwrap();
-    let v: Value = serde_json::from_slice(&out.stdout)
+    let mut v: Value = serde_json::from_slice(&out.stdout)
         .unwrap_or_else(|e| panic!("{e}: {}", String::from_utf8_lossy(&out.stderr)));
+    // Natively with the machine's environment: the guest's default one
+    // (PATH, HOME, LANG, TERM) and the same additions.
     let native = Command::new(exe)
         .args(args)
+        .env_clear()
+        .envs(
+            rewind_fuzz::kernel::default_env()
+                .iter()
+                .filter_map(|e| e.split_once('=')),
+        )
         .envs(env.iter().copied())
         .current_dir(dir)
         .output()
@@ -155,6 +163,7 @@ fn same_as_natively_with(dir: &Path, exe: &Path, args: &[&str], env: &[(&str, &s
         "{exe:?} {args:?}: {v}\nnatively: {}",
         String::from_utf8_lossy(&native.stderr)
     );
+    v["native_stderr"] = String::from_utf8_lossy(&native.stderr).into();
     assert_eq!(
         v["stdout"].as_str().unwrap(),
         String::from_utf8_lossy(&native.stdout),
@@ -616,4 +625,181 @@ fn runtimes_that_set_process_options_at_start_up_run_as_natively() {
         v["stdout"].as_str().unwrap().starts_with("ffmpeg version"),
         "{v}"
     );
+}
+
+const SHARED_MEMORY: &str = r#"
+#include <fcntl.h>
+#include <semaphore.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/wait.h>
+#include <unistd.h>
+int main(void) {
+    /* A /dev/shm object shared by fork: a counter under a process-shared
+       semaphore (the buggy twin leaves the semaphore out). */
+    int fd = shm_open("/rf-counter", O_RDWR | O_CREAT | O_EXCL, 0600);
+    if (fd < 0) { perror("shm_open"); return 1; }
+    ftruncate(fd, 4096);
+    struct { sem_t lock; long count; } *s = mmap(0, 4096, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    sem_init(&s->lock, 1, 1);
+    for (int i = 0; i < 3; i++) if (fork() == 0) {
+        for (int j = 0; j < 20; j++) {
+#ifdef FIXED
+            sem_wait(&s->lock);
+#endif
+            long c = s->count; usleep(1); s->count = c + 1;
+#ifdef FIXED
+            sem_post(&s->lock);
+#endif
+        }
+        _exit(0);
+    }
+    while (wait(0) > 0) {}
+    printf("count %ld\n", s->count);
+    fflush(stdout);
+    if (s->count != 60) abort();
+    shm_unlink("/rf-counter");
+    /* A named semaphore opened again by name in a child (a mapping of its
+       own): it waits for its parent's post. */
+    sem_t *ready = sem_open("/rf-ready", O_CREAT | O_EXCL, 0600, 0);
+    pid_t p = fork();
+    if (p == 0) {
+        sem_t *again = sem_open("/rf-ready", 0);
+        sem_wait(again);
+        printf("child woken by its parent's post\n");
+        fflush(stdout);
+        _exit(0);
+    }
+    usleep(1000);
+    sem_post(ready);
+    waitpid(p, 0, 0);
+    sem_unlink("/rf-ready");
+    /* A file: what the mapping writes, read() reads, and the other way. */
+    int f = open("data.bin", O_RDWR | O_CREAT | O_TRUNC, 0644);
+    write(f, "hello world", 11);
+    char *m = mmap(0, 4096, PROT_READ | PROT_WRITE, MAP_SHARED, f, 0);
+    memcpy(m, "HELLO", 5);
+    char buf[12] = {0};
+    pread(f, buf, 11, 0);
+    printf("read sees %s\n", buf);
+    pwrite(f, "WORLD", 5, 6);
+    printf("the mapping sees %.11s\n", m);
+    fflush(stdout);
+    if (fork() == 0) { char *c = mmap(0, 4096, PROT_READ | PROT_WRITE, MAP_SHARED, f, 0); c[0] = 'J'; _exit(0); }
+    wait(0);
+    printf("a child's own mapping wrote %.11s\n", m);
+    munmap(m, 4096);
+    close(f);
+    f = open("data.bin", O_RDONLY);
+    memset(buf, 0, sizeof buf);
+    read(f, buf, 11);
+    printf("the file holds %s\n", buf);
+    return 0;
+}
+"#;
+
+#[test]
+fn shared_file_mappings_and_posix_semaphores_work_between_processes_as_natively() {
+    let dir = tempfile::tempdir().unwrap();
+    let exe = build_c(dir.path(), "shared_memory", SHARED_MEMORY, &["-DFIXED"]);
+    let (_, first) = run_json(dir.path(), &exe, &[]);
+    let v = same_as_natively_with(dir.path(), &exe, &[], &[]);
+    assert!(
+        v["stdout"]
+            .as_str()
+            .unwrap()
+            .ends_with("the file holds JELLO WORLD\n"),
+        "{v}"
+    );
+    assert_eq!(v["trace_hash"], first["trace_hash"]);
+    // Each process's view is a function of the schedule: a schedule run
+    // again gives the same run.
+    for seed in ["1", "2"] {
+        let run = || {
+            let out = cli()
+                .current_dir(dir.path())
+                .args([
+                    "run",
+                    "--json",
+                    "--strategy",
+                    "random",
+                    "--seed",
+                    seed,
+                    "--target",
+                ])
+                .arg(&exe)
+                .output()
+                .unwrap();
+            serde_json::from_slice::<Value>(&out.stdout).unwrap()
+        };
+        let (a, b) = (run(), run());
+        assert_eq!(exit_code(&a), Some(0), "{a}");
+        assert_eq!(a["trace_hash"], b["trace_hash"], "seed {seed}");
+        assert_eq!(a["stdout"], v["stdout"], "seed {seed}");
+    }
+}
+
+#[test]
+fn check_finds_a_lost_update_in_shared_memory_and_passes_the_fixed_twin() {
+    let dir = tempfile::tempdir().unwrap();
+    let buggy = build_c(dir.path(), "shared_race", SHARED_MEMORY, &[]);
+    let fixed = build_c(dir.path(), "shared_race_fixed", SHARED_MEMORY, &["-DFIXED"]);
+    let (code, v) = check(dir.path(), &buggy, 50);
+    assert_eq!(code, 1, "{v}");
+    assert_eq!(v["first_failure"]["outcome"]["signal"], "SIGABRT", "{v}");
+    let (code, v) = check(dir.path(), &fixed, 50);
+    assert_eq!(code, 0, "{v}");
+}
+
+#[test]
+fn python_process_pools_run_as_natively_and_the_same_every_time() {
+    // multiprocessing's locks and queues are POSIX semaphores in shared
+    // file mappings (sem_open), waited on across processes.
+    let python = require_tool("/usr/bin/python3", "apt-get install -y python3");
+    let dir = tempfile::tempdir().unwrap();
+    for script in [
+        "import multiprocessing as m\nwith m.Pool(2) as p: print(sum(p.map(abs, range(-50, 50))))",
+        "import concurrent.futures as f\nwith f.ProcessPoolExecutor(2) as e: print(sorted(e.map(pow, range(8), range(8))))",
+    ] {
+        let (_, first) = run_json(dir.path(), &python, &["-c", script]);
+        let v = same_as_natively_with(dir.path(), &python, &["-c", script], &[]);
+        assert_eq!(v["trace_hash"], first["trace_hash"], "{script}");
+    }
+}
+
+#[test]
+fn the_jvm_maps_its_performance_data_file_shared_and_starts_as_natively() {
+    let java = require_tool("java", "apt-get install -y default-jre-headless");
+    let dir = tempfile::tempdir().unwrap();
+    let v = same_as_natively_with(dir.path(), &java, &["-version"], &[]);
+    // java -version prints to stderr.
+    assert_eq!(v["stderr"], v["native_stderr"], "{v}");
+    assert!(v["stderr"].as_str().unwrap().contains("version"), "{v}");
+}
+
+#[test]
+fn cargo_builds_a_small_project_offline_from_a_shell_as_natively() {
+    let sysroot = rust_sysroot();
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::create_dir(dir.path().join("src")).unwrap();
+    std::fs::write(
+        dir.path().join("Cargo.toml"),
+        "[package]\nname = \"small\"\nversion = \"0.1.0\"\nedition = \"2021\"\n",
+    )
+    .unwrap();
+    std::fs::write(
+        dir.path().join("src/main.rs"),
+        "fn main() { println!(\"built and ran: {}\", 6 * 7); }\n",
+    )
+    .unwrap();
+    let path = format!("{}:/usr/bin:/bin", sysroot.join("bin").display());
+    let v = same_as_natively_with(
+        dir.path(),
+        Path::new("/bin/sh"),
+        &["-c", "cargo build --offline -q && ./target/debug/small"],
+        &[("PATH", &path)],
+    );
+    assert_eq!(v["stdout"], "built and ran: 42\n", "{v}");
 }

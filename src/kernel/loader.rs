@@ -60,9 +60,7 @@ pub fn read_program(k: &mut Kernel, path: &str) -> Result<Arc<Vec<u8>>, LoadErro
     let p = k.vfs.normalize(None, path);
     let data = match k.vfs.resolve(&p, true) {
         Resolved::HostFile { data, .. } => data,
-        Resolved::OverlayFile { .. } => {
-            Arc::new(k.vfs.overlay_data(&p).cloned().unwrap_or_default())
-        }
+        Resolved::OverlayFile { .. } => Arc::new(k.file_bytes(&p).cloned().unwrap_or_default()),
         Resolved::HostDir { .. } | Resolved::OverlayDir { .. } => {
             return Err(LoadError::IsDirectory(path.into()));
         }

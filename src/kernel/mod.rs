@@ -10,6 +10,7 @@ pub mod files;
 pub mod futex;
 pub mod loader;
 pub mod process;
+mod shared;
 pub mod signal;
 pub mod site_path;
 mod sync;
@@ -194,6 +195,8 @@ pub struct Kernel {
     /// Offsets and status flags of open file descriptions processes
     /// share, by id (see `OpenFile::shared`).
     shared_files: BTreeMap<u64, SharedFile>,
+    /// Shared memory objects (`shared`).
+    shared: shared::SharedObjects,
 }
 
 /// What processes sharing an open file description share besides the
@@ -271,6 +274,7 @@ impl Kernel {
             timers: Default::default(),
             sockets: Default::default(),
             shared_files: BTreeMap::new(),
+            shared: Default::default(),
         };
         let first = process::Process {
             pid: MAIN_TID.0,
@@ -548,8 +552,7 @@ impl Kernel {
                 v
             }
             SysResult::Block(wait) => {
-                if let Wait::Futex { addr, bitset, .. } = wait {
-                    let key = self.futex_key(addr);
+                if let Wait::Futex { key, bitset, .. } = wait {
                     self.futex.enqueue(key, tid, bitset);
                 }
                 self.cur().state = ThreadState::Blocked(wait);
@@ -851,9 +854,8 @@ impl Kernel {
         let ThreadState::Blocked(w) = &t.state else {
             return;
         };
-        if let Wait::Futex { addr, .. } = w {
-            let key = self.futex_key_of(t.pid, *addr);
-            self.futex.remove(key, tid);
+        if let Wait::Futex { key, .. } = w {
+            self.futex.remove(*key, tid);
         }
         let t = self.threads.get_mut(&tid).expect("looked up");
         t.state = ThreadState::Runnable;

@@ -13,6 +13,7 @@ use std::collections::BTreeMap;
 
 use super::Kernel;
 use super::files::FdTable;
+use super::futex::FutexKey;
 use super::signal::SignalTable;
 use super::thread::{ThreadState, Wait};
 use crate::memory::AddressSpace;
@@ -220,16 +221,19 @@ impl Kernel {
         self.spaces.insert(id, space);
     }
 
-    /// The key of futex word `addr` of the current process: words at the
-    /// same address in two address spaces are different words.
-    pub(super) fn futex_key(&self, addr: u64) -> u64 {
-        futex_key(self.space, addr)
-    }
-
-    /// The futex key of `addr` for the process `pid`.
-    pub(super) fn futex_key_of(&self, pid: Pid, addr: u64) -> u64 {
-        let space = self.procs.get(&pid).map_or(self.space, |p| p.space);
-        futex_key(space, addr)
+    /// Which futex the word at `addr` of the current process is: by its
+    /// place in a shared object when it lies in a shared mapping and the
+    /// operation is not FUTEX_PRIVATE_FLAG's, else by its address in
+    /// this address space.
+    pub(super) fn futex_key(&self, addr: u64, private: bool) -> FutexKey {
+        let shared = self.mm.vma_at(addr).and_then(|v| v.shared_at(addr));
+        match shared {
+            Some((object, offset)) if !private => FutexKey::Shared { object, offset },
+            _ => FutexKey::Private {
+                space: self.space,
+                addr,
+            },
+        }
     }
 
     /// Every open file description of every live process (what decides
@@ -309,6 +313,7 @@ impl Kernel {
         };
         if !self.space_in_use(space) {
             self.mm.tear_down(&self.mem);
+            self.collect_shared();
         }
         if let Some(t) = vfork_parent {
             self.wake(t, pid as i64);
@@ -388,8 +393,4 @@ impl Kernel {
             self.with_process(parent, |k| super::signal::send_to_process(k, s));
         }
     }
-}
-
-fn futex_key(space: Pid, addr: u64) -> u64 {
-    addr | (u64::from(space & 0xffff) << 48)
 }

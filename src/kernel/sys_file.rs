@@ -230,9 +230,7 @@ fn open(k: &mut Kernel, path: &str, flags: i32, mode: u32) -> Result<i64, i32> {
         }
         Resolved::OverlayFile { .. } => {
             if flags & libc::O_TRUNC != 0 && acc != libc::O_RDONLY {
-                if let Some(d) = k.vfs.overlay_data_mut(path) {
-                    d.clear();
-                }
+                k.change_file(path, Vec::clear);
             }
             FileKind::Overlay
         }
@@ -311,12 +309,7 @@ fn read_bytes(k: &mut Kernel, fd: i32, len: usize, at: Option<u64>) -> Result<Ve
         FileKind::Host(d) | FileKind::Synthetic(d) => from_slice(d),
         FileKind::Overlay => {
             let path = f.path.clone();
-            from_slice(
-                k.vfs
-                    .overlay_data(&path)
-                    .map(|v| v.as_slice())
-                    .unwrap_or(&[]),
-            )
+            from_slice(k.file_bytes(&path).map(|v| v.as_slice()).unwrap_or(&[]))
         }
         FileKind::Dir(_) => return Err(libc::EISDIR),
         FileKind::Stdin | FileKind::Null => Vec::new(),
@@ -361,19 +354,22 @@ fn write_bytes(k: &mut Kernel, fd: i32, data: &[u8], at: Option<u64>) -> Result<
         FileKind::Overlay => {
             let current = k.offset_of(&f);
             let append = k.flags_of(&f) & libc::O_APPEND != 0;
-            let buf = k.vfs.overlay_data_mut(&f.path).ok_or(libc::EIO)?;
-            let off = match at {
-                Some(o) => o,
-                None if append => buf.len() as u64,
-                None => current,
-            } as usize;
-            if off.saturating_add(data.len()) > (1 << 30) {
-                return Err(libc::EFBIG);
-            }
-            if buf.len() < off + data.len() {
-                buf.resize(off + data.len(), 0);
-            }
-            buf[off..off + data.len()].copy_from_slice(data);
+            let written = k.change_file(&f.path, |buf| {
+                let off = match at {
+                    Some(o) => o,
+                    None if append => buf.len() as u64,
+                    None => current,
+                } as usize;
+                if off.saturating_add(data.len()) > (1 << 30) {
+                    return Err(libc::EFBIG);
+                }
+                if buf.len() < off + data.len() {
+                    buf.resize(off + data.len(), 0);
+                }
+                buf[off..off + data.len()].copy_from_slice(data);
+                Ok(off)
+            });
+            let off = written.ok_or(libc::EIO)??;
             if at.is_none() {
                 k.set_offset(fd, (off + data.len()) as u64);
             }

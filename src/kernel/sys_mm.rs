@@ -3,7 +3,9 @@
 use super::files::FileKind;
 use super::table::{SyscallDef, def};
 use super::{FpuAccess, Kernel, SysResult, err};
-use crate::arch::layout::PAGE_SIZE;
+use std::sync::Arc;
+
+use crate::arch::layout::{PAGE_SIZE, page_ceil};
 use crate::memory::{Backing, MemError, Placement, Prot};
 
 pub const CALLS: &[SyscallDef] = &[
@@ -11,7 +13,7 @@ pub const CALLS: &[SyscallDef] = &[
     def(
         libc::SYS_mmap,
         sys_mmap,
-        "MAP_SHARED writable file mappings are not supported",
+        "MAP_SHARED of a file the guest may change is shared between processes (its pages are the file's); of a host file opened read-only, a copy",
     ),
     def(libc::SYS_munmap, sys_munmap, ""),
     def(libc::SYS_mprotect, sys_mprotect, ""),
@@ -39,7 +41,7 @@ pub const CALLS: &[SyscallDef] = &[
     def(libc::SYS_munlock, sys_ok, ""),
     def(libc::SYS_mlockall, sys_ok, ""),
     def(libc::SYS_munlockall, sys_ok, ""),
-    def(libc::SYS_msync, sys_ok, "file mappings are private copies"),
+    def(libc::SYS_msync, sys_msync, ""),
     def(
         libc::SYS_get_mempolicy,
         sys_get_mempolicy,
@@ -121,42 +123,88 @@ fn sys_mmap(k: &mut Kernel, _: &mut dyn FpuAccess, a: [u64; 6]) -> SysResult {
         return err(libc::ENOMEM);
     }
     let shared = flags & MAP_SHARED != 0;
-    let (backing, name) = if flags & MAP_ANONYMOUS != 0 {
-        (Backing::Anon, String::new())
-    } else {
-        let Some(f) = k.files.get(fd as i32) else {
-            return err(libc::EBADF);
-        };
-        if !f.readable() {
-            return err(libc::EACCES);
-        }
-        let data = match &f.kind {
-            FileKind::Host(d) | FileKind::Synthetic(d) => d.clone(),
-            FileKind::Overlay => {
-                if shared && prot.write {
-                    return SysResult::Unsupported(
-                        "a writable MAP_SHARED mapping of a file the program wrote".into(),
-                    );
-                }
-                std::sync::Arc::new(k.vfs.overlay_data(&f.path).cloned().unwrap_or_default())
-            }
-            FileKind::Zero | FileKind::Null => return map_anon(k, addr, len, prot, flags),
-            _ => return err(libc::ENODEV),
-        };
-        if shared && prot.write && f.writable() {
-            return SysResult::Unsupported("a writable MAP_SHARED mapping of a host file".into());
-        }
-        let path = f.path.clone();
-        let sites = prot.exec.then(|| k.sites_for(&path, &data)).flatten();
-        (
-            Backing::File {
-                data,
-                offset: off,
-                sites,
-            },
-            path,
-        )
+    let r = match backing(k, len, prot, shared, flags & MAP_ANONYMOUS != 0, fd, off) {
+        Ok((backing, name)) => map(k, addr, len, prot, flags, backing, &name),
+        Err(e) => Err(e),
     };
+    // A fixed mapping may have replaced a shared one; a failed one may
+    // leave an object nothing maps.
+    k.collect_shared();
+    match r {
+        Ok(a) => SysResult::Ret(a as i64),
+        Err(e) => err(e),
+    }
+}
+
+/// What fills a new mapping, and its name: anonymous memory (an object of
+/// its own when shared), a private copy of a file, or a file's shared
+/// object (an overlay file's: the guest's writes to host files copy them up
+/// into the overlay first).
+fn backing(
+    k: &mut Kernel,
+    len: u64,
+    prot: Prot,
+    shared: bool,
+    anonymous: bool,
+    fd: u64,
+    off: u64,
+) -> Result<(Backing, String), i32> {
+    let anon = |k: &mut Kernel| match shared {
+        true => Backing::Shared {
+            object: k.anonymous_object(),
+            offset: 0,
+        },
+        false => Backing::Anon,
+    };
+    if anonymous {
+        return Ok((anon(k), String::new()));
+    }
+    let f = k.files.get(fd as i32).ok_or(libc::EBADF)?;
+    if !f.readable() || (shared && prot.write && !f.writable()) {
+        return Err(libc::EACCES);
+    }
+    let path = f.path.clone();
+    let data = match &f.kind {
+        FileKind::Host(d) | FileKind::Synthetic(d) => d.clone(),
+        FileKind::Overlay if shared => {
+            let ino = k.vfs.overlay_inode(&path).ok_or(libc::EIO)?;
+            let object = k.file_object(ino, off, page_ceil(len)).map_err(errno)?;
+            return Ok((
+                Backing::Shared {
+                    object,
+                    offset: off,
+                },
+                path,
+            ));
+        }
+        FileKind::Overlay => Arc::new(k.file_bytes(&path).cloned().unwrap_or_default()),
+        FileKind::Zero | FileKind::Null => return Ok((anon(k), String::new())),
+        _ => return Err(libc::ENODEV),
+    };
+    // A host file nobody in the guest can change in place: a copy is as
+    // good as sharing it (a write to it copies it up into the overlay,
+    // where a descriptor opened before does not look).
+    let sites = prot.exec.then(|| k.sites_for(&path, &data)).flatten();
+    Ok((
+        Backing::File {
+            data,
+            offset: off,
+            sites,
+        },
+        path,
+    ))
+}
+
+/// Makes the mapping, with its sync sites for the site path.
+fn map(
+    k: &mut Kernel,
+    addr: u64,
+    len: u64,
+    prot: Prot,
+    flags: u64,
+    backing: Backing,
+    name: &str,
+) -> Result<u64, i32> {
     let sites = match &backing {
         Backing::File {
             offset,
@@ -165,15 +213,16 @@ fn sys_mmap(k: &mut Kernel, _: &mut dyn FpuAccess, a: [u64; 6]) -> SysResult {
         } => Some((*offset, t.clone())),
         _ => None,
     };
-    let placement = placement(addr, flags);
-    let r = k.mm.map(&k.mem, placement, len, prot, backing, &name);
-    if let (true, Ok(a)) = (shared, r) {
+    let a =
+        k.mm.map(&k.mem, placement(addr, flags), len, prot, backing, name)
+            .map_err(errno)?;
+    if flags & MAP_SHARED != 0 {
         k.mm.mark_shared(a);
     }
-    if let (Some((offset, table)), Ok(a)) = (sites, r) {
+    if let Some((offset, table)) = sites {
         k.add_site_path(a, len, offset, &table);
     }
-    ret(r)
+    Ok(a)
 }
 
 fn placement(addr: u64, flags: u64) -> Placement {
@@ -186,14 +235,10 @@ fn placement(addr: u64, flags: u64) -> Placement {
     }
 }
 
-fn map_anon(k: &mut Kernel, addr: u64, len: u64, prot: Prot, flags: u64) -> SysResult {
-    ret(k
-        .mm
-        .map(&k.mem, placement(addr, flags), len, prot, Backing::Anon, ""))
-}
-
 fn sys_munmap(k: &mut Kernel, _: &mut dyn FpuAccess, a: [u64; 6]) -> SysResult {
-    ret(k.mm.unmap(&k.mem, a[0], a[1]).map(|_| 0))
+    let r = k.mm.unmap(&k.mem, a[0], a[1]).map(|_| 0);
+    k.collect_shared();
+    ret(r)
 }
 
 fn sys_mprotect(k: &mut Kernel, _: &mut dyn FpuAccess, a: [u64; 6]) -> SysResult {
@@ -218,14 +263,50 @@ fn sys_mremap(k: &mut Kernel, _: &mut dyn FpuAccess, a: [u64; 6]) -> SysResult {
         return err(libc::EINVAL);
     }
     let fixed = (flags & MREMAP_FIXED != 0).then_some(new_addr);
-    ret(k.mm.remap(
-        &k.mem,
-        old,
-        old_len,
-        new_len,
-        flags & MREMAP_MAYMOVE != 0,
-        fixed,
-    ))
+    let may_move = flags & MREMAP_MAYMOVE != 0;
+    let r = k.mm.remap(&k.mem, old, old_len, new_len, may_move, fixed);
+    // A file's shared mapping that grew covers more of the file.
+    if let Ok(at) = r {
+        let grown = k.mm.vma_at(at).and_then(|v| v.shared_at(v.start));
+        if let Some((object, offset)) = grown {
+            if let Some(ino) = k.inode_of_object(object) {
+                let len = k.mm.vma_at(at).map_or(0, |v| v.end - v.start);
+                if let Err(e) = k.file_object(ino, offset, len) {
+                    return err(errno(e));
+                }
+            }
+        }
+    }
+    k.collect_shared();
+    ret(r)
+}
+
+const MS_ASYNC: u64 = 1;
+const MS_INVALIDATE: u64 = 2;
+const MS_SYNC: u64 = 4;
+
+/// `msync`: the file of a shared mapping gets what the mapping holds (it
+/// always reads so anyway; see `shared`).
+fn sys_msync(k: &mut Kernel, _: &mut dyn FpuAccess, a: [u64; 6]) -> SysResult {
+    let [addr, len, flags, ..] = a;
+    if addr % PAGE_SIZE != 0
+        || flags & !(MS_ASYNC | MS_INVALIDATE | MS_SYNC) != 0
+        || flags & (MS_ASYNC | MS_SYNC) == MS_ASYNC | MS_SYNC
+    {
+        return err(libc::EINVAL);
+    }
+    let Some(end) = addr.checked_add(page_ceil(len)) else {
+        return err(libc::ENOMEM);
+    };
+    let mut at = addr;
+    while at < end {
+        match k.mm.vma_at(at) {
+            Some(v) => at = v.end,
+            None => return err(libc::ENOMEM),
+        }
+    }
+    k.write_back_range(addr, end);
+    SysResult::Ret(0)
 }
 
 const MADV_DONTNEED: u64 = 4;

@@ -311,6 +311,7 @@ fn exec(
         k.mm.hand_pool_to(&mut fresh);
         k.invalidate |= k.mm.take_needs_invalidate();
         k.mm = fresh;
+        k.collect_shared();
     }
     if let Some(parent) = k.procs.get_mut(&pid).and_then(|p| p.vfork_parent.take()) {
         k.wake(parent, pid as i64);

@@ -190,7 +190,7 @@ pub fn exit_thread(k: &mut Kernel, code: i32) {
     let tid = k.current;
     let ctid = k.cur().clear_child_tid;
     if ctid != 0 && k.write_u32(ctid, 0).is_ok() {
-        futex_wake(k, ctid, 1, u32::MAX);
+        futex_wake(k, ctid, false, 1, u32::MAX);
     }
     let pid = k.pid;
     let last = !k
@@ -519,12 +519,14 @@ const FUTEX_CMP_REQUEUE: u64 = 4;
 const FUTEX_WAKE_OP: u64 = 5;
 const FUTEX_WAIT_BITSET: u64 = 9;
 const FUTEX_WAKE_BITSET: u64 = 10;
+const FUTEX_PRIVATE_FLAG: u64 = 128;
 const FUTEX_CLOCK_REALTIME: u64 = 256;
 const FUTEX_BITSET_ALL: u32 = u32::MAX;
 
-/// Wakes up to `n` waiters of `addr` matching `bitset`; returns how many.
-pub fn futex_wake(k: &mut Kernel, addr: u64, n: usize, bitset: u32) -> usize {
-    let key = k.futex_key(addr);
+/// Wakes up to `n` waiters of the futex at `addr` (keyed as a private
+/// operation's when `private`) matching `bitset`; returns how many.
+pub fn futex_wake(k: &mut Kernel, addr: u64, private: bool, n: usize, bitset: u32) -> usize {
+    let key = k.futex_key(addr, private);
     let woken = k.futex.take(key, n, bitset);
     for t in &woken {
         k.wake(*t, 0);
@@ -569,6 +571,7 @@ fn sys_futex(k: &mut Kernel, _: &mut dyn FpuAccess, a: [u64; 6]) -> SysResult {
     let [uaddr, op, val, timeout, uaddr2, val3] = a;
     let cmd = op & 0x7f;
     let realtime = op & FUTEX_CLOCK_REALTIME != 0;
+    let private = op & FUTEX_PRIVATE_FLAG != 0;
     if uaddr % 4 != 0 {
         return err(libc::EINVAL);
     }
@@ -592,6 +595,7 @@ fn sys_futex(k: &mut Kernel, _: &mut dyn FpuAccess, a: [u64; 6]) -> SysResult {
                 Ok(_) if deadline.is_some_and(|d| d <= k.now) => err(libc::ETIMEDOUT),
                 Ok(_) => SysResult::Block(Wait::Futex {
                     addr: uaddr,
+                    key: k.futex_key(uaddr, private),
                     bitset,
                     deadline,
                 }),
@@ -606,7 +610,7 @@ fn sys_futex(k: &mut Kernel, _: &mut dyn FpuAccess, a: [u64; 6]) -> SysResult {
             if bitset == 0 {
                 return err(libc::EINVAL);
             }
-            SysResult::Ret(futex_wake(k, uaddr, val as u32 as usize, bitset) as i64)
+            SysResult::Ret(futex_wake(k, uaddr, private, val as u32 as usize, bitset) as i64)
         }
         FUTEX_REQUEUE | FUTEX_CMP_REQUEUE => {
             if cmd == FUTEX_CMP_REQUEUE {
@@ -616,13 +620,14 @@ fn sys_futex(k: &mut Kernel, _: &mut dyn FpuAccess, a: [u64; 6]) -> SysResult {
                     Ok(_) => {}
                 }
             }
-            let woken = futex_wake(k, uaddr, val as u32 as usize, FUTEX_BITSET_ALL);
-            let (from, to) = (k.futex_key(uaddr), k.futex_key(uaddr2));
+            let woken = futex_wake(k, uaddr, private, val as u32 as usize, FUTEX_BITSET_ALL);
+            let (from, to) = (k.futex_key(uaddr, private), k.futex_key(uaddr2, private));
             let moved = k.futex.requeue(from, to, timeout as u32 as usize);
             for t in &moved {
                 if let Some(th) = k.threads.get_mut(t) {
-                    if let ThreadState::Blocked(Wait::Futex { addr, .. }) = &mut th.state {
+                    if let ThreadState::Blocked(Wait::Futex { addr, key, .. }) = &mut th.state {
                         *addr = uaddr2;
+                        *key = to;
                     }
                 }
             }
@@ -663,9 +668,15 @@ fn sys_futex(k: &mut Kernel, _: &mut dyn FpuAccess, a: [u64; 6]) -> SysResult {
                 5 => o >= c,
                 _ => return err(libc::ENOSYS),
             };
-            let mut n = futex_wake(k, uaddr, val as u32 as usize, FUTEX_BITSET_ALL);
+            let mut n = futex_wake(k, uaddr, private, val as u32 as usize, FUTEX_BITSET_ALL);
             if hit {
-                n += futex_wake(k, uaddr2, timeout as u32 as usize, FUTEX_BITSET_ALL);
+                n += futex_wake(
+                    k,
+                    uaddr2,
+                    private,
+                    timeout as u32 as usize,
+                    FUTEX_BITSET_ALL,
+                );
             }
             SysResult::Ret(n as i64)
         }

@@ -262,8 +262,8 @@ fn set_len(k: &mut Kernel, p: &str, len: u64) -> Result<i64, i32> {
     if len > (1 << 30) {
         return Err(libc::EFBIG);
     }
-    let d = k.vfs.overlay_data_mut(p).ok_or(libc::EINVAL)?;
-    d.resize(len as usize, 0);
+    k.change_file(p, |d| d.resize(len as usize, 0))
+        .ok_or(libc::EINVAL)?;
     Ok(0)
 }
 

@@ -9,9 +9,11 @@ pub use crate::ids::{Nanos, Tid};
 /// Why a thread cannot run.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub enum Wait {
-    /// `futex` wait on a word, with the bitset it waits for.
+    /// `futex` wait on a word (at `addr` in the waiter's space; which
+    /// futex it is, `key`), with the bitset it waits for.
     Futex {
         addr: u64,
+        key: super::futex::FutexKey,
         bitset: u32,
         deadline: Option<Nanos>,
     },

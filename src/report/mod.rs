@@ -29,7 +29,7 @@ pub fn mappings(mm: &AddressSpace) -> Vec<Mapping> {
                 path: v.name.clone(),
                 data: data.clone(),
             }),
-            Backing::Anon => None,
+            Backing::Anon | Backing::Shared { .. } => None,
         })
         .collect()
 }
