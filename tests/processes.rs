@@ -803,3 +803,47 @@ fn cargo_builds_a_small_project_offline_from_a_shell_as_natively() {
     );
     assert_eq!(v["stdout"], "built and ran: 42\n", "{v}");
 }
+
+const WAITS_FOR_EVER: &str = r#"
+#include <unistd.h>
+int main(void) {
+    int p[2];
+    char c;
+    pipe(p);
+    read(p[0], &c, 1);   /* nobody writes */
+    return 0;
+}
+"#;
+
+#[test]
+fn reports_name_the_code_of_the_program_a_shell_execs() {
+    // The process starts as the shell and execs the program: a wait in a
+    // library is named by the program's calling frame, as for a program
+    // run directly.
+    common::require_kvm();
+    let dir = tempfile::tempdir().unwrap();
+    build_c_with_debug_info(dir.path(), "waits_for_ever", WAITS_FOR_EVER);
+    let out = cli()
+        .current_dir(dir.path())
+        .args([
+            "run",
+            "--target",
+            "/bin/sh",
+            "--",
+            "-c",
+            "exec ./waits_for_ever",
+        ])
+        .output()
+        .unwrap();
+    let said = String::from_utf8_lossy(&out.stderr);
+    assert!(said.contains("deadlocked"), "{said}");
+    assert!(
+        said.contains("at read, called from main (waits_for_ever.c:7)"),
+        "{said}"
+    );
+}
+
+/// Compiles `source` with debug information into `dir/name`.
+fn build_c_with_debug_info(dir: &Path, name: &str, source: &str) -> PathBuf {
+    build_c(dir, name, source, &["-g"])
+}
