@@ -476,6 +476,20 @@ fn real_programs_give_one_trace_hash_in_20_separate_processes() {
             ],
         ),
         (tokio.to_string_lossy().into_owned(), Vec::new()),
+        (
+            "/usr/bin/python3".into(),
+            vec![
+                "-c".into(),
+                "import multiprocessing as m\nwith m.Pool(2) as p: print(sum(p.map(abs, range(-50, 50))))".into(),
+            ],
+        ),
+        (
+            "/bin/bash".into(),
+            vec![
+                "-c".into(),
+                "x=$(cat <<END\nhere\nEND\n); echo $x; mkdir t && cp f t/ && cp -r t copy && cat copy/f".into(),
+            ],
+        ),
     ];
     for (exe, args) in cases {
         let args: Vec<&str> = args.iter().map(String::as_str).collect();
