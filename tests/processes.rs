@@ -106,6 +106,72 @@ fn same_as_natively(dir: &Path, script: &str) -> String {
     v["trace_hash"].as_str().unwrap().to_string()
 }
 
+/// The path of tool `name` on this host (found in PATH, or the given
+/// absolute path); fails saying what to install when it is missing, so a
+/// missing tool never passes a test silently.
+fn require_tool(name: &str, install: &str) -> PathBuf {
+    let found = if name.starts_with('/') {
+        Some(PathBuf::from(name)).filter(|p| p.exists())
+    } else {
+        std::env::var_os("PATH").and_then(|paths| {
+            std::env::split_paths(&paths)
+                .map(|d| d.join(name))
+                .find(|p| p.is_file())
+        })
+    };
+    found.unwrap_or_else(|| panic!("{name} is missing on this host: install it ({install})"))
+}
+
+/// Runs `exe args` in the machine and natively, in `dir`, with the extra
+/// environment `env`; both must give the same stdout and exit code.
+/// Returns the machine's report.
+fn same_as_natively_with(dir: &Path, exe: &Path, args: &[&str], env: &[(&str, &str)]) -> Value {
+    common::require_kvm();
+    // The machine first: its writes stay in its own overlay, the host's
+    // would be seen by it.
+    let mut cmd = cli();
+    cmd.current_dir(dir).args(["run", "--json"]);
+    for (k, v) in env {
+        cmd.arg("--env").arg(format!("{k}={v}"));
+    }
+    let out = cmd
+        .arg("--target")
+        .arg(exe)
+        .arg("--")
+        .args(args)
+        .output()
+        .unwrap();
+    let mut v: Value = serde_json::from_slice(&out.stdout)
+        .unwrap_or_else(|e| panic!("{e}: {}", String::from_utf8_lossy(&out.stderr)));
+    // Natively with the machine's environment: the guest's default one
+    // (PATH, HOME, LANG, TERM) and the same additions.
+    let native = Command::new(exe)
+        .args(args)
+        .env_clear()
+        .envs(
+            rewind_fuzz::kernel::default_env()
+                .iter()
+                .filter_map(|e| e.split_once('=')),
+        )
+        .envs(env.iter().copied())
+        .current_dir(dir)
+        .output()
+        .unwrap();
+    assert_eq!(
+        exit_code(&v),
+        native.status.code().map(i64::from),
+        "{exe:?} {args:?}: {v}\nnatively: {}",
+        String::from_utf8_lossy(&native.stderr)
+    );
+    v["native_stderr"] = String::from_utf8_lossy(&native.stderr).into();
+    assert_eq!(
+        v["stdout"].as_str().unwrap(),
+        String::from_utf8_lossy(&native.stdout),
+        "{exe:?} {args:?}"
+    );
+    v
+}
+
 #[test]
 fn shells_pipelines_and_real_programs_print_what_they_print_natively() {
     let dir = tempfile::tempdir().unwrap();
@@ -410,6 +476,20 @@ fn real_programs_give_one_trace_hash_in_20_separate_processes() {
             ],
         ),
         (tokio.to_string_lossy().into_owned(), Vec::new()),
+        (
+            "/usr/bin/python3".into(),
+            vec![
+                "-c".into(),
+                "import multiprocessing as m\nwith m.Pool(2) as p: print(sum(p.map(abs, range(-50, 50))))".into(),
+            ],
+        ),
+        (
+            "/bin/bash".into(),
+            vec![
+                "-c".into(),
+                "x=$(cat <<END\nhere\nEND\n); echo $x; mkdir t && cp f t/ && cp -r t copy && cat copy/f".into(),
+            ],
+        ),
     ];
     for (exe, args) in cases {
         let args: Vec<&str> = args.iter().map(String::as_str).collect();
@@ -421,4 +501,363 @@ fn real_programs_give_one_trace_hash_in_20_separate_processes() {
             assert_eq!(v["stdout"], first["stdout"], "{exe} {args:?}");
         }
     }
+}
+
+// ----- processes as faithful as threads
+
+/// A small C project: several sources, a header-free link, a Makefile.
+fn c_project(dir: &Path) {
+    for i in 1..=4 {
+        std::fs::write(
+            dir.join(format!("f{i}.c")),
+            format!("int f{i}(void) {{ return {i}; }}\n"),
+        )
+        .unwrap();
+    }
+    std::fs::write(
+        dir.join("main.c"),
+        "#include <stdio.h>\nint f1(void), f2(void), f3(void), f4(void);\nint main(void) { printf(\"%d\\n\", f1() + f2() + f3() + f4()); return 0; }\n",
+    )
+    .unwrap();
+    std::fs::write(
+        dir.join("Makefile"),
+        "OBJS = main.o f1.o f2.o f3.o f4.o\nall: prog\n\t./prog\nprog: $(OBJS)\n\tgcc -o $@ $(OBJS)\n%.o: %.c\n\tgcc -c $< -o $@\n",
+    )
+    .unwrap();
+}
+
+#[test]
+fn make_j2_and_j4_build_a_c_project_with_gcc_as_natively_and_the_same_every_time() {
+    // make waits for its children's SIGCHLD in pselect6, with SIGCHLD
+    // unblocked only by the call's own mask.
+    let make = require_tool("make", "apt-get install -y make");
+    require_tool("gcc", "apt-get install -y gcc");
+    for jobs in ["-j2", "-j4"] {
+        let dir = tempfile::tempdir().unwrap();
+        c_project(dir.path());
+        // Twice in the machine before the native run writes the objects.
+        let (_, first) = run_json(dir.path(), &make, &[jobs]);
+        let again = same_as_natively_with(dir.path(), &make, &[jobs], &[]);
+        assert!(
+            again["stdout"].as_str().unwrap().ends_with("./prog\n10\n"),
+            "{again}"
+        );
+        assert_eq!(again["trace_hash"], first["trace_hash"], "{jobs}");
+    }
+}
+
+const EXECFN: &str = r#"
+#include <stdio.h>
+#include <sys/auxv.h>
+#include <sys/prctl.h>
+#include <unistd.h>
+int main(void) {
+    char exe[4096] = {0}, name[16] = {0};
+    readlink("/proc/self/exe", exe, sizeof exe - 1);
+    prctl(PR_GET_NAME, name);
+    FILE *f = fopen("/proc/self/cmdline", "r");
+    char cmd[256] = {0};
+    size_t n = fread(cmd, 1, sizeof cmd - 1, f);
+    for (size_t i = 0; i < n; i++) if (!cmd[i]) cmd[i] = ' ';
+    printf("execfn %s\nexe %s\ncomm %s\ncmdline %s\n", (char *)getauxval(AT_EXECFN), exe, name, cmd);
+    return 0;
+}
+"#;
+
+#[test]
+fn execve_gives_the_new_program_its_exe_cmdline_comm_and_execfn() {
+    let dir = tempfile::tempdir().unwrap();
+    build_c(dir.path(), "execfn", EXECFN, &[]);
+    for script in [
+        "readlink /proc/self/exe",
+        "exec readlink /proc/self/exe",
+        "cat /proc/self/comm",
+        "cat /proc/self/cmdline | tr '\\0' ' '; echo",
+        "./execfn a b",
+        "sh -c './execfn x' && exec ./execfn y",
+        "cut -d' ' -f2,3 /proc/self/stat",
+    ] {
+        same_as_natively(dir.path(), script);
+    }
+}
+
+/// The active Rust toolchain's own directory (not rustup's proxy).
+fn rust_sysroot() -> PathBuf {
+    let rustc = require_tool("rustc", "a Rust toolchain (rustup)");
+    let out = Command::new(rustc)
+        .args(["--print", "sysroot"])
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    PathBuf::from(String::from_utf8(out.stdout).unwrap().trim())
+}
+
+#[test]
+fn rustc_started_from_a_shell_finds_its_libraries_through_origin() {
+    // rustc's RUNPATH is $ORIGIN/../lib: the dynamic linker reads
+    // /proc/self/exe, which must be rustc's, not the shell's.
+    let dir = tempfile::tempdir().unwrap();
+    let rustc = rust_sysroot().join("bin/rustc");
+    let script = format!("{} --version", rustc.display());
+    same_as_natively(dir.path(), &script);
+}
+
+#[test]
+fn bash_here_documents_and_cp_r_of_a_tree_run_as_natively() {
+    // Every here-document asks for its pipe's size (F_GETPIPE_SZ); cp
+    // copies with copy_file_range.
+    let bash = require_tool("/bin/bash", "apt-get install -y bash");
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::create_dir_all(dir.path().join("src/a/b")).unwrap();
+    std::fs::write(dir.path().join("src/a/x"), "one\n").unwrap();
+    std::fs::write(dir.path().join("src/a/b/y"), vec![b'y'; 200_000]).unwrap();
+    let heredoc = "x=$(cat <<END\nhello\nthere\nEND\n); echo \"$x\"; wc -l <<EOF\na\nb\nEOF";
+    same_as_natively_with(dir.path(), &bash, &["-c", heredoc], &[]);
+    let copy = "cp -r src dst && ls -R dst && cat dst/a/x && cmp src/a/b/y dst/a/b/y && echo same";
+    let v = same_as_natively_with(dir.path(), Path::new("/bin/sh"), &["-c", copy], &[]);
+    assert!(
+        v["stdout"].as_str().unwrap().ends_with("one\nsame\n"),
+        "{v}"
+    );
+}
+
+#[test]
+fn runtimes_that_set_process_options_at_start_up_run_as_natively() {
+    // ruby disables transparent huge pages (prctl PR_SET_THP_DISABLE);
+    // ffmpeg's libraries ask for the NUMA policy (get_mempolicy).
+    let dir = tempfile::tempdir().unwrap();
+    let ruby = require_tool("ruby", "apt-get install -y ruby");
+    same_as_natively_with(
+        dir.path(),
+        &ruby,
+        &["-e", "puts [1, 2, 3].sum; puts Process.pid > 0"],
+        &[],
+    );
+    let ffmpeg = require_tool("ffmpeg", "apt-get install -y ffmpeg");
+    let v = same_as_natively_with(dir.path(), &ffmpeg, &["-hide_banner", "-version"], &[]);
+    assert!(
+        v["stdout"].as_str().unwrap().starts_with("ffmpeg version"),
+        "{v}"
+    );
+}
+
+const SHARED_MEMORY: &str = r#"
+#include <fcntl.h>
+#include <semaphore.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/wait.h>
+#include <unistd.h>
+int main(void) {
+    /* A /dev/shm object shared by fork: a counter under a process-shared
+       semaphore (the buggy twin leaves the semaphore out). */
+    int fd = shm_open("/rf-counter", O_RDWR | O_CREAT | O_EXCL, 0600);
+    if (fd < 0) { perror("shm_open"); return 1; }
+    ftruncate(fd, 4096);
+    struct { sem_t lock; long count; } *s = mmap(0, 4096, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    sem_init(&s->lock, 1, 1);
+    for (int i = 0; i < 3; i++) if (fork() == 0) {
+        for (int j = 0; j < 20; j++) {
+#ifdef FIXED
+            sem_wait(&s->lock);
+#endif
+            long c = s->count; usleep(1); s->count = c + 1;
+#ifdef FIXED
+            sem_post(&s->lock);
+#endif
+        }
+        _exit(0);
+    }
+    while (wait(0) > 0) {}
+    printf("count %ld\n", s->count);
+    fflush(stdout);
+    if (s->count != 60) abort();
+    shm_unlink("/rf-counter");
+    /* A named semaphore opened again by name in a child (a mapping of its
+       own): it waits for its parent's post. */
+    sem_t *ready = sem_open("/rf-ready", O_CREAT | O_EXCL, 0600, 0);
+    pid_t p = fork();
+    if (p == 0) {
+        sem_t *again = sem_open("/rf-ready", 0);
+        sem_wait(again);
+        printf("child woken by its parent's post\n");
+        fflush(stdout);
+        _exit(0);
+    }
+    usleep(1000);
+    sem_post(ready);
+    waitpid(p, 0, 0);
+    sem_unlink("/rf-ready");
+    /* A file: what the mapping writes, read() reads, and the other way. */
+    int f = open("data.bin", O_RDWR | O_CREAT | O_TRUNC, 0644);
+    write(f, "hello world", 11);
+    char *m = mmap(0, 4096, PROT_READ | PROT_WRITE, MAP_SHARED, f, 0);
+    memcpy(m, "HELLO", 5);
+    char buf[12] = {0};
+    pread(f, buf, 11, 0);
+    printf("read sees %s\n", buf);
+    pwrite(f, "WORLD", 5, 6);
+    printf("the mapping sees %.11s\n", m);
+    fflush(stdout);
+    if (fork() == 0) { char *c = mmap(0, 4096, PROT_READ | PROT_WRITE, MAP_SHARED, f, 0); c[0] = 'J'; _exit(0); }
+    wait(0);
+    printf("a child's own mapping wrote %.11s\n", m);
+    munmap(m, 4096);
+    close(f);
+    f = open("data.bin", O_RDONLY);
+    memset(buf, 0, sizeof buf);
+    read(f, buf, 11);
+    printf("the file holds %s\n", buf);
+    return 0;
+}
+"#;
+
+#[test]
+fn shared_file_mappings_and_posix_semaphores_work_between_processes_as_natively() {
+    let dir = tempfile::tempdir().unwrap();
+    let exe = build_c(dir.path(), "shared_memory", SHARED_MEMORY, &["-DFIXED"]);
+    let (_, first) = run_json(dir.path(), &exe, &[]);
+    let v = same_as_natively_with(dir.path(), &exe, &[], &[]);
+    assert!(
+        v["stdout"]
+            .as_str()
+            .unwrap()
+            .ends_with("the file holds JELLO WORLD\n"),
+        "{v}"
+    );
+    assert_eq!(v["trace_hash"], first["trace_hash"]);
+    // Each process's view is a function of the schedule: a schedule run
+    // again gives the same run.
+    for seed in ["1", "2"] {
+        let run = || {
+            let out = cli()
+                .current_dir(dir.path())
+                .args([
+                    "run",
+                    "--json",
+                    "--strategy",
+                    "random",
+                    "--seed",
+                    seed,
+                    "--target",
+                ])
+                .arg(&exe)
+                .output()
+                .unwrap();
+            serde_json::from_slice::<Value>(&out.stdout).unwrap()
+        };
+        let (a, b) = (run(), run());
+        assert_eq!(exit_code(&a), Some(0), "{a}");
+        assert_eq!(a["trace_hash"], b["trace_hash"], "seed {seed}");
+        assert_eq!(a["stdout"], v["stdout"], "seed {seed}");
+    }
+}
+
+#[test]
+fn check_finds_a_lost_update_in_shared_memory_and_passes_the_fixed_twin() {
+    let dir = tempfile::tempdir().unwrap();
+    let buggy = build_c(dir.path(), "shared_race", SHARED_MEMORY, &[]);
+    let fixed = build_c(dir.path(), "shared_race_fixed", SHARED_MEMORY, &["-DFIXED"]);
+    let (code, v) = check(dir.path(), &buggy, 50);
+    assert_eq!(code, 1, "{v}");
+    assert_eq!(v["first_failure"]["outcome"]["signal"], "SIGABRT", "{v}");
+    let (code, v) = check(dir.path(), &fixed, 50);
+    assert_eq!(code, 0, "{v}");
+}
+
+#[test]
+fn python_process_pools_run_as_natively_and_the_same_every_time() {
+    // multiprocessing's locks and queues are POSIX semaphores in shared
+    // file mappings (sem_open), waited on across processes.
+    let python = require_tool("/usr/bin/python3", "apt-get install -y python3");
+    let dir = tempfile::tempdir().unwrap();
+    for script in [
+        "import multiprocessing as m\nwith m.Pool(2) as p: print(sum(p.map(abs, range(-50, 50))))",
+        "import concurrent.futures as f\nwith f.ProcessPoolExecutor(2) as e: print(sorted(e.map(pow, range(8), range(8))))",
+    ] {
+        let (_, first) = run_json(dir.path(), &python, &["-c", script]);
+        let v = same_as_natively_with(dir.path(), &python, &["-c", script], &[]);
+        assert_eq!(v["trace_hash"], first["trace_hash"], "{script}");
+    }
+}
+
+#[test]
+fn the_jvm_maps_its_performance_data_file_shared_and_starts_as_natively() {
+    let java = require_tool("java", "apt-get install -y default-jre-headless");
+    let dir = tempfile::tempdir().unwrap();
+    let v = same_as_natively_with(dir.path(), &java, &["-version"], &[]);
+    // java -version prints to stderr.
+    assert_eq!(v["stderr"], v["native_stderr"], "{v}");
+    assert!(v["stderr"].as_str().unwrap().contains("version"), "{v}");
+}
+
+#[test]
+fn cargo_builds_a_small_project_offline_from_a_shell_as_natively() {
+    let sysroot = rust_sysroot();
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::create_dir(dir.path().join("src")).unwrap();
+    std::fs::write(
+        dir.path().join("Cargo.toml"),
+        "[package]\nname = \"small\"\nversion = \"0.1.0\"\nedition = \"2021\"\n",
+    )
+    .unwrap();
+    std::fs::write(
+        dir.path().join("src/main.rs"),
+        "fn main() { println!(\"built and ran: {}\", 6 * 7); }\n",
+    )
+    .unwrap();
+    let path = format!("{}:/usr/bin:/bin", sysroot.join("bin").display());
+    let v = same_as_natively_with(
+        dir.path(),
+        Path::new("/bin/sh"),
+        &["-c", "cargo build --offline -q && ./target/debug/small"],
+        &[("PATH", &path)],
+    );
+    assert_eq!(v["stdout"], "built and ran: 42\n", "{v}");
+}
+
+const WAITS_FOR_EVER: &str = r#"
+#include <unistd.h>
+int main(void) {
+    int p[2];
+    char c;
+    pipe(p);
+    read(p[0], &c, 1);   /* nobody writes */
+    return 0;
+}
+"#;
+
+#[test]
+fn reports_name_the_code_of_the_program_a_shell_execs() {
+    // The process starts as the shell and execs the program: a wait in a
+    // library is named by the program's calling frame, as for a program
+    // run directly.
+    common::require_kvm();
+    let dir = tempfile::tempdir().unwrap();
+    build_c_with_debug_info(dir.path(), "waits_for_ever", WAITS_FOR_EVER);
+    let out = cli()
+        .current_dir(dir.path())
+        .args([
+            "run",
+            "--target",
+            "/bin/sh",
+            "--",
+            "-c",
+            "exec ./waits_for_ever",
+        ])
+        .output()
+        .unwrap();
+    let said = String::from_utf8_lossy(&out.stderr);
+    assert!(said.contains("deadlocked"), "{said}");
+    assert!(
+        said.contains("at read, called from main (waits_for_ever.c:7)"),
+        "{said}"
+    );
+}
+
+/// Compiles `source` with debug information into `dir/name`.
+fn build_c_with_debug_info(dir: &Path, name: &str, source: &str) -> PathBuf {
+    build_c(dir, name, source, &["-g"])
 }

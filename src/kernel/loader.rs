@@ -60,9 +60,7 @@ pub fn read_program(k: &mut Kernel, path: &str) -> Result<Arc<Vec<u8>>, LoadErro
     let p = k.vfs.normalize(None, path);
     let data = match k.vfs.resolve(&p, true) {
         Resolved::HostFile { data, .. } => data,
-        Resolved::OverlayFile { .. } => {
-            Arc::new(k.vfs.overlay_data(&p).cloned().unwrap_or_default())
-        }
+        Resolved::OverlayFile { .. } => Arc::new(k.file_bytes(&p).cloned().unwrap_or_default()),
         Resolved::HostDir { .. } | Resolved::OverlayDir { .. } => {
             return Err(LoadError::IsDirectory(path.into()));
         }
@@ -266,11 +264,13 @@ const AT_MINSIGSTKSZ: u64 = 51;
 /// as AT_HWCAP.
 pub const HWCAP: u64 = 0x078b_f9ff;
 
-/// What to run: the program's path (as `execve` was given it), its
-/// arguments and its environment.
+/// What to run: the program's path (the ELF file to load), the path
+/// `execve` was given (a script's, for AT_EXECFN), its arguments and its
+/// environment.
 #[derive(Clone, Debug)]
 pub struct Exec {
     pub exe: String,
+    pub execfn: String,
     pub argv: Vec<String>,
     pub env: Vec<String>,
 }
@@ -298,7 +298,7 @@ pub fn load(k: &mut Kernel, exec: &Exec) -> Result<UserRegs, LoadError> {
     let top =
         k.mm.map_stack(&k.mem)
             .map_err(|e| LoadError::Memory("the stack".into(), e))?;
-    let rsp = build_stack(k, top, &main, interp_base, &exec.exe, &exec.argv, &env)
+    let rsp = build_stack(k, top, &main, interp_base, &exec.execfn, &exec.argv, &env)
         .map_err(|e| LoadError::Memory("the stack".into(), e))?;
     Ok(UserRegs {
         rip: entry,
@@ -313,7 +313,7 @@ fn build_stack(
     top: u64,
     main: &Image,
     interp_base: u64,
-    exe: &str,
+    execfn: &str,
     args: &[String],
     env: &[String],
 ) -> Result<u64, MemError> {
@@ -323,7 +323,7 @@ fn build_stack(
         k.write(sp, bytes)?;
         Ok(sp)
     };
-    let execfn = push_bytes(k, format!("{exe}\0").as_bytes())?;
+    let execfn = push_bytes(k, format!("{execfn}\0").as_bytes())?;
     let mut envp = Vec::new();
     for e in env.iter().rev() {
         envp.push(push_bytes(k, format!("{e}\0").as_bytes())?);

@@ -10,6 +10,7 @@ pub mod files;
 pub mod futex;
 pub mod loader;
 pub mod process;
+mod shared;
 pub mod signal;
 pub mod site_path;
 mod sync;
@@ -194,6 +195,8 @@ pub struct Kernel {
     /// Offsets and status flags of open file descriptions processes
     /// share, by id (see `OpenFile::shared`).
     shared_files: BTreeMap<u64, SharedFile>,
+    /// Shared memory objects (`shared`).
+    shared: shared::SharedObjects,
 }
 
 /// What processes sharing an open file description share besides the
@@ -215,6 +218,7 @@ impl Kernel {
             .map_err(|e| loader::LoadError::Memory("the hint ring".into(), e))?;
         let exec = loader::Exec {
             exe: k.config.exe.clone(),
+            execfn: k.config.exe.clone(),
             argv: k.config.argv.clone(),
             env: k.config.env.clone(),
         };
@@ -270,6 +274,7 @@ impl Kernel {
             timers: Default::default(),
             sockets: Default::default(),
             shared_files: BTreeMap::new(),
+            shared: Default::default(),
         };
         let first = process::Process {
             pid: MAIN_TID.0,
@@ -278,6 +283,10 @@ impl Kernel {
             sid: MAIN_TID.0,
             space: MAIN_TID.0,
             exe: k.config.exe.clone(),
+            cmdline: k.config.argv.clone(),
+            environ: k.config.env.clone(),
+            started: 0,
+            options: Default::default(),
             ended: None,
             exit_signal: 0,
             vfork_parent: None,
@@ -543,8 +552,7 @@ impl Kernel {
                 v
             }
             SysResult::Block(wait) => {
-                if let Wait::Futex { addr, bitset, .. } = wait {
-                    let key = self.futex_key(addr);
+                if let Wait::Futex { key, bitset, .. } = wait {
                     self.futex.enqueue(key, tid, bitset);
                 }
                 self.cur().state = ThreadState::Blocked(wait);
@@ -783,9 +791,16 @@ impl Kernel {
     pub fn deliver_signals(&mut self, cpu: &mut dyn FpuAccess) {
         while !self.obs.ended() {
             let Some(s) = self.take_deliverable() else {
-                return;
+                break;
             };
             signal::deliver(self, s, cpu);
+        }
+        // A call interrupted by a signal that no handler took (ignored by
+        // now) still gives its old mask back as it returns.
+        if let Some(t) = self.threads.get_mut(&self.current) {
+            if t.is_runnable() {
+                t.restore_saved_mask();
+            }
         }
     }
 
@@ -823,6 +838,8 @@ impl Kernel {
         if let Some(t) = self.threads.get_mut(&tid) {
             if matches!(t.state, ThreadState::Blocked(_)) {
                 t.state = ThreadState::Runnable;
+                // The call sets its own mask again when it runs again.
+                t.restore_saved_mask();
                 t.regs.rax = nr;
                 t.regs.rip = t.regs.rip.wrapping_sub(2);
                 self.obs.woke(tid, 0);
@@ -837,13 +854,17 @@ impl Kernel {
         let ThreadState::Blocked(w) = &t.state else {
             return;
         };
-        if let Wait::Futex { addr, .. } = w {
-            let key = self.futex_key_of(t.pid, *addr);
-            self.futex.remove(key, tid);
+        if let Wait::Futex { key, .. } = w {
+            self.futex.remove(*key, tid);
         }
         let t = self.threads.get_mut(&tid).expect("looked up");
         t.state = ThreadState::Runnable;
         t.regs.rax = result as u64;
+        // A call with its own mask gets the old one back as it returns,
+        // unless a signal interrupted it: that signal's frame takes it.
+        if result != -(libc::EINTR as i64) {
+            t.restore_saved_mask();
+        }
         self.obs.woke(tid, result);
     }
 

@@ -13,6 +13,7 @@ use std::collections::BTreeMap;
 
 use super::Kernel;
 use super::files::FdTable;
+use super::futex::FutexKey;
 use super::signal::SignalTable;
 use super::thread::{ThreadState, Wait};
 use crate::memory::AddressSpace;
@@ -46,6 +47,46 @@ pub struct Parked {
     pub cwd: String,
 }
 
+/// The process-wide settings `prctl` makes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Options {
+    /// `PR_SET_DUMPABLE` (Linux's default is dumpable).
+    pub dumpable: bool,
+    /// `PR_SET_THP_DISABLE`: no transparent huge pages (none are made
+    /// here anyway); inherited by children and kept across `execve`.
+    pub thp_disabled: bool,
+    /// `PR_SET_CHILD_SUBREAPER`: orphaned descendants become its children
+    /// instead of the first process's.
+    pub child_subreaper: bool,
+    /// `PR_SET_KEEPCAPS`.
+    pub keep_caps: bool,
+    /// `PR_SET_NO_NEW_PRIVS`: inherited and never cleared.
+    pub no_new_privs: bool,
+}
+
+impl Default for Options {
+    fn default() -> Self {
+        Options {
+            dumpable: true,
+            thp_disabled: false,
+            child_subreaper: false,
+            keep_caps: false,
+            no_new_privs: false,
+        }
+    }
+}
+
+impl Options {
+    /// What a forked child starts with: the settings Linux passes on.
+    pub fn for_child(self) -> Options {
+        Options {
+            thp_disabled: self.thp_disabled,
+            no_new_privs: self.no_new_privs,
+            ..Options::default()
+        }
+    }
+}
+
 /// One process.
 #[derive(Clone, Debug)]
 pub struct Process {
@@ -56,8 +97,17 @@ pub struct Process {
     pub sid: Pid,
     /// The address space it runs in (an id in the kernel's `spaces`).
     pub space: Pid,
-    /// The program it runs, as the path `execve` was given.
+    /// The program it runs (the ELF file, an interpreter for a script),
+    /// by the path it was loaded from: what its mappings are named.
     pub exe: String,
+    /// Its arguments and environment as its program received them
+    /// (`/proc/PID/cmdline`, `/proc/PID/environ`).
+    pub cmdline: Vec<String>,
+    pub environ: Vec<String>,
+    /// Virtual time when it was made (`/proc/PID/stat`'s start time).
+    pub started: super::Nanos,
+    /// Its `prctl` settings.
+    pub options: Options,
     /// Set once every thread has ended: a zombie until its parent waits.
     pub ended: Option<Ended>,
     /// The signal its parent gets when it ends (SIGCHLD, or none).
@@ -74,6 +124,12 @@ impl Kernel {
         &self.procs[&self.pid]
     }
 
+    /// The current process's `prctl` settings, to change.
+    pub(super) fn options_mut(&mut self) -> &mut Options {
+        let pid = self.pid;
+        &mut self.procs.get_mut(&pid).expect("current process").options
+    }
+
     /// The pid of the current process.
     pub fn pid(&self) -> Pid {
         self.pid
@@ -82,6 +138,24 @@ impl Kernel {
     /// Every process, live or waiting to be reaped, by pid.
     pub fn processes(&self) -> &BTreeMap<Pid, Process> {
         &self.procs
+    }
+
+    /// The address space process `pid` runs in (the kernel's own when it
+    /// is the current one's).
+    pub(super) fn space_of(&self, pid: Pid) -> Option<&AddressSpace> {
+        let id = self.procs.get(&pid)?.space;
+        if id == self.space {
+            Some(&self.mm)
+        } else {
+            self.spaces.get(&id)
+        }
+    }
+
+    /// The program the current process runs, by the path it was loaded
+    /// from (after an `execve`, the new one): what reports name the
+    /// program's own code by.
+    pub fn program(&self) -> &str {
+        &self.process_entry().exe
     }
 
     /// Makes `pid` the process system calls work on: parks the current
@@ -147,16 +221,19 @@ impl Kernel {
         self.spaces.insert(id, space);
     }
 
-    /// The key of futex word `addr` of the current process: words at the
-    /// same address in two address spaces are different words.
-    pub(super) fn futex_key(&self, addr: u64) -> u64 {
-        futex_key(self.space, addr)
-    }
-
-    /// The futex key of `addr` for the process `pid`.
-    pub(super) fn futex_key_of(&self, pid: Pid, addr: u64) -> u64 {
-        let space = self.procs.get(&pid).map_or(self.space, |p| p.space);
-        futex_key(space, addr)
+    /// Which futex the word at `addr` of the current process is: by its
+    /// place in a shared object when it lies in a shared mapping and the
+    /// operation is not FUTEX_PRIVATE_FLAG's, else by its address in
+    /// this address space.
+    pub(super) fn futex_key(&self, addr: u64, private: bool) -> FutexKey {
+        let shared = self.mm.vma_at(addr).and_then(|v| v.shared_at(addr));
+        match shared {
+            Some((object, offset)) if !private => FutexKey::Shared { object, offset },
+            _ => FutexKey::Private {
+                space: self.space,
+                addr,
+            },
+        }
     }
 
     /// Every open file description of every live process (what decides
@@ -236,18 +313,58 @@ impl Kernel {
         };
         if !self.space_in_use(space) {
             self.mm.tear_down(&self.mem);
+            self.collect_shared();
         }
         if let Some(t) = vfork_parent {
             self.wake(t, pid as i64);
         }
-        // Orphans go to the first process, which reaps them if it waits.
-        let first = self.first_pid;
-        for p in self.procs.values_mut().filter(|p| p.parent == pid) {
-            p.parent = first;
+        // Orphans go to the nearest living ancestor that is a subreaper,
+        // else to the first process, which reaps them if it waits.
+        let heir = self.orphan_heir(parent);
+        let orphans: Vec<Pid> = self
+            .procs
+            .values()
+            .filter(|p| p.parent == pid)
+            .map(|p| p.pid)
+            .collect();
+        for child in orphans {
+            self.procs.get_mut(&child).expect("listed").parent = heir;
+            // PR_SET_PDEATHSIG: its threads that asked learn of the end.
+            let asked: Vec<(super::Tid, u32)> = self
+                .threads
+                .values()
+                .filter(|t| t.pid == child && t.is_alive() && t.parent_death_signal != 0)
+                .map(|t| (t.tid, t.parent_death_signal))
+                .collect();
+            for (tid, signo) in asked {
+                let s = super::thread::PendingSignal {
+                    signo,
+                    code: 0x80, // SI_KERNEL
+                    addr: 0,
+                    sender: 0,
+                    forced: false,
+                };
+                self.with_process(child, |k| super::signal::send_to_thread(k, tid, s));
+            }
         }
         self.child_changed(parent, exit_signal);
         // Polls on its pidfd look again.
         self.pipes.note_activity();
+    }
+
+    /// Who takes the orphans of a child of `parent`: the nearest living
+    /// process from `parent` up that is a child subreaper, else the first
+    /// process.
+    fn orphan_heir(&self, parent: Pid) -> Pid {
+        let mut at = parent;
+        for _ in 0..self.procs.len() {
+            let Some(p) = self.procs.get(&at) else { break };
+            if p.ended.is_none() && p.options.child_subreaper {
+                return at;
+            }
+            at = p.parent;
+        }
+        self.first_pid
     }
 
     /// Tells process `parent` that a child changed state: its waiting
@@ -276,8 +393,4 @@ impl Kernel {
             self.with_process(parent, |k| super::signal::send_to_process(k, s));
         }
     }
-}
-
-fn futex_key(space: Pid, addr: u64) -> u64 {
-    addr | (u64::from(space & 0xffff) << 48)
 }

@@ -3,7 +3,7 @@
 //! inspection and `rt_sigreturn` work unmodified.
 
 use super::thread::PendingSignal;
-use super::{FpuAccess, Kernel, ThreadState, Tid, Wait};
+use super::{FpuAccess, Kernel, SysResult, ThreadState, Tid, Wait};
 use crate::arch::cpu::{ExtendedState, RFLAGS_USER_MASK, UserRegs};
 use crate::arch::layout::{SEL_USER_CS, SEL_USER_DS};
 use crate::memory::MemError;
@@ -98,10 +98,19 @@ pub fn send_to_thread(k: &mut Kernel, tid: Tid, s: PendingSignal) {
     let Some(t) = k.threads.get_mut(&tid) else {
         return;
     };
-    // A thread waiting for this very signal takes it, blocked or not.
-    if let ThreadState::Blocked(Wait::SigWait { set, nr, .. }) = t.state {
+    // A thread waiting for this very signal takes it, blocked or not: its
+    // call returns the signal, as Linux dequeues it for the waiter.
+    if let ThreadState::Blocked(Wait::SigWait { set, info, .. }) = t.state {
         if set & bit(s.signo) != 0 {
-            k.restart(tid, nr);
+            t.pending.pop();
+            let pid = t.pid;
+            let written = info == 0 || k.with_process(pid, |k| k.write(info, &siginfo(&s)).is_ok());
+            let r = if written {
+                s.signo as i64
+            } else {
+                -(libc::EFAULT as i64)
+            };
+            k.wake(tid, r);
             return;
         }
     }
@@ -135,6 +144,68 @@ pub fn send_to_process(k: &mut Kernel, s: PendingSignal) {
     if let Some(tid) = target {
         send_to_thread(k, tid, s);
     }
+}
+
+/// The `siginfo_t` `rt_sigtimedwait` gives for `s`: number, code and the
+/// sender's pid.
+pub fn siginfo(s: &PendingSignal) -> [u8; 128] {
+    let mut info = [0u8; 128];
+    info[0..4].copy_from_slice(&(s.signo as i32).to_le_bytes());
+    info[8..12].copy_from_slice(&s.code.to_le_bytes());
+    info[16..20].copy_from_slice(&s.sender.to_le_bytes());
+    info
+}
+
+/// Reads the signal mask a call takes for its duration (`ppoll`,
+/// `epoll_pwait`, ...) from `ptr` (none when 0); the set must be Linux's
+/// 8 bytes.
+pub fn read_call_mask(k: &mut Kernel, ptr: u64, size: u64) -> Result<Option<u64>, i32> {
+    if ptr == 0 {
+        return Ok(None);
+    }
+    if size != 8 {
+        return Err(libc::EINVAL);
+    }
+    k.read_u64(ptr).map(Some).map_err(|_| libc::EFAULT)
+}
+
+/// Runs a waiting call with its own signal mask in force, as Linux does
+/// atomically (`pselect6`, `ppoll`, `epoll_pwait`): the mask replaces the
+/// thread's for the call, so a signal it lets through ends the wait with
+/// EINTR and its handler runs with the old mask saved in its frame (make
+/// waits for SIGCHLD that way). A wait that ends otherwise gives the old
+/// mask back at once.
+pub fn with_call_mask(
+    k: &mut Kernel,
+    mask: Option<u64>,
+    call: impl FnOnce(&mut Kernel) -> SysResult,
+) -> SysResult {
+    let Some(mask) = mask else {
+        return call(k);
+    };
+    let t = k.cur();
+    t.saved_mask = Some(t.sigmask);
+    t.sigmask = mask & !UNBLOCKABLE;
+    let r = match call(k) {
+        // Linux looks for signals only once nothing is ready.
+        SysResult::Block(_) if deliverable_now(k.cur()) => SysResult::Ret(-(libc::EINTR as i64)),
+        r => r,
+    };
+    match r {
+        // The interrupting signal's frame restores the old mask.
+        SysResult::Ret(v) if v == -(libc::EINTR as i64) => {}
+        // The call waits with its mask.
+        SysResult::Block(_) => {}
+        _ => k.cur().restore_saved_mask(),
+    }
+    r
+}
+
+/// Whether a signal pending for thread `t` can be delivered under its mask.
+pub fn deliverable_now(t: &super::Thread) -> bool {
+    t.pending
+        .iter()
+        .any(|s| s.forced || t.sigmask & bit(s.signo) == 0)
 }
 
 /// `si_code` of a signal the kernel raised without a fault address.
@@ -185,9 +256,9 @@ fn build_frame(
 ) -> Result<(), MemError> {
     let t = k.cur();
     let regs = t.regs;
-    // After rt_sigsuspend, the handler's return restores the mask it
-    // replaced, not the one it waited with.
-    let old_mask = t.suspend_mask.take().unwrap_or(t.sigmask);
+    // After a call with its own mask (rt_sigsuspend, ppoll ...), the
+    // handler's return restores the mask it replaced, not the call's.
+    let old_mask = t.saved_mask.take().unwrap_or(t.sigmask);
     let alt = t.altstack;
     let on_alt = alt.size != 0 && regs.rsp > alt.sp && regs.rsp <= alt.sp + alt.size;
     let mut sp =

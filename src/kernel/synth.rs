@@ -1,19 +1,70 @@
 //! The files the monitor makes up from its own state: `/proc/self`,
 //! `/proc/cpuinfo`, the CPU lists of `/sys` and the devices of `/dev`.
 
-use super::Kernel;
 use super::files::FileKind;
+use super::process::{Pid, Process};
+use super::{Kernel, Tid};
+use crate::arch::layout::PAGE_SIZE;
+use crate::memory::Usage;
 
-/// `/proc/self` under any of its names.
-pub(super) fn proc_self(path: &str) -> Option<&str> {
-    for prefix in ["/proc/self", "/proc/thread-self", "/proc/1"] {
-        if let Some(rest) = path.strip_prefix(prefix) {
-            if rest.is_empty() || rest.starts_with('/') {
-                return Some(rest);
-            }
+/// A path in the directory of a process in `/proc`: `/proc/self`,
+/// `/proc/thread-self`, `/proc/PID` of a process that has not been reaped,
+/// and `/proc/PID/task/TID` of one of its threads.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) struct ProcPath<'a> {
+    pub pid: Pid,
+    /// The thread, for a thread's own directory (`thread-self`, `task/TID`).
+    pub tid: Option<Tid>,
+    /// What follows the directory: "" for the directory itself, else
+    /// `/maps`, `/fd/3` ...
+    pub rest: &'a str,
+}
+
+impl ProcPath<'_> {
+    /// Whether it names the calling process's own directory (its
+    /// descriptors are only the caller's to see).
+    pub fn is_own(&self, k: &Kernel) -> bool {
+        self.pid == k.pid
+    }
+}
+
+/// The process (and thread) directory `path` lies in, if any.
+pub(super) fn proc_path<'a>(k: &Kernel, path: &'a str) -> Option<ProcPath<'a>> {
+    let after = path.strip_prefix("/proc/")?;
+    let (head, rest) = after.split_at(after.find('/').unwrap_or(after.len()));
+    let (pid, mut tid) = match head {
+        "self" => (k.pid, None),
+        "thread-self" => (k.pid, Some(k.current)),
+        n if n.bytes().all(|b| b.is_ascii_digit()) => {
+            let pid: Pid = n.parse().ok()?;
+            k.procs.contains_key(&pid).then_some((pid, None))?
+        }
+        _ => return None,
+    };
+    let mut rest = rest;
+    if tid.is_none() {
+        if let Some(t) = rest.strip_prefix("/task/") {
+            let (n, r) = t.split_at(t.find('/').unwrap_or(t.len()));
+            let t = Tid(n.parse().ok()?);
+            k.threads.get(&t).filter(|th| th.pid == pid)?;
+            tid = Some(t);
+            rest = r;
         }
     }
-    None
+    Some(ProcPath { pid, tid, rest })
+}
+
+/// What `/proc/PID/exe` links to: the program's file by its canonical
+/// path, as Linux names it (none once the process has ended).
+pub(super) fn exe_link(k: &mut Kernel, pid: Pid) -> Option<String> {
+    let p = k.procs.get(&pid).filter(|p| p.ended.is_none())?;
+    let exe = p.exe.clone();
+    Some(k.vfs.canonical(&exe))
+}
+
+/// The directories of `/proc/PID` (besides the process's own).
+pub(super) fn is_proc_dir(rest: &str) -> bool {
+    matches!(rest, "" | "/task" | "/fd")
 }
 
 /// The contents of a file the monitor makes up, if `path` is one.
@@ -24,40 +75,16 @@ pub(super) fn synthetic(k: &mut Kernel, path: &str) -> Option<Vec<u8>> {
     } else {
         format!("0-{}\n", cpus - 1)
     };
-    if let Some(rest) = proc_self(path) {
-        return match rest {
-            "/maps" => Some(k.mm.maps_text().into_bytes()),
-            "/cgroup" => Some(b"0::/\n".to_vec()),
-            "/cmdline" => Some(
-                k.config
-                    .argv
-                    .iter()
-                    .flat_map(|a| format!("{a}\0").into_bytes())
-                    .collect(),
-            ),
-            "/comm" => Some(format!("{}\n", k.cur().name).into_bytes()),
-            "/environ" => Some(
-                k.config
-                    .env
-                    .iter()
-                    .flat_map(|a| format!("{a}\0").into_bytes())
-                    .collect(),
-            ),
-            "/status" => Some(status_text(k).into_bytes()),
-            "/stat" => {
-                let (name, n) = (k.cur().name.clone(), k.live_threads());
-                Some(
-                    format!("1 ({name}) R 0 1 1 0 -1 0 0 0 0 0 0 0 0 0 20 0 {n} 0 0 0 0\n")
-                        .into_bytes(),
-                )
-            }
-            _ => None,
-        };
+    if let Some(p) = proc_path(k, path) {
+        return process_file(k, p);
     }
     match path {
         "/sys/devices/system/cpu/online"
         | "/sys/devices/system/cpu/possible"
         | "/sys/devices/system/cpu/present" => Some(range.into_bytes()),
+        "/sys/devices/system/node/online" | "/sys/devices/system/node/possible" => {
+            Some(b"0\n".to_vec())
+        }
         "/proc/cpuinfo" => Some(cpuinfo(cpus).into_bytes()),
         "/proc/meminfo" => {
             let total = k.mem.size() >> 10;
@@ -77,13 +104,122 @@ pub(super) fn synthetic(k: &mut Kernel, path: &str) -> Option<Vec<u8>> {
     }
 }
 
-fn status_text(k: &mut Kernel) -> String {
-    let name = k.cur().name.clone();
-    let n = k.live_threads();
+/// The NUL-separated form of `/proc/PID/cmdline` and `environ`.
+fn nul_separated(items: &[String]) -> Vec<u8> {
+    items
+        .iter()
+        .flat_map(|a| format!("{a}\0").into_bytes())
+        .collect()
+}
+
+/// A file of a process's directory.
+fn process_file(k: &mut Kernel, p: ProcPath) -> Option<Vec<u8>> {
+    let proc = k.procs.get(&p.pid)?.clone();
+    let thread = thread_of(k, p);
+    let name = thread.map_or_else(String::new, |t| k.threads[&t].name.clone());
+    Some(match p.rest {
+        "/maps" => k.space_of(p.pid)?.maps_text().into_bytes(),
+        "/cgroup" => b"0::/\n".to_vec(),
+        "/cmdline" => nul_separated(&proc.cmdline),
+        "/environ" => nul_separated(&proc.environ),
+        "/comm" => format!("{name}\n").into_bytes(),
+        "/status" => status_text(k, &proc, &name).into_bytes(),
+        "/stat" => stat_text(k, &proc, thread, &name).into_bytes(),
+        "/statm" => {
+            let u = usage(k, p.pid);
+            format!(
+                "{} {} {} {} 0 {} 0\n",
+                u.size, u.resident, u.shared, u.text, u.data
+            )
+            .into_bytes()
+        }
+        _ => return None,
+    })
+}
+
+/// The thread a process file speaks for: the one named, else the
+/// process's first thread while it lives (Linux's group leader), else any
+/// live one of the process.
+fn thread_of(k: &Kernel, p: ProcPath) -> Option<Tid> {
+    if p.tid.is_some() {
+        return p.tid;
+    }
+    let live = |t: &Tid| k.threads.get(t).is_some_and(|t| t.is_alive());
+    let leader = Tid(p.pid);
+    if live(&leader) {
+        return Some(leader);
+    }
+    k.threads
+        .values()
+        .find(|t| t.pid == p.pid && t.is_alive())
+        .map(|t| t.tid)
+        .or_else(|| k.threads.contains_key(&leader).then_some(leader))
+}
+
+fn usage(k: &Kernel, pid: Pid) -> Usage {
+    k.space_of(pid).map(|s| s.usage(&k.mem)).unwrap_or_default()
+}
+
+fn threads_of(k: &Kernel, pid: Pid) -> usize {
+    k.threads
+        .values()
+        .filter(|t| t.pid == pid && t.is_alive())
+        .count()
+}
+
+fn status_text(k: &Kernel, proc: &Process, name: &str) -> String {
+    let n = threads_of(k, proc.pid);
     let cpus = k.config.cpus;
+    let u = usage(k, proc.pid);
+    let kb = |pages: u64| pages * PAGE_SIZE / 1024;
+    let state = if proc.ended.is_some() {
+        "Z (zombie)"
+    } else {
+        "R (running)"
+    };
     format!(
-        "Name:\t{name}\nState:\tR (running)\nTgid:\t1\nPid:\t1\nPPid:\t0\nUid:\t0\t0\t0\t0\nGid:\t0\t0\t0\t0\nThreads:\t{n}\nCpus_allowed_list:\t0-{}\n",
-        cpus.saturating_sub(1)
+        "Name:\t{name}\nState:\t{state}\nTgid:\t{pid}\nPid:\t{pid}\nPPid:\t{ppid}\nUid:\t0\t0\t0\t0\nGid:\t0\t0\t0\t0\nVmSize:\t{} kB\nVmRSS:\t{} kB\nVmData:\t{} kB\nVmExe:\t{} kB\nThreads:\t{n}\nCpus_allowed:\t{:x}\nCpus_allowed_list:\t0-{}\nMems_allowed:\t00000001\nMems_allowed_list:\t0\n",
+        kb(u.size),
+        kb(u.resident),
+        kb(u.data),
+        kb(u.text),
+        (1u128 << cpus.min(127)) - 1,
+        cpus.saturating_sub(1),
+        pid = proc.pid,
+        ppid = proc.parent,
+    )
+}
+
+/// Clock ticks (`sysconf(_SC_CLK_TCK)`, 100 a second) in `ns` of virtual
+/// time.
+fn ticks(ns: u64) -> u64 {
+    ns / 10_000_000
+}
+
+/// `/proc/PID/stat`: Linux's 52 fields. Time is virtual time: the
+/// process's user time is all of it since it started, system time none.
+fn stat_text(k: &Kernel, proc: &Process, thread: Option<Tid>, name: &str) -> String {
+    let u = usage(k, proc.pid);
+    let state = if proc.ended.is_some() { 'Z' } else { 'R' };
+    let utime = ticks(k.now.saturating_sub(proc.started));
+    let start = ticks(proc.started);
+    let n = threads_of(k, proc.pid);
+    let (sigmask, id) = thread
+        .and_then(|t| k.threads.get(&t))
+        .map_or((0, proc.pid), |t| (t.sigmask, t.tid.0));
+    let rss_limit = u64::MAX;
+    let exit = match proc.ended {
+        Some(e) => e.wait_status(),
+        None => 0,
+    };
+    format!(
+        "{id} ({name}) {state} {ppid} {pgid} {sid} 0 -1 4194560 0 0 0 0 {utime} 0 0 0 20 0 {n} 0 {start} {vsize} {rss} {rss_limit} 0 0 0 0 0 0 {sigmask} 0 0 0 0 0 {exit_signal} 0 0 0 0 0 0 0 0 0 0 0 0 0 {exit}\n",
+        ppid = proc.parent,
+        pgid = proc.pgid,
+        sid = proc.sid,
+        vsize = u.size * PAGE_SIZE,
+        rss = u.resident,
+        exit_signal = proc.exit_signal,
     )
 }
 

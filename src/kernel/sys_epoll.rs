@@ -10,6 +10,7 @@
 use std::collections::BTreeMap;
 
 use super::files::{FileKind, OpenFile};
+use super::signal::{read_call_mask, with_call_mask};
 use super::sys_poll::readiness;
 use super::table::{SyscallDef, def};
 use super::thread::Wait;
@@ -27,7 +28,12 @@ pub const CALLS: &[SyscallDef] = &[
     def(
         libc::SYS_epoll_pwait,
         sys_epoll_pwait,
-        "the signal mask argument is ignored",
+        "with the signal mask in force for the call",
+    ),
+    def(
+        libc::SYS_epoll_pwait2,
+        sys_epoll_pwait2,
+        "with the signal mask in force for the call",
     ),
 ];
 
@@ -149,8 +155,16 @@ fn sys_epoll_ctl(k: &mut Kernel, _: &mut dyn FpuAccess, a: [u64; 6]) -> SysResul
     SysResult::Ret(0)
 }
 
-fn wait(k: &mut Kernel, a: [u64; 6], nr: u64) -> SysResult {
-    let (epfd, events, max, timeout) = (a[0] as i32, a[1], a[2] as i32, a[3] as i32);
+/// How long a wait may wait: not at all, until a deadline, or for ever.
+#[derive(Clone, Copy)]
+enum Timeout {
+    Now,
+    Until(u64),
+    Never,
+}
+
+fn wait(k: &mut Kernel, a: [u64; 6], timeout: Timeout, nr: u64) -> SysResult {
+    let (epfd, events, max) = (a[0] as i32, a[1], a[2] as i32);
     let id = match instance(k, epfd) {
         Ok(id) => id,
         Err(e) => return err(e),
@@ -207,21 +221,55 @@ fn wait(k: &mut Kernel, a: [u64; 6], nr: u64) -> SysResult {
         return SysResult::Ret(out.len() as i64);
     }
     match timeout {
-        0 => SysResult::Ret(0),
-        t if t < 0 => SysResult::Block(Wait::Poll { deadline: None, nr }),
-        t => SysResult::Block(Wait::Poll {
-            deadline: Some(k.now + t as u64 * 1_000_000),
+        Timeout::Until(d) if d > k.now => SysResult::Block(Wait::Poll {
+            deadline: Some(d),
             nr,
         }),
+        Timeout::Now | Timeout::Until(_) => SysResult::Ret(0),
+        Timeout::Never => SysResult::Block(Wait::Poll { deadline: None, nr }),
+    }
+}
+
+/// A timeout in milliseconds (negative: none).
+fn millis(k: &Kernel, ms: i32) -> Timeout {
+    match ms {
+        0 => Timeout::Now,
+        t if t < 0 => Timeout::Never,
+        t => Timeout::Until(k.now + t as u64 * 1_000_000),
     }
 }
 
 fn sys_epoll_wait(k: &mut Kernel, _: &mut dyn FpuAccess, a: [u64; 6]) -> SysResult {
-    wait(k, a, libc::SYS_epoll_wait as u64)
+    let timeout = millis(k, a[3] as i32);
+    wait(k, a, timeout, libc::SYS_epoll_wait as u64)
 }
 
 fn sys_epoll_pwait(k: &mut Kernel, _: &mut dyn FpuAccess, a: [u64; 6]) -> SysResult {
-    wait(k, a, libc::SYS_epoll_pwait as u64)
+    let mask = match read_call_mask(k, a[4], a[5]) {
+        Ok(m) => m,
+        Err(e) => return err(e),
+    };
+    let timeout = millis(k, a[3] as i32);
+    with_call_mask(k, mask, |k| {
+        wait(k, a, timeout, libc::SYS_epoll_pwait as u64)
+    })
+}
+
+/// `epoll_pwait` with a `struct timespec` timeout (none: for ever).
+fn sys_epoll_pwait2(k: &mut Kernel, _: &mut dyn FpuAccess, a: [u64; 6]) -> SysResult {
+    let mask = match read_call_mask(k, a[4], a[5]) {
+        Ok(m) => m,
+        Err(e) => return err(e),
+    };
+    let timeout = match super::sys_thread::deadline(k, a[3], false, false) {
+        Ok(None) => Timeout::Never,
+        Ok(Some(d)) if d == k.now => Timeout::Now,
+        Ok(Some(d)) => Timeout::Until(d),
+        Err(e) => return err(e),
+    };
+    with_call_mask(k, mask, |k| {
+        wait(k, a, timeout, libc::SYS_epoll_pwait2 as u64)
+    })
 }
 
 /// Forgets instances with no descriptor left.

@@ -5,7 +5,7 @@
 use std::sync::Arc;
 
 use super::files::{FileKind, OpenFile};
-use super::synth::{device, is_virtual_tree, proc_self, synthetic};
+use super::synth::{device, exe_link, is_virtual_tree, proc_path, synthetic};
 use super::sys_stat::{S_IFDIR, meta_of_path};
 use super::table::{SyscallDef, def};
 use super::thread::Wait;
@@ -40,6 +40,12 @@ pub const CALLS: &[SyscallDef] = &[
         "record locks always succeed (one process)",
     ),
     def(libc::SYS_ioctl, sys_ioctl, "no file is a terminal"),
+    def(
+        libc::SYS_sendfile,
+        sys_sendfile,
+        "from a regular file to any descriptor",
+    ),
+    def(libc::SYS_copy_file_range, sys_copy_file_range, ""),
     def(libc::SYS_fsync, sys_zero, ""),
     def(libc::SYS_fdatasync, sys_zero, ""),
     def(libc::SYS_sync, sys_zero, ""),
@@ -101,7 +107,8 @@ pub(super) fn path_at(k: &mut Kernel, dirfd: i32, ptr: u64) -> Result<String, i3
 /// (`chmod("/proc/self/fd/3")` changes the file). Pipes, sockets and the
 /// standard streams keep the alias, which the synthetic tree serves.
 fn descriptor_link(k: &Kernel, path: &str) -> Option<String> {
-    let n: i32 = path.strip_prefix("/proc/self/fd/")?.parse().ok()?;
+    let p = proc_path(k, path).filter(|p| p.is_own(k))?;
+    let n: i32 = p.rest.strip_prefix("/fd/")?.parse().ok()?;
     let f = k.files.get(n)?;
     let names_a_file = matches!(
         f.kind,
@@ -135,7 +142,11 @@ fn open(k: &mut Kernel, path: &str, flags: i32, mode: u32) -> Result<i64, i32> {
     if let Some(kind) = device(path) {
         return k.files.install(file(kind), cloexec, 0).map(i64::from);
     }
-    if let Some(rest) = proc_self(path).and_then(|r| r.strip_prefix("/fd/")) {
+    let proc = proc_path(k, path);
+    if let Some(rest) = proc
+        .filter(|p| p.is_own(k))
+        .and_then(|p| p.rest.strip_prefix("/fd/"))
+    {
         let n: i32 = rest.parse().map_err(|_| libc::ENOENT)?;
         return k
             .files
@@ -155,8 +166,8 @@ fn open(k: &mut Kernel, path: &str, flags: i32, mode: u32) -> Result<i64, i32> {
         if writes {
             return Err(libc::EACCES);
         }
-        if proc_self(path) == Some("/exe") {
-            let exe = k.config.exe.clone();
+        if let Some(p) = proc.filter(|p| p.rest == "/exe") {
+            let exe = exe_link(k, p.pid).ok_or(libc::ENOENT)?;
             return open(k, &exe, flags, mode);
         }
         let data = synthetic(k, path).ok_or(libc::ENOENT)?;
@@ -219,9 +230,7 @@ fn open(k: &mut Kernel, path: &str, flags: i32, mode: u32) -> Result<i64, i32> {
         }
         Resolved::OverlayFile { .. } => {
             if flags & libc::O_TRUNC != 0 && acc != libc::O_RDONLY {
-                if let Some(d) = k.vfs.overlay_data_mut(path) {
-                    d.clear();
-                }
+                k.change_file(path, Vec::clear);
             }
             FileKind::Overlay
         }
@@ -300,12 +309,7 @@ fn read_bytes(k: &mut Kernel, fd: i32, len: usize, at: Option<u64>) -> Result<Ve
         FileKind::Host(d) | FileKind::Synthetic(d) => from_slice(d),
         FileKind::Overlay => {
             let path = f.path.clone();
-            from_slice(
-                k.vfs
-                    .overlay_data(&path)
-                    .map(|v| v.as_slice())
-                    .unwrap_or(&[]),
-            )
+            from_slice(k.file_bytes(&path).map(|v| v.as_slice()).unwrap_or(&[]))
         }
         FileKind::Dir(_) => return Err(libc::EISDIR),
         FileKind::Stdin | FileKind::Null => Vec::new(),
@@ -350,19 +354,22 @@ fn write_bytes(k: &mut Kernel, fd: i32, data: &[u8], at: Option<u64>) -> Result<
         FileKind::Overlay => {
             let current = k.offset_of(&f);
             let append = k.flags_of(&f) & libc::O_APPEND != 0;
-            let buf = k.vfs.overlay_data_mut(&f.path).ok_or(libc::EIO)?;
-            let off = match at {
-                Some(o) => o,
-                None if append => buf.len() as u64,
-                None => current,
-            } as usize;
-            if off.saturating_add(data.len()) > (1 << 30) {
-                return Err(libc::EFBIG);
-            }
-            if buf.len() < off + data.len() {
-                buf.resize(off + data.len(), 0);
-            }
-            buf[off..off + data.len()].copy_from_slice(data);
+            let written = k.change_file(&f.path, |buf| {
+                let off = match at {
+                    Some(o) => o,
+                    None if append => buf.len() as u64,
+                    None => current,
+                } as usize;
+                if off.saturating_add(data.len()) > (1 << 30) {
+                    return Err(libc::EFBIG);
+                }
+                if buf.len() < off + data.len() {
+                    buf.resize(off + data.len(), 0);
+                }
+                buf[off..off + data.len()].copy_from_slice(data);
+                Ok(off)
+            });
+            let off = written.ok_or(libc::EIO)??;
             if at.is_none() {
                 k.set_offset(fd, (off + data.len()) as u64);
             }
@@ -432,6 +439,13 @@ fn do_write(k: &mut Kernel, fd: u64, buf: u64, len: u64, at: Option<u64>) -> Sys
     if k.read(buf, &mut data).is_err() {
         return err(libc::EFAULT);
     }
+    write_data(k, fd, &data, at)
+}
+
+/// Writes `data` to descriptor `fd` of any kind, at `at` or its offset; a
+/// call that waits (a full pipe) is taken up again as `write`.
+fn write_data(k: &mut Kernel, fd: u64, data: &[u8], at: Option<u64>) -> SysResult {
+    let data = data.to_vec();
     if let Some(r) = super::sys_net::write_datagram(k, fd, &data) {
         return r;
     }
@@ -460,6 +474,124 @@ fn do_write(k: &mut Kernel, fd: u64, buf: u64, len: u64, at: Option<u64>) -> Sys
 
 fn sys_read(k: &mut Kernel, _: &mut dyn FpuAccess, a: [u64; 6]) -> SysResult {
     do_read(k, a[0], a[1], a[2], None)
+}
+
+// ----- copying between descriptors in the kernel
+
+/// Whether description `f` is a file with contents to copy from
+/// (`sendfile` and `copy_file_range` read only those).
+fn is_regular(f: &OpenFile) -> bool {
+    matches!(f.kind, FileKind::Host(_) | FileKind::Overlay)
+}
+
+/// Where a copy reads or writes: at `*ptr` when the caller gave a pointer
+/// (the descriptor's offset stays), else at the descriptor's offset.
+fn copy_position(k: &mut Kernel, fd: i32, ptr: u64) -> Result<u64, i32> {
+    if ptr == 0 {
+        let f = k.files.get(fd).ok_or(libc::EBADF)?;
+        return Ok(k.offset_of(f));
+    }
+    let at = k.read_u64(ptr).map_err(|_| libc::EFAULT)?;
+    if (at as i64) < 0 {
+        return Err(libc::EINVAL);
+    }
+    Ok(at)
+}
+
+/// Moves a copy's position on by `n`: the caller's pointer, or the
+/// descriptor's offset.
+fn advance(k: &mut Kernel, fd: i32, ptr: u64, from: u64, n: u64) -> Result<(), i32> {
+    if ptr == 0 {
+        k.set_offset(fd, from + n);
+        return Ok(());
+    }
+    k.write_u64(ptr, from + n).map_err(|_| libc::EFAULT)
+}
+
+/// `sendfile`: copies from a file to any descriptor (a file, a pipe, a
+/// socket, standard output) without the bytes passing through user
+/// memory. A write that waits takes the call up again from the start:
+/// nothing was read yet.
+fn sys_sendfile(k: &mut Kernel, _: &mut dyn FpuAccess, a: [u64; 6]) -> SysResult {
+    let (out, inp, offp, count) = (a[0] as i32, a[1] as i32, a[2], a[3]);
+    let (Some(fin), Some(fout)) = (k.files.get(inp), k.files.get(out)) else {
+        return err(libc::EBADF);
+    };
+    if !fin.readable() || !fout.writable() {
+        return err(libc::EBADF);
+    }
+    if !is_regular(fin) || k.flags_of(fout) & libc::O_APPEND != 0 {
+        return err(libc::EINVAL);
+    }
+    let from = match copy_position(k, inp, offp) {
+        Ok(at) => at,
+        Err(e) => return err(e),
+    };
+    let data = match read_bytes(k, inp, count as usize, Some(from)) {
+        Ok(d) => d,
+        Err(e) => return err(e),
+    };
+    if data.is_empty() {
+        return SysResult::Ret(0);
+    }
+    let r = retried_as(write_data(k, out as u64, &data, None), libc::SYS_sendfile);
+    if let SysResult::Ret(n) = r {
+        if n > 0 {
+            if let Err(e) = advance(k, inp, offp, from, n as u64) {
+                return err(e);
+            }
+        }
+    }
+    r
+}
+
+/// `copy_file_range`: copies between two regular files, by positions of
+/// their own or their offsets.
+fn sys_copy_file_range(k: &mut Kernel, _: &mut dyn FpuAccess, a: [u64; 6]) -> SysResult {
+    let (inp, offp_in, out, offp_out, len, flags) =
+        (a[0] as i32, a[1], a[2] as i32, a[3], a[4], a[5]);
+    if flags != 0 {
+        return err(libc::EINVAL);
+    }
+    let (Some(fin), Some(fout)) = (k.files.get(inp).cloned(), k.files.get(out).cloned()) else {
+        return err(libc::EBADF);
+    };
+    if !fin.readable() || !fout.writable() || k.flags_of(&fout) & libc::O_APPEND != 0 {
+        return err(libc::EBADF);
+    }
+    if matches!(fin.kind, FileKind::Dir(_)) || matches!(fout.kind, FileKind::Dir(_)) {
+        return err(libc::EISDIR);
+    }
+    if !is_regular(&fin) || !matches!(fout.kind, FileKind::Overlay) {
+        return err(libc::EINVAL);
+    }
+    let (from, to) = match (
+        copy_position(k, inp, offp_in),
+        copy_position(k, out, offp_out),
+    ) {
+        (Ok(f), Ok(t)) => (f, t),
+        (Err(e), _) | (_, Err(e)) => return err(e),
+    };
+    let same_file = matches!(fin.kind, FileKind::Overlay) && fin.path == fout.path;
+    if same_file && from < to.saturating_add(len) && to < from.saturating_add(len) {
+        return err(libc::EINVAL);
+    }
+    let data = match read_bytes(k, inp, len as usize, Some(from)) {
+        Ok(d) => d,
+        Err(e) => return err(e),
+    };
+    if data.is_empty() {
+        return SysResult::Ret(0);
+    }
+    let n = match write_bytes(k, out, &data, Some(to)) {
+        Ok(n) => n as u64,
+        Err(e) => return err(e),
+    };
+    let moved = advance(k, inp, offp_in, from, n).and_then(|()| advance(k, out, offp_out, to, n));
+    match moved {
+        Ok(()) => SysResult::Ret(n as i64),
+        Err(e) => err(e),
+    }
 }
 
 fn sys_write(k: &mut Kernel, _: &mut dyn FpuAccess, a: [u64; 6]) -> SysResult {
@@ -718,6 +850,16 @@ fn sys_fcntl(k: &mut Kernel, _: &mut dyn FpuAccess, a: [u64; 6]) -> SysResult {
             SysResult::Ret(0)
         }
         libc::F_GET_SEALS => err(libc::EINVAL),
+        libc::F_GETPIPE_SZ | libc::F_SETPIPE_SZ => {
+            let id = match k.files.get(fd).map(|f| &f.kind) {
+                Some(FileKind::Pipe { id, .. }) => *id,
+                _ => return err(libc::EBADF),
+            };
+            if cmd == libc::F_GETPIPE_SZ {
+                return SysResult::Ret(super::sys_pipe::capacity(k, id) as i64);
+            }
+            ret(super::sys_pipe::resize(k, id, arg).map(|n| n as i64))
+        }
         _ => SysResult::Unsupported(format!("fcntl command {cmd}")),
     }
 }

@@ -1,7 +1,8 @@
 //! Pipes between the threads of the process, and event counters
 //! (`eventfd`), which block and wake the same way.
 //!
-//! A pipe is a buffer of at most [`CAPACITY`] bytes in the kernel; its ends
+//! A pipe is a buffer of at most [`CAPACITY`] bytes (or what
+//! `F_SETPIPE_SZ` made it) in the kernel; its ends
 //! are open file descriptions. A read of an empty pipe whose write end is
 //! still open blocks, as does a write that does not fit while the read end
 //! is open: each is a scheduling point, and the other threads run. A
@@ -40,8 +41,13 @@ pub const COUNTER: u64 = 1 << 63;
 /// The largest value an event counter holds.
 const COUNTER_MAX: u64 = u64::MAX - 1;
 
-/// Bytes a pipe holds, as Linux's default.
+/// Bytes a pipe holds unless `fcntl(F_SETPIPE_SZ)` changes it, as
+/// Linux's default.
 pub const CAPACITY: usize = 65536;
+/// The largest capacity `F_SETPIPE_SZ` gives (Linux's `pipe-max-size` is
+/// 1 MiB for users without CAP_SYS_RESOURCE; the guest runs as root, who
+/// may go further, up to this bound on the monitor's memory).
+const MAX_CAPACITY: u64 = 64 << 20;
 /// Writes up to this size are atomic (all or nothing).
 const PIPE_BUF: usize = 4096;
 
@@ -61,6 +67,8 @@ pub struct Pipes {
     /// How often data moved or ends closed: what edge-triggered epoll
     /// interests compare against.
     activity_count: u64,
+    /// Pipes whose capacity `F_SETPIPE_SZ` changed from [`CAPACITY`].
+    capacities: std::collections::BTreeMap<u64, usize>,
 }
 
 impl Pipes {
@@ -284,6 +292,30 @@ fn end_open(k: &Kernel, id: u64, write: bool) -> bool {
         .any(|(rx, tx)| (if write { tx } else { rx }) == id)
 }
 
+/// Bytes pipe `id` holds at most (`F_GETPIPE_SZ`).
+pub fn capacity(k: &Kernel, id: u64) -> usize {
+    k.pipes.capacities.get(&id).copied().unwrap_or(CAPACITY)
+}
+
+/// `F_SETPIPE_SZ`: gives pipe `id` room for at least `want` bytes, as
+/// Linux rounds it (a page at least, a power of two); the new capacity.
+/// EBUSY when the data already in it would not fit.
+pub fn resize(k: &mut Kernel, id: u64, want: u64) -> Result<usize, i32> {
+    let size = want.max(PIPE_BUF as u64).checked_next_power_of_two();
+    let size = match size {
+        Some(s) if s <= MAX_CAPACITY => s as usize,
+        _ if want > (1 << 31) => return Err(libc::EINVAL),
+        _ => return Err(libc::EPERM),
+    };
+    if buffered(k, id) > size {
+        return Err(libc::EBUSY);
+    }
+    k.pipes.capacities.insert(id, size);
+    // A writer waiting for room may fit now.
+    k.pipes.note_activity();
+    Ok(size)
+}
+
 /// Two new pipes, one each way: the ends of a connection.
 pub fn new_connection(k: &mut Kernel) -> (u64, u64) {
     let (one, two) = (k.pipes.next, k.pipes.next + 1);
@@ -312,7 +344,7 @@ fn writable(k: &Kernel, id: u64, len: usize) -> Option<usize> {
     if !end_open(k, id, false) {
         return Some(0);
     }
-    let room = CAPACITY - k.pipes.buffers.get(&id).map_or(0, VecDeque::len);
+    let room = capacity(k, id).saturating_sub(buffered(k, id));
     // Small writes go in whole; larger ones take what fits.
     let fits = if len <= PIPE_BUF {
         room >= len
@@ -456,6 +488,7 @@ fn collect(k: &mut Kernel) {
         .collect();
     super::sys_net::collect(k);
     k.pipes.buffers.retain(|id, _| open.contains(id));
+    k.pipes.capacities.retain(|id, _| open.contains(id));
     let counters: std::collections::BTreeSet<u64> = k
         .all_open_files()
         .filter_map(|f| match f.kind {

@@ -1,6 +1,7 @@
 //! Waiting for descriptors: poll, ppoll, select and pselect6.
 
 use super::files::FileKind;
+use super::signal::{read_call_mask, with_call_mask};
 use super::table::{SyscallDef, def};
 use super::thread::Wait;
 use super::{FpuAccess, Kernel, SysResult, err};
@@ -14,7 +15,7 @@ pub const CALLS: &[SyscallDef] = &[
     def(
         libc::SYS_ppoll,
         sys_ppoll,
-        "as poll; the signal mask argument is ignored",
+        "as poll, with the signal mask in force for the call",
     ),
     def(
         libc::SYS_select,
@@ -24,7 +25,7 @@ pub const CALLS: &[SyscallDef] = &[
     def(
         libc::SYS_pselect6,
         sys_pselect6,
-        "as select; the signal mask argument is ignored",
+        "as select, with the signal mask in force for the call",
     ),
 ];
 
@@ -153,6 +154,10 @@ fn sys_poll(k: &mut Kernel, _: &mut dyn FpuAccess, a: [u64; 6]) -> SysResult {
 }
 
 fn sys_ppoll(k: &mut Kernel, _: &mut dyn FpuAccess, a: [u64; 6]) -> SysResult {
+    let mask = match read_call_mask(k, a[3], a[4]) {
+        Ok(m) => m,
+        Err(e) => return err(e),
+    };
     let deadline = if a[2] == 0 {
         Some(None)
     } else {
@@ -162,7 +167,9 @@ fn sys_ppoll(k: &mut Kernel, _: &mut dyn FpuAccess, a: [u64; 6]) -> SysResult {
             Err(e) => return err(e),
         }
     };
-    poll(k, a[0], a[1], deadline, libc::SYS_ppoll as u64)
+    with_call_mask(k, mask, |k| {
+        poll(k, a[0], a[1], deadline, libc::SYS_ppoll as u64)
+    })
 }
 
 // ----- select
@@ -251,6 +258,19 @@ fn sys_select(k: &mut Kernel, _: &mut dyn FpuAccess, a: [u64; 6]) -> SysResult {
 }
 
 fn sys_pselect6(k: &mut Kernel, _: &mut dyn FpuAccess, a: [u64; 6]) -> SysResult {
+    // The sixth argument points at { const sigset_t *set; size_t size; }.
+    let mask = if a[5] == 0 {
+        Ok(None)
+    } else {
+        match (k.read_u64(a[5]), k.read_u64(a[5] + 8)) {
+            (Ok(set), Ok(size)) => read_call_mask(k, set, size),
+            _ => Err(libc::EFAULT),
+        }
+    };
+    let mask = match mask {
+        Ok(m) => m,
+        Err(e) => return err(e),
+    };
     let deadline = if a[4] == 0 {
         Some(None)
     } else {
@@ -260,11 +280,13 @@ fn sys_pselect6(k: &mut Kernel, _: &mut dyn FpuAccess, a: [u64; 6]) -> SysResult
             Err(e) => return err(e),
         }
     };
-    select(
-        k,
-        a[0],
-        [a[1], a[2], a[3]],
-        deadline,
-        libc::SYS_pselect6 as u64,
-    )
+    with_call_mask(k, mask, |k| {
+        select(
+            k,
+            a[0],
+            [a[1], a[2], a[3]],
+            deadline,
+            libc::SYS_pselect6 as u64,
+        )
+    })
 }

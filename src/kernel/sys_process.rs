@@ -134,6 +134,8 @@ pub(super) fn spawn(k: &mut Kernel, cpu: &mut dyn FpuAccess, c: CloneArgs) -> Sy
     };
     child.sigmask = parent.sigmask;
     child.altstack = parent.altstack;
+    child.mempolicy = parent.mempolicy;
+    child.timer_slack = parent.timer_slack;
     child.fpu = Some(cpu.save());
     if flags & CLONE_CHILD_CLEARTID != 0 {
         child.clear_child_tid = child_tid;
@@ -153,6 +155,10 @@ pub(super) fn spawn(k: &mut Kernel, cpu: &mut dyn FpuAccess, c: CloneArgs) -> Sy
             sid: me.sid,
             space,
             exe: me.exe,
+            cmdline: me.cmdline,
+            environ: me.environ,
+            started: k.now,
+            options: me.options.for_child(),
             ended: None,
             exit_signal,
             vfork_parent: (flags & CLONE_VFORK != 0).then_some(k.current),
@@ -267,8 +273,11 @@ fn exec(
     argv: Vec<String>,
     env: Vec<String>,
 ) -> SysResult {
+    // Linux names the process (comm) and AT_EXECFN after the path it was
+    // given, a script's own, not its interpreter's.
+    let execfn = path.clone();
     let (exe, argv) = match resolve_program(k, path, argv) {
-        Ok(p) => p,
+        Ok((exe, argv)) => (k.vfs.normalize(None, &exe), argv),
         Err(e) => return err(e),
     };
     // No way back from here: the old program is gone.
@@ -302,6 +311,7 @@ fn exec(
         k.mm.hand_pool_to(&mut fresh);
         k.invalidate |= k.mm.take_needs_invalidate();
         k.mm = fresh;
+        k.collect_shared();
     }
     if let Some(parent) = k.procs.get_mut(&pid).and_then(|p| p.vfork_parent.take()) {
         k.wake(parent, pid as i64);
@@ -311,8 +321,9 @@ fn exec(
     k.timers.exec(pid);
     let exec = Exec {
         exe: exe.clone(),
-        argv,
-        env,
+        execfn: execfn.clone(),
+        argv: argv.clone(),
+        env: env.clone(),
     };
     let loaded = k
         .map_ring()
@@ -327,7 +338,7 @@ fn exec(
         }
     };
     cpu.load(&ExtendedState::initial());
-    let name: String = exe
+    let name: String = execfn
         .rsplit('/')
         .next()
         .unwrap_or_default()
@@ -342,7 +353,11 @@ fn exec(
     t.robust_list = 0;
     t.pending_site = None;
     t.name = name;
-    k.procs.get_mut(&pid).expect("current").exe = exe;
+    let p = k.procs.get_mut(&pid).expect("current");
+    p.exe = exe;
+    p.cmdline = argv;
+    p.environ = env;
+    p.options.dumpable = true;
     SysResult::NoReturn
 }
 

@@ -17,11 +17,7 @@ pub const CALLS: &[SyscallDef] = &[
     def(libc::SYS_rt_sigpending, sys_rt_sigpending, ""),
     def(libc::SYS_pause, sys_pause, ""),
     def(libc::SYS_rt_sigsuspend, sys_rt_sigsuspend, ""),
-    def(
-        libc::SYS_rt_sigtimedwait,
-        sys_rt_sigtimedwait,
-        "a wait taken up again restarts its timeout",
-    ),
+    def(libc::SYS_rt_sigtimedwait, sys_rt_sigtimedwait, ""),
     def(libc::SYS_kill, sys_kill, "this process only"),
     def(libc::SYS_tgkill, sys_tgkill, ""),
     def(libc::SYS_tkill, sys_tkill, ""),
@@ -185,21 +181,45 @@ fn sys_rt_sigsuspend(k: &mut Kernel, _: &mut dyn FpuAccess, a: [u64; 6]) -> SysR
         return err(libc::EFAULT);
     };
     let t = k.cur();
-    t.suspend_mask = Some(t.sigmask);
+    t.saved_mask = Some(t.sigmask);
     t.sigmask = mask & !UNBLOCKABLE;
     // A signal already pending that the new mask lets through ends it now.
-    let deliverable = t
-        .pending
-        .iter()
-        .any(|s| s.forced || t.sigmask & signal::bit(s.signo) == 0);
-    if deliverable {
+    if signal::deliverable_now(t) {
         return err(libc::EINTR);
     }
     SysResult::Block(Wait::Signal)
 }
 
+/// Takes a pending signal of `set` for the current thread: its own, or one
+/// pending on another thread of its process that blocks it (which Linux
+/// would have left in the process's shared queue), lowest thread first.
+fn take_waited(k: &mut Kernel, set: u64) -> Option<PendingSignal> {
+    let (me, pid) = (k.current, k.pid());
+    let mut order = vec![me];
+    order.extend(
+        k.threads
+            .values()
+            .filter(|t| t.pid == pid && t.tid != me && t.is_alive())
+            .map(|t| t.tid),
+    );
+    for tid in order {
+        let t = k.threads.get_mut(&tid)?;
+        let mask = t.sigmask;
+        let found = t.pending.iter().position(|s| {
+            set & bit(s.signo) != 0 && (tid == me || (!s.forced && mask & bit(s.signo) != 0))
+        });
+        if let Some(i) = found {
+            return Some(t.pending.remove(i));
+        }
+    }
+    None
+}
+
 /// Takes a pending signal of a set without running its handler, waiting
-/// for one (blocked or not) until the timeout.
+/// for one (blocked or not) until the timeout. While it waits the set is
+/// unblocked, as on Linux: a process-directed signal of the set picks
+/// this thread, and one outside the set that it does not block
+/// interrupts it (EINTR).
 fn sys_rt_sigtimedwait(k: &mut Kernel, _: &mut dyn FpuAccess, a: [u64; 6]) -> SysResult {
     if a[3] != 8 {
         return err(libc::EINVAL);
@@ -208,39 +228,29 @@ fn sys_rt_sigtimedwait(k: &mut Kernel, _: &mut dyn FpuAccess, a: [u64; 6]) -> Sy
         return err(libc::EFAULT);
     };
     let set = set & !UNBLOCKABLE;
-    let t = k.cur();
-    if let Some(i) = t
-        .pending
-        .iter()
-        .position(|s| set & signal::bit(s.signo) != 0)
-    {
-        let s = t.pending.remove(i);
-        if a[1] != 0 {
-            let mut info = [0u8; 128];
-            info[0..4].copy_from_slice(&(s.signo as i32).to_le_bytes());
-            info[8..12].copy_from_slice(&s.code.to_le_bytes());
-            info[16..20].copy_from_slice(&s.sender.to_le_bytes());
-            if k.write(a[1], &info).is_err() {
-                return err(libc::EFAULT);
-            }
+    let deadline = match super::sys_thread::deadline(k, a[2], false, false) {
+        Ok(d) => d,
+        Err(e) => return err(e),
+    };
+    if let Some(s) = take_waited(k, set) {
+        if a[1] != 0 && k.write(a[1], &signal::siginfo(&s)).is_err() {
+            return err(libc::EFAULT);
         }
         return SysResult::Ret(s.signo.into());
     }
-    let deadline = if a[2] == 0 {
-        None
-    } else {
-        match super::sys_thread::deadline(k, a[2], false, false) {
-            Ok(d) => d,
-            Err(e) => return err(e),
-        }
-    };
     if deadline.is_some_and(|d| d <= k.now) {
         return err(libc::EAGAIN);
     }
+    let t = k.cur();
+    t.saved_mask = Some(t.sigmask);
+    t.sigmask &= !set;
+    if signal::deliverable_now(t) {
+        return err(libc::EINTR);
+    }
     SysResult::Block(Wait::SigWait {
         set,
+        info: a[1],
         deadline,
-        nr: libc::SYS_rt_sigtimedwait as u64,
     })
 }
 

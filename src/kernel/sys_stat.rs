@@ -3,7 +3,7 @@
 //! listings, symbolic links, the working directory, extended attributes.
 
 use super::files::FileKind;
-use super::synth::{device, is_virtual_tree, proc_self, synthetic};
+use super::synth::{device, exe_link, is_proc_dir, is_virtual_tree, proc_path, synthetic};
 use super::sys_file::{
     AT_EMPTY_PATH, AT_FDCWD, AT_SYMLINK_NOFOLLOW, path_at, sys_no_xattr, sys_zero,
 };
@@ -118,17 +118,8 @@ pub(super) fn meta_of_path(k: &mut Kernel, path: &str, follow: bool) -> Result<M
             "/sys/devices/system",
             "/sys/devices/system/cpu",
         ];
-        if dirs.contains(&path) || proc_self(path) == Some("") {
-            return Ok(Meta {
-                mode: S_IFDIR | 0o555,
-                size: 0,
-                ino,
-                rdev: 0,
-                nlink: 2,
-                stat: None,
-            });
-        }
-        if proc_self(path).is_some_and(|r| r == "/exe" || r.starts_with("/fd/")) && !follow {
+        let proc = proc_path(k, path);
+        if path == "/proc/self" && !follow {
             return Ok(Meta {
                 mode: S_IFLNK | 0o777,
                 size: 0,
@@ -138,8 +129,28 @@ pub(super) fn meta_of_path(k: &mut Kernel, path: &str, follow: bool) -> Result<M
                 stat: None,
             });
         }
-        if proc_self(path) == Some("/exe") {
-            let exe = k.config.exe.clone();
+        if dirs.contains(&path) || proc.is_some_and(|p| is_proc_dir(p.rest)) {
+            return Ok(Meta {
+                mode: S_IFDIR | 0o555,
+                size: 0,
+                ino,
+                rdev: 0,
+                nlink: 2,
+                stat: None,
+            });
+        }
+        if proc.is_some_and(|p| p.rest == "/exe" || p.rest.starts_with("/fd/")) && !follow {
+            return Ok(Meta {
+                mode: S_IFLNK | 0o777,
+                size: 0,
+                ino,
+                rdev: 0,
+                nlink: 1,
+                stat: None,
+            });
+        }
+        if let Some(p) = proc.filter(|p| p.rest == "/exe") {
+            let exe = exe_link(k, p.pid).ok_or(libc::ENOENT)?;
             return meta_of_path(k, &exe, true);
         }
         return Err(libc::ENOENT);
@@ -169,12 +180,18 @@ pub(super) fn meta_of_path(k: &mut Kernel, path: &str, follow: bool) -> Result<M
             nlink: 1,
             stat: None,
         }),
-        Resolved::OverlayFile { mode, size } => Ok(Meta {
+        Resolved::OverlayFile {
+            mode,
+            size,
+            number,
+            links,
+            ..
+        } => Ok(Meta {
             mode: S_IFREG | mode,
             size,
-            ino,
+            ino: number,
             rdev: 0,
-            nlink: 1,
+            nlink: links.max(1).into(),
             stat: None,
         }),
         Resolved::HostDir { mode } | Resolved::OverlayDir { mode } => Ok(Meta {
@@ -536,9 +553,18 @@ fn readlink(k: &mut Kernel, dirfd: i32, ptr: u64, buf: u64, size: u64) -> SysRes
     if (size as i64) <= 0 {
         return err(libc::EINVAL);
     }
-    let target = if proc_self(&p) == Some("/exe") {
-        k.config.exe.clone()
-    } else if let Some(n) = proc_self(&p).and_then(|r| r.strip_prefix("/fd/")) {
+    let proc = proc_path(k, &p);
+    let target = if p == "/proc/self" {
+        k.pid().to_string()
+    } else if let Some(pp) = proc.filter(|pp| pp.rest == "/exe") {
+        match exe_link(k, pp.pid) {
+            Some(exe) => exe,
+            None => return err(libc::ENOENT),
+        }
+    } else if let Some(n) = proc
+        .filter(|pp| pp.is_own(k))
+        .and_then(|pp| pp.rest.strip_prefix("/fd/"))
+    {
         let Some(f) = n.parse::<i32>().ok().and_then(|n| k.files.get(n)) else {
             return err(libc::ENOENT);
         };

@@ -53,7 +53,7 @@ pub const CALLS: &[SyscallDef] = &[
     def(
         libc::SYS_prctl,
         sys_prctl,
-        "PR_SET_NAME, PR_GET_NAME and a few queries",
+        "names, dumpable, keep-caps, parent-death signal, timer slack, THP disable, child subreaper, TID address and the capability, seccomp and speculation queries",
     ),
     def(libc::SYS_arch_prctl, sys_arch_prctl, "FS base only"),
     def(
@@ -167,6 +167,8 @@ fn clone_thread(k: &mut Kernel, cpu: &mut dyn FpuAccess, c: CloneArgs) -> SysRes
         parent.fs_base
     };
     child.sigmask = parent.sigmask;
+    child.mempolicy = parent.mempolicy;
+    child.timer_slack = parent.timer_slack;
     child.fpu = Some(cpu.save());
     if c.flags & CLONE_CHILD_CLEARTID != 0 {
         child.clear_child_tid = c.child_tid;
@@ -188,7 +190,7 @@ pub fn exit_thread(k: &mut Kernel, code: i32) {
     let tid = k.current;
     let ctid = k.cur().clear_child_tid;
     if ctid != 0 && k.write_u32(ctid, 0).is_ok() {
-        futex_wake(k, ctid, 1, u32::MAX);
+        futex_wake(k, ctid, false, 1, u32::MAX);
     }
     let pid = k.pid;
     let last = !k
@@ -318,14 +320,30 @@ fn sys_getcpu(k: &mut Kernel, _: &mut dyn FpuAccess, a: [u64; 6]) -> SysResult {
 }
 
 const PR_SET_PDEATHSIG: u64 = 1;
+const PR_GET_PDEATHSIG: u64 = 2;
 const PR_GET_DUMPABLE: u64 = 3;
 const PR_SET_DUMPABLE: u64 = 4;
+const PR_GET_KEEPCAPS: u64 = 7;
+const PR_SET_KEEPCAPS: u64 = 8;
 const PR_SET_NAME: u64 = 15;
 const PR_GET_NAME: u64 = 16;
+const PR_GET_SECCOMP: u64 = 21;
 const PR_CAPBSET_READ: u64 = 23;
+const PR_GET_TIMERSLACK: u64 = 30;
+const PR_SET_TIMERSLACK: u64 = 29;
+const PR_SET_CHILD_SUBREAPER: u64 = 36;
+const PR_GET_CHILD_SUBREAPER: u64 = 37;
 const PR_SET_NO_NEW_PRIVS: u64 = 38;
 const PR_GET_NO_NEW_PRIVS: u64 = 39;
+const PR_GET_TID_ADDRESS: u64 = 40;
+const PR_SET_THP_DISABLE: u64 = 41;
+const PR_GET_THP_DISABLE: u64 = 42;
+const PR_CAP_AMBIENT: u64 = 47;
+const PR_GET_SPECULATION_CTRL: u64 = 52;
 const PR_SET_VMA: u64 = 0x5356_4d41;
+/// Yama's `PR_SET_PTRACER`: who may trace the caller (nobody traces here).
+const PR_SET_PTRACER: u64 = 0x5961_6d61;
+const CAP_LAST_CAP: u64 = 40;
 
 fn sys_prctl(k: &mut Kernel, _: &mut dyn FpuAccess, a: [u64; 6]) -> SysResult {
     match a[0] {
@@ -359,12 +377,100 @@ fn sys_prctl(k: &mut Kernel, _: &mut dyn FpuAccess, a: [u64; 6]) -> SysResult {
                 Err(_) => err(libc::EFAULT),
             }
         }
-        PR_SET_PDEATHSIG | PR_SET_DUMPABLE | PR_SET_NO_NEW_PRIVS => SysResult::Ret(0),
-        PR_GET_DUMPABLE => SysResult::Ret(1),
-        PR_GET_NO_NEW_PRIVS => SysResult::Ret(0),
+        PR_SET_PDEATHSIG => match a[1] {
+            0..=64 => {
+                k.cur().parent_death_signal = a[1] as u32;
+                SysResult::Ret(0)
+            }
+            _ => err(libc::EINVAL),
+        },
+        PR_GET_PDEATHSIG => {
+            let s = k.cur().parent_death_signal;
+            put_int(k, a[1], s)
+        }
+        PR_SET_DUMPABLE => match a[1] {
+            0 | 1 => {
+                k.options_mut().dumpable = a[1] == 1;
+                SysResult::Ret(0)
+            }
+            _ => err(libc::EINVAL),
+        },
+        PR_GET_DUMPABLE => SysResult::Ret(k.process_entry().options.dumpable as i64),
+        PR_SET_KEEPCAPS => match a[1] {
+            0 | 1 => {
+                k.options_mut().keep_caps = a[1] == 1;
+                SysResult::Ret(0)
+            }
+            _ => err(libc::EINVAL),
+        },
+        PR_GET_KEEPCAPS => SysResult::Ret(k.process_entry().options.keep_caps as i64),
+        PR_SET_THP_DISABLE if a[2] | a[3] | a[4] != 0 => err(libc::EINVAL),
+        PR_SET_THP_DISABLE => {
+            k.options_mut().thp_disabled = a[1] != 0;
+            SysResult::Ret(0)
+        }
+        PR_GET_THP_DISABLE if a[1] | a[2] | a[3] | a[4] != 0 => err(libc::EINVAL),
+        PR_GET_THP_DISABLE => SysResult::Ret(k.process_entry().options.thp_disabled as i64),
+        PR_SET_CHILD_SUBREAPER => {
+            k.options_mut().child_subreaper = a[1] != 0;
+            SysResult::Ret(0)
+        }
+        PR_GET_CHILD_SUBREAPER => {
+            let on = k.process_entry().options.child_subreaper as u32;
+            put_int(k, a[1], on)
+        }
+        PR_SET_TIMERSLACK => {
+            let slack = match a[1] {
+                0 => crate::kernel::thread::DEFAULT_TIMER_SLACK,
+                n => n,
+            };
+            k.cur().timer_slack = slack;
+            SysResult::Ret(0)
+        }
+        PR_GET_TIMERSLACK => SysResult::Ret(k.cur().timer_slack as i64),
+        PR_GET_TID_ADDRESS => {
+            let at = k.cur().clear_child_tid;
+            match k.write_u64(a[1], at) {
+                Ok(()) => SysResult::Ret(0),
+                Err(_) => err(libc::EFAULT),
+            }
+        }
+        PR_SET_NO_NEW_PRIVS if a[1] != 1 || a[2] | a[3] | a[4] != 0 => err(libc::EINVAL),
+        PR_SET_NO_NEW_PRIVS => {
+            k.options_mut().no_new_privs = true;
+            SysResult::Ret(0)
+        }
+        PR_GET_NO_NEW_PRIVS => SysResult::Ret(k.process_entry().options.no_new_privs as i64),
+        // No seccomp filter is ever installed (seccomp is unsupported).
+        PR_GET_SECCOMP => SysResult::Ret(0),
+        PR_CAPBSET_READ if a[1] > CAP_LAST_CAP => err(libc::EINVAL),
         PR_CAPBSET_READ => SysResult::Ret(1),
+        // Ambient capabilities: none are raised (root needs none), and
+        // raising one needs it inheritable, which none is.
+        PR_CAP_AMBIENT => match a[1] {
+            1 if a[2] > CAP_LAST_CAP => err(libc::EINVAL),
+            1 => SysResult::Ret(0),
+            2 => err(libc::EPERM),
+            3 | 4 => SysResult::Ret(0),
+            _ => err(libc::EINVAL),
+        },
+        // The CPU model has none of the speculation flaws the controls
+        // are for: PR_SPEC_NOT_AFFECTED.
+        PR_GET_SPECULATION_CTRL => match a[1] {
+            0..=2 => SysResult::Ret(0),
+            _ => err(libc::ENODEV),
+        },
+        PR_SET_PTRACER => SysResult::Ret(0),
         PR_SET_VMA => err(libc::EINVAL), // as on kernels without CONFIG_ANON_VMA_NAME
         op => SysResult::Unsupported(format!("prctl option {op}")),
+    }
+}
+
+/// Stores an `int` result of a `prctl` at `ptr`.
+fn put_int(k: &mut Kernel, ptr: u64, v: u32) -> SysResult {
+    match k.write_u32(ptr, v) {
+        Ok(()) => SysResult::Ret(0),
+        Err(_) => err(libc::EFAULT),
     }
 }
 
@@ -413,12 +519,14 @@ const FUTEX_CMP_REQUEUE: u64 = 4;
 const FUTEX_WAKE_OP: u64 = 5;
 const FUTEX_WAIT_BITSET: u64 = 9;
 const FUTEX_WAKE_BITSET: u64 = 10;
+const FUTEX_PRIVATE_FLAG: u64 = 128;
 const FUTEX_CLOCK_REALTIME: u64 = 256;
 const FUTEX_BITSET_ALL: u32 = u32::MAX;
 
-/// Wakes up to `n` waiters of `addr` matching `bitset`; returns how many.
-pub fn futex_wake(k: &mut Kernel, addr: u64, n: usize, bitset: u32) -> usize {
-    let key = k.futex_key(addr);
+/// Wakes up to `n` waiters of the futex at `addr` (keyed as a private
+/// operation's when `private`) matching `bitset`; returns how many.
+pub fn futex_wake(k: &mut Kernel, addr: u64, private: bool, n: usize, bitset: u32) -> usize {
+    let key = k.futex_key(addr, private);
     let woken = k.futex.take(key, n, bitset);
     for t in &woken {
         k.wake(*t, 0);
@@ -463,6 +571,7 @@ fn sys_futex(k: &mut Kernel, _: &mut dyn FpuAccess, a: [u64; 6]) -> SysResult {
     let [uaddr, op, val, timeout, uaddr2, val3] = a;
     let cmd = op & 0x7f;
     let realtime = op & FUTEX_CLOCK_REALTIME != 0;
+    let private = op & FUTEX_PRIVATE_FLAG != 0;
     if uaddr % 4 != 0 {
         return err(libc::EINVAL);
     }
@@ -486,6 +595,7 @@ fn sys_futex(k: &mut Kernel, _: &mut dyn FpuAccess, a: [u64; 6]) -> SysResult {
                 Ok(_) if deadline.is_some_and(|d| d <= k.now) => err(libc::ETIMEDOUT),
                 Ok(_) => SysResult::Block(Wait::Futex {
                     addr: uaddr,
+                    key: k.futex_key(uaddr, private),
                     bitset,
                     deadline,
                 }),
@@ -500,7 +610,7 @@ fn sys_futex(k: &mut Kernel, _: &mut dyn FpuAccess, a: [u64; 6]) -> SysResult {
             if bitset == 0 {
                 return err(libc::EINVAL);
             }
-            SysResult::Ret(futex_wake(k, uaddr, val as u32 as usize, bitset) as i64)
+            SysResult::Ret(futex_wake(k, uaddr, private, val as u32 as usize, bitset) as i64)
         }
         FUTEX_REQUEUE | FUTEX_CMP_REQUEUE => {
             if cmd == FUTEX_CMP_REQUEUE {
@@ -510,13 +620,14 @@ fn sys_futex(k: &mut Kernel, _: &mut dyn FpuAccess, a: [u64; 6]) -> SysResult {
                     Ok(_) => {}
                 }
             }
-            let woken = futex_wake(k, uaddr, val as u32 as usize, FUTEX_BITSET_ALL);
-            let (from, to) = (k.futex_key(uaddr), k.futex_key(uaddr2));
+            let woken = futex_wake(k, uaddr, private, val as u32 as usize, FUTEX_BITSET_ALL);
+            let (from, to) = (k.futex_key(uaddr, private), k.futex_key(uaddr2, private));
             let moved = k.futex.requeue(from, to, timeout as u32 as usize);
             for t in &moved {
                 if let Some(th) = k.threads.get_mut(t) {
-                    if let ThreadState::Blocked(Wait::Futex { addr, .. }) = &mut th.state {
+                    if let ThreadState::Blocked(Wait::Futex { addr, key, .. }) = &mut th.state {
                         *addr = uaddr2;
+                        *key = to;
                     }
                 }
             }
@@ -557,9 +668,15 @@ fn sys_futex(k: &mut Kernel, _: &mut dyn FpuAccess, a: [u64; 6]) -> SysResult {
                 5 => o >= c,
                 _ => return err(libc::ENOSYS),
             };
-            let mut n = futex_wake(k, uaddr, val as u32 as usize, FUTEX_BITSET_ALL);
+            let mut n = futex_wake(k, uaddr, private, val as u32 as usize, FUTEX_BITSET_ALL);
             if hit {
-                n += futex_wake(k, uaddr2, timeout as u32 as usize, FUTEX_BITSET_ALL);
+                n += futex_wake(
+                    k,
+                    uaddr2,
+                    private,
+                    timeout as u32 as usize,
+                    FUTEX_BITSET_ALL,
+                );
             }
             SysResult::Ret(n as i64)
         }

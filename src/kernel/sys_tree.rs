@@ -4,7 +4,7 @@
 
 use super::files::FileKind;
 use super::synth::is_virtual_tree;
-use super::sys_file::{AT_FDCWD, AT_REMOVEDIR, path_at, ret, sys_zero};
+use super::sys_file::{AT_EMPTY_PATH, AT_FDCWD, AT_REMOVEDIR, path_at, ret, sys_zero};
 use super::table::{SyscallDef, def};
 use super::vfs::{Resolved, parent_of};
 use super::{FpuAccess, Kernel, SysResult, err};
@@ -26,8 +26,16 @@ pub const CALLS: &[SyscallDef] = &[
         sys_renameat2,
         "RENAME_EXCHANGE and RENAME_WHITEOUT are not supported",
     ),
-    def(libc::SYS_link, sys_link, "a hard link is a copy"),
-    def(libc::SYS_linkat, sys_linkat, "a hard link is a copy"),
+    def(
+        libc::SYS_link,
+        sys_link,
+        "a host file is copied into the overlay first",
+    ),
+    def(
+        libc::SYS_linkat,
+        sys_linkat,
+        "a host file is copied into the overlay first; not AT_EMPTY_PATH",
+    ),
     def(libc::SYS_symlink, sys_symlink, ""),
     def(libc::SYS_symlinkat, sys_symlinkat, ""),
     def(libc::SYS_ftruncate, sys_ftruncate, ""),
@@ -45,9 +53,10 @@ pub const CALLS: &[SyscallDef] = &[
 
 // ----- changing the tree (in the overlay only)
 
-/// Refuses changes under /proc, /sys and /dev.
+/// Refuses changes under /proc, /sys and /dev, but for `/dev/shm`, where
+/// POSIX shared memory and semaphores live.
 fn check_mutable(path: &str) -> Result<(), i32> {
-    if is_virtual_tree(path) || path.starts_with("/dev/") {
+    if is_virtual_tree(path) || (path.starts_with("/dev/") && !path.starts_with("/dev/shm/")) {
         return Err(libc::EACCES);
     }
     Ok(())
@@ -174,20 +183,33 @@ fn sys_renameat2(k: &mut Kernel, _: &mut dyn FpuAccess, a: [u64; 6]) -> SysResul
     ret(r.and_then(|(f, t)| rename(k, &f, &t, a[4])))
 }
 
+/// A hard link: `to` names the file `from` names. A host file is copied
+/// up first, so that both names lead to the one copy the guest changes.
 fn link(k: &mut Kernel, from: &str, to: &str) -> Result<i64, i32> {
     check_mutable(to)?;
     if k.vfs.resolve(to, false).exists() {
         return Err(libc::EEXIST);
     }
-    let (data, mode) = match k.vfs.resolve(from, true) {
-        Resolved::HostFile { data, mode } => (data.to_vec(), mode),
-        Resolved::OverlayFile { mode, .. } => {
-            (k.vfs.overlay_data(from).cloned().unwrap_or_default(), mode)
-        }
+    if !k.vfs.resolve(&parent_of(to), true).is_dir() {
+        return Err(k.vfs.absent_errno(to));
+    }
+    // link(2) does not follow a final symlink: it links the link.
+    let from = match k.vfs.resolve(from, false) {
         Resolved::Missing => return Err(k.vfs.absent_errno(from)),
-        _ => return Err(libc::EPERM),
+        Resolved::HostDir { .. } | Resolved::OverlayDir { .. } => return Err(libc::EPERM),
+        Resolved::Symlink { target } => {
+            k.vfs.put_symlink(to, &target);
+            return Ok(0);
+        }
+        Resolved::Socket { .. } => return Err(libc::EPERM),
+        Resolved::HostFile { .. } => {
+            check_mutable(from)?;
+            copy_up(k, from)?;
+            from
+        }
+        Resolved::OverlayFile { .. } => from,
     };
-    k.vfs.put_file(to, data, mode);
+    k.vfs.link_file(from, to);
     Ok(0)
 }
 
@@ -197,8 +219,21 @@ fn sys_link(k: &mut Kernel, _: &mut dyn FpuAccess, a: [u64; 6]) -> SysResult {
 }
 
 fn sys_linkat(k: &mut Kernel, _: &mut dyn FpuAccess, a: [u64; 6]) -> SysResult {
+    const AT_SYMLINK_FOLLOW: u64 = 0x400;
+    if a[4] & AT_EMPTY_PATH != 0 {
+        return SysResult::Unsupported("linkat with AT_EMPTY_PATH".into());
+    }
+    if a[4] & !AT_SYMLINK_FOLLOW != 0 {
+        return err(libc::EINVAL);
+    }
     let r = path_at(k, a[0] as i32, a[1]).and_then(|f| Ok((f, path_at(k, a[2] as i32, a[3])?)));
-    ret(r.and_then(|(f, t)| link(k, &f, &t)))
+    ret(r.and_then(|(f, t)| {
+        let f = match a[4] & AT_SYMLINK_FOLLOW {
+            0 => f,
+            _ => k.vfs.final_path(&f),
+        };
+        link(k, &f, &t)
+    }))
 }
 
 fn symlink(k: &mut Kernel, target_ptr: u64, dirfd: i32, ptr: u64) -> Result<i64, i32> {
@@ -227,8 +262,8 @@ fn set_len(k: &mut Kernel, p: &str, len: u64) -> Result<i64, i32> {
     if len > (1 << 30) {
         return Err(libc::EFBIG);
     }
-    let d = k.vfs.overlay_data_mut(p).ok_or(libc::EINVAL)?;
-    d.resize(len as usize, 0);
+    k.change_file(p, |d| d.resize(len as usize, 0))
+        .ok_or(libc::EINVAL)?;
     Ok(0)
 }
 
@@ -284,9 +319,7 @@ fn chmod(k: &mut Kernel, p: &str, mode: u64) -> Result<i64, i32> {
         }
         _ => copy_up(k, p)?,
     }
-    if let Some(d) = k.vfs.overlay_data(p).cloned() {
-        k.vfs.put_file(p, d, mode as u32 & 0o7777);
-    }
+    k.vfs.set_mode(p, mode as u32 & 0o7777);
     Ok(0)
 }
 

@@ -9,9 +9,11 @@ pub use crate::ids::{Nanos, Tid};
 /// Why a thread cannot run.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub enum Wait {
-    /// `futex` wait on a word, with the bitset it waits for.
+    /// `futex` wait on a word (at `addr` in the waiter's space; which
+    /// futex it is, `key`), with the bitset it waits for.
     Futex {
         addr: u64,
+        key: super::futex::FutexKey,
         bitset: u32,
         deadline: Option<Nanos>,
     },
@@ -30,12 +32,14 @@ pub enum Wait {
     },
     /// `rt_sigsuspend` / `pause`: waits for a signal.
     Signal,
-    /// `rt_sigtimedwait`: waits for a signal of `set`, blocked or not;
-    /// taken up again (system call `nr` re-executed) when one arrives.
+    /// `rt_sigtimedwait`: waits for a signal of `set`, blocked or not; the
+    /// sender completes the call (the signal taken, its `siginfo_t` at
+    /// `info`) when one arrives.
     SigWait {
         set: u64,
+        /// Where the caller wants the signal's `siginfo_t` (0: nowhere).
+        info: u64,
         deadline: Option<Nanos>,
-        nr: u64,
     },
     /// `wait4` / `waitid` with no child to report yet; taken up again
     /// (system call `nr` re-executed) when a child of its process ends.
@@ -133,10 +137,23 @@ pub struct Thread {
     /// A sync site whose step the thread took and whose instruction it has
     /// not executed yet (it runs when the thread is next entered).
     pub pending_site: Option<PendingSite>,
-    /// The mask `rt_sigsuspend` replaced, which the handler of the signal
-    /// that ends it restores on return.
-    pub suspend_mask: Option<u64>,
+    /// The mask a call's own signal mask replaced for the call
+    /// (`rt_sigsuspend`, `pselect6`, `ppoll`, `epoll_pwait`,
+    /// `rt_sigtimedwait`), Linux's saved sigmask: the frame of the signal
+    /// that interrupts the call restores it when its handler returns;
+    /// otherwise it comes back as the call returns.
+    pub saved_mask: Option<u64>,
+    /// `set_mempolicy`'s mode (with its flags) and nodes.
+    pub mempolicy: (u16, u64),
+    /// `PR_SET_TIMERSLACK`, in nanoseconds.
+    pub timer_slack: u64,
+    /// `PR_SET_PDEATHSIG`: the signal the thread gets when its parent
+    /// process ends (0: none).
+    pub parent_death_signal: u32,
 }
+
+/// Linux's default timer slack (50 µs), which `PR_GET_TIMERSLACK` reports.
+pub const DEFAULT_TIMER_SLACK: u64 = 50_000;
 
 /// A sync site a thread stopped at.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -169,7 +186,10 @@ impl Thread {
             name,
             yielded: false,
             pending_site: None,
-            suspend_mask: None,
+            saved_mask: None,
+            mempolicy: (0, 0),
+            timer_slack: DEFAULT_TIMER_SLACK,
+            parent_death_signal: 0,
         }
     }
 
@@ -179,5 +199,12 @@ impl Thread {
 
     pub fn is_alive(&self) -> bool {
         self.state != ThreadState::Exited
+    }
+
+    /// Puts back the mask a call's own mask replaced, if any.
+    pub fn restore_saved_mask(&mut self) {
+        if let Some(m) = self.saved_mask.take() {
+            self.sigmask = m;
+        }
     }
 }

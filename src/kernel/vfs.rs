@@ -328,12 +328,27 @@ fn read_host_node(path: &str, follow: bool) -> HostNode {
     }
 }
 
+/// A file of the guest's private overlay: its bytes and mode, shared by
+/// every name linked to it (hard links), as an inode is.
+#[derive(Clone, Debug)]
+pub struct Inode {
+    pub data: Vec<u8>,
+    pub mode: u32,
+    /// Names linked to it, and how many of them are hidden: the names
+    /// unlinked files that are still open live under (see `sys_tree`).
+    links: u32,
+    hidden: u32,
+    /// What `stat` reports as its inode number: made from the path it was
+    /// created at, so a file keeps its number across renames and links.
+    pub number: u64,
+}
+
 /// A node of the guest's private overlay.
 #[derive(Clone, Debug)]
 pub enum OverlayNode {
+    /// A name of inode `ino` (see [`Vfs::inode`]).
     File {
-        data: Vec<u8>,
-        mode: u32,
+        ino: u64,
     },
     Dir {
         mode: u32,
@@ -353,12 +368,32 @@ pub enum OverlayNode {
 /// What a path resolves to for the guest.
 #[derive(Clone, Debug)]
 pub enum Resolved {
-    HostFile { data: Arc<Vec<u8>>, mode: u32 },
-    HostDir { mode: u32 },
-    OverlayFile { mode: u32, size: u64 },
-    OverlayDir { mode: u32 },
-    Symlink { target: String },
-    Socket { id: u64, mode: u32 },
+    HostFile {
+        data: Arc<Vec<u8>>,
+        mode: u32,
+    },
+    HostDir {
+        mode: u32,
+    },
+    /// A file of the overlay: inode `ino`, with its `stat` number and
+    /// link count.
+    OverlayFile {
+        mode: u32,
+        size: u64,
+        ino: u64,
+        number: u64,
+        links: u32,
+    },
+    OverlayDir {
+        mode: u32,
+    },
+    Symlink {
+        target: String,
+    },
+    Socket {
+        id: u64,
+        mode: u32,
+    },
     Missing,
 }
 
@@ -376,6 +411,9 @@ impl Resolved {
 pub struct Vfs {
     source: SharedSource,
     overlay: BTreeMap<String, OverlayNode>,
+    /// The overlay's files, by inode.
+    inodes: BTreeMap<u64, Inode>,
+    next_ino: u64,
     pub cwd: String,
     pub umask: u32,
 }
@@ -385,6 +423,8 @@ impl Vfs {
         Vfs {
             source,
             overlay: BTreeMap::new(),
+            inodes: BTreeMap::new(),
+            next_ino: 1,
             cwd,
             umask: 0o022,
         }
@@ -430,10 +470,14 @@ impl Vfs {
         let mut path = path.to_string();
         for _ in 0..40 {
             match self.overlay.get(&path) {
-                Some(OverlayNode::File { data, mode }) => {
+                Some(OverlayNode::File { ino }) => {
+                    let f = &self.inodes[ino];
                     let r = Resolved::OverlayFile {
-                        mode: *mode,
-                        size: data.len() as u64,
+                        mode: f.mode,
+                        size: f.data.len() as u64,
+                        ino: *ino,
+                        number: f.number,
+                        links: f.links - f.hidden,
                     };
                     return (r, None);
                 }
@@ -495,6 +539,41 @@ impl Vfs {
         path
     }
 
+    /// `path` (absolute) with every symbolic link in it resolved, as Linux
+    /// names an open file (`/proc/PID/exe`): `/bin/sh` is `/usr/bin/dash`
+    /// where `/bin` and `/bin/sh` are links. A part that does not resolve
+    /// is kept as it is.
+    pub fn canonical(&mut self, path: &str) -> String {
+        let mut todo: Vec<String> = path.split('/').rev().map(String::from).collect();
+        let mut done: Vec<String> = Vec::new();
+        let mut links = 0;
+        while let Some(c) = todo.pop() {
+            match c.as_str() {
+                "" | "." => continue,
+                ".." => {
+                    done.pop();
+                    continue;
+                }
+                _ => {}
+            }
+            let here = match done.is_empty() {
+                true => format!("/{c}"),
+                false => format!("/{}/{c}", done.join("/")),
+            };
+            match self.resolve(&here, false) {
+                Resolved::Symlink { target } if links < 40 => {
+                    links += 1;
+                    if target.starts_with('/') {
+                        done.clear();
+                    }
+                    todo.extend(target.split('/').rev().map(String::from));
+                }
+                _ => done.push(c),
+            }
+        }
+        format!("/{}", done.join("/"))
+    }
+
     /// The errno for a path that does not resolve: `ENOTDIR` when one of
     /// its ancestors is not a directory (`file.txt/x`), else `ENOENT`.
     pub fn absent_errno(&mut self, path: &str) -> i32 {
@@ -525,48 +604,105 @@ impl Vfs {
         false
     }
 
-    /// The bytes of a file in the overlay.
-    pub fn overlay_data(&self, path: &str) -> Option<&Vec<u8>> {
+    /// The inode a file of the overlay at `path` names (no link is
+    /// followed).
+    pub fn overlay_inode(&self, path: &str) -> Option<u64> {
         match self.overlay.get(path) {
-            Some(OverlayNode::File { data, .. }) => Some(data),
+            Some(OverlayNode::File { ino }) => Some(*ino),
             _ => None,
         }
+    }
+
+    /// An inode of the overlay, while some name or open file keeps it.
+    pub fn inode(&self, ino: u64) -> Option<&Inode> {
+        self.inodes.get(&ino)
+    }
+
+    /// An inode of the overlay, writable.
+    pub fn inode_mut(&mut self, ino: u64) -> Option<&mut Inode> {
+        self.inodes.get_mut(&ino)
+    }
+
+    /// The bytes of a file in the overlay.
+    pub fn overlay_data(&self, path: &str) -> Option<&Vec<u8>> {
+        self.inode(self.overlay_inode(path)?).map(|f| &f.data)
     }
 
     /// The bytes of a file in the overlay, writable.
     pub fn overlay_data_mut(&mut self, path: &str) -> Option<&mut Vec<u8>> {
-        match self.overlay.get_mut(path) {
-            Some(OverlayNode::File { data, .. }) => Some(data),
-            _ => None,
+        let ino = self.overlay_inode(path)?;
+        self.inode_mut(ino).map(|f| &mut f.data)
+    }
+
+    /// Creates or replaces a file in the overlay: a new inode.
+    pub fn put_file(&mut self, path: &str, data: Vec<u8>, mode: u32) {
+        let ino = self.next_ino;
+        self.next_ino += 1;
+        let number = inode_of(path);
+        self.inodes.insert(
+            ino,
+            Inode {
+                data,
+                mode,
+                links: 0,
+                hidden: 0,
+                number,
+            },
+        );
+        self.name(path, OverlayNode::File { ino });
+    }
+
+    /// Links the overlay file at `from` under the name `to` too (a hard
+    /// link: one inode, two names); whether `from` is an overlay file.
+    pub fn link_file(&mut self, from: &str, to: &str) -> bool {
+        let Some(ino) = self.overlay_inode(from) else {
+            return false;
+        };
+        self.name(to, OverlayNode::File { ino });
+        true
+    }
+
+    /// Sets the mode of the overlay file at `path` (every name's).
+    pub fn set_mode(&mut self, path: &str, mode: u32) {
+        if let Some(ino) = self.overlay_inode(path) {
+            self.inodes.get_mut(&ino).expect("named").mode = mode;
         }
     }
 
-    /// Creates or replaces a file in the overlay.
-    pub fn put_file(&mut self, path: &str, data: Vec<u8>, mode: u32) {
-        self.overlay
-            .insert(path.to_string(), OverlayNode::File { data, mode });
+    /// Puts `node` at `path`, counting the links of the inodes it names
+    /// and replaces. An inode no name is linked to any more is gone (open
+    /// descriptors keep theirs under a hidden name, see `sys_tree`).
+    fn name(&mut self, path: &str, node: OverlayNode) {
+        let hidden = u32::from(path.starts_with('\0'));
+        if let OverlayNode::File { ino } = node {
+            let f = self.inodes.get_mut(&ino).expect("a live inode");
+            f.links += 1;
+            f.hidden += hidden;
+        }
+        if let Some(OverlayNode::File { ino }) = self.overlay.insert(path.to_string(), node) {
+            let f = self.inodes.get_mut(&ino).expect("a live inode");
+            f.links -= 1;
+            f.hidden -= hidden;
+            if f.links == 0 {
+                self.inodes.remove(&ino);
+            }
+        }
     }
 
     /// Creates a directory in the overlay.
     pub fn put_dir(&mut self, path: &str, mode: u32) {
-        self.overlay
-            .insert(path.to_string(), OverlayNode::Dir { mode });
+        self.name(path, OverlayNode::Dir { mode });
     }
 
     /// Creates a symlink in the overlay.
     pub fn put_symlink(&mut self, path: &str, target: &str) {
-        self.overlay.insert(
-            path.to_string(),
-            OverlayNode::Symlink {
-                target: target.to_string(),
-            },
-        );
+        let target = target.to_string();
+        self.name(path, OverlayNode::Symlink { target });
     }
 
     /// Names a unix socket: bound socket `id` of `sys_net`.
     pub fn put_socket(&mut self, path: &str, id: u64, mode: u32) {
-        self.overlay
-            .insert(path.to_string(), OverlayNode::Socket { id, mode });
+        self.name(path, OverlayNode::Socket { id, mode });
     }
 
     /// How many paths the overlay holds (a fresh suffix for a hidden one).
@@ -576,7 +712,7 @@ impl Vfs {
 
     /// Removes a path (hiding the host's copy, if any).
     pub fn remove(&mut self, path: &str) {
-        self.overlay.insert(path.to_string(), OverlayNode::Deleted);
+        self.name(path, OverlayNode::Deleted);
     }
 
     /// Moves an overlay node (a host node is copied up first by the caller).
@@ -589,8 +725,9 @@ impl Vfs {
             .collect();
         for (k, v) in moved {
             let dest = format!("{to}{}", &k[from.len()..]);
-            self.overlay.insert(k, OverlayNode::Deleted);
-            self.overlay.insert(dest, v);
+            // The name moves: link it at its new place first.
+            self.name(&dest, v);
+            self.name(&k, OverlayNode::Deleted);
         }
     }
 
@@ -678,6 +815,49 @@ mod tests {
         assert_eq!(v.normalize(None, "a/./b/../c"), "/work/a/c");
         assert_eq!(v.normalize(None, "/x//y/"), "/x/y");
         assert_eq!(v.normalize(None, "../../.."), "/");
+    }
+
+    #[test]
+    fn hard_links_name_one_inode_that_lives_while_a_name_does() {
+        let mut v = vfs();
+        v.put_dir("/work", 0o755);
+        v.put_file("/work/a", b"one".to_vec(), 0o644);
+        assert!(v.link_file("/work/a", "/work/b"));
+        v.overlay_data_mut("/work/b").unwrap().push(b'!');
+        assert_eq!(v.overlay_data("/work/a").unwrap(), b"one!");
+        let Resolved::OverlayFile {
+            ino, links, number, ..
+        } = v.resolve("/work/a", true)
+        else {
+            panic!("a file");
+        };
+        assert_eq!(links, 2);
+        assert_eq!(
+            number,
+            inode_of("/work/a"),
+            "its number is its first name's"
+        );
+        v.remove("/work/a");
+        assert!(v.inode(ino).is_some(), "b still names it");
+        v.rename("/work/b", "/work/c");
+        assert_eq!(v.overlay_inode("/work/c"), Some(ino));
+        v.put_file("/work/c", Vec::new(), 0o644);
+        assert!(v.inode(ino).is_none(), "replaced: no name is left");
+    }
+
+    #[test]
+    fn canonical_paths_resolve_every_link_on_the_way() {
+        let mut v = vfs();
+        v.put_dir("/usr", 0o755);
+        v.put_dir("/usr/bin", 0o755);
+        v.put_file("/usr/bin/dash", Vec::new(), 0o755);
+        v.put_symlink("/bin", "usr/bin");
+        v.put_symlink("/usr/bin/sh", "dash");
+        assert_eq!(v.canonical("/bin/sh"), "/usr/bin/dash");
+        assert_eq!(v.canonical("/bin/../bin/./sh"), "/usr/bin/dash");
+        assert_eq!(v.canonical("/usr/bin/missing"), "/usr/bin/missing");
+        v.put_symlink("/loop", "/loop");
+        assert_eq!(v.canonical("/loop"), "/loop", "a loop ends");
     }
 
     #[test]

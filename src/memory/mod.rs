@@ -6,4 +6,6 @@ pub mod space;
 
 pub use paging::Prot;
 pub use phys::{PageAllocator, PhysError, PhysMemory};
-pub use space::{Access, AddressSpace, Backing, HIDDEN_MAPPING, MemError, Placement, Pod, Vma};
+pub use space::{
+    Access, AddressSpace, Backing, HIDDEN_MAPPING, MemError, Placement, Pod, Usage, Vma,
+};

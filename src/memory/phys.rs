@@ -158,6 +158,13 @@ pub struct PageAllocator {
     /// the table it was.
     #[serde(default)]
     quarantine: Vec<u64>,
+    /// The pages of shared memory objects (a file's pages that its
+    /// `MAP_SHARED` mappings share, anonymous shared memory), by object
+    /// and page index. The table holds a reference of its own to each
+    /// page, and every page-table entry over it one more, so the page
+    /// stays while the object does, mapped or not.
+    #[serde(default)]
+    objects: std::collections::BTreeMap<u64, std::collections::BTreeMap<u64, u64>>,
 }
 
 impl PageAllocator {
@@ -169,6 +176,7 @@ impl PageAllocator {
             free: Vec::new(),
             shares: Default::default(),
             quarantine: Vec::new(),
+            objects: Default::default(),
         }
     }
 
@@ -192,6 +200,48 @@ impl PageAllocator {
     /// Whether another address space holds `pa` too.
     pub fn is_shared(&self, pa: u64) -> bool {
         self.shares.contains_key(&pa)
+    }
+
+    /// Page `index` of shared object `object`, if it has one yet.
+    pub fn object_page(&self, object: u64, index: u64) -> Option<u64> {
+        self.objects.get(&object)?.get(&index).copied()
+    }
+
+    /// Page `index` of shared object `object`, a new zero-filled one if it
+    /// had none; whether it is new.
+    pub fn object_page_or_new(
+        &mut self,
+        mem: &PhysMemory,
+        object: u64,
+        index: u64,
+    ) -> Result<(u64, bool), PhysError> {
+        if let Some(pa) = self.object_page(object, index) {
+            return Ok((pa, false));
+        }
+        let pa = self.alloc(mem)?;
+        self.objects.entry(object).or_default().insert(index, pa);
+        Ok((pa, true))
+    }
+
+    /// The pages shared object `object` has, by index.
+    pub fn object_pages(&self, object: u64) -> Vec<(u64, u64)> {
+        self.objects
+            .get(&object)
+            .map(|m| m.iter().map(|(i, pa)| (*i, *pa)).collect())
+            .unwrap_or_default()
+    }
+
+    /// The shared objects that have pages.
+    pub fn objects(&self) -> Vec<u64> {
+        self.objects.keys().copied().collect()
+    }
+
+    /// Lets go of a shared object's pages (each goes back to the pool once
+    /// no page table holds it either).
+    pub fn release_object(&mut self, object: u64) {
+        for (_, pa) in self.objects.remove(&object).unwrap_or_default() {
+            self.free(pa);
+        }
     }
 
     /// A zero-filled page.

@@ -66,6 +66,11 @@ pub enum Backing {
         offset: u64,
         sites: Option<Arc<SiteTable>>,
     },
+    /// The pages of shared memory object `object` (the pool's, see
+    /// [`PageAllocator::object_page`]) from byte `offset`: every mapping of
+    /// the object, in any address space, maps the same guest-physical
+    /// pages. A page the object lacks is a new zero-filled one.
+    Shared { object: u64, offset: u64 },
 }
 
 impl Backing {
@@ -89,6 +94,9 @@ pub struct Vma {
     /// What `/proc/self/maps` shows: a path, `[heap]`, `[stack]` or nothing.
     pub name: String,
     pub shared: bool,
+    /// The memory policy `mbind` gave the range (mode and nodes), which
+    /// `get_mempolicy` reports; on a machine of one node it places nothing.
+    pub policy: Option<(u16, u64)>,
 }
 
 impl Vma {
@@ -105,8 +113,36 @@ impl Vma {
                 offset: offset + (at - self.start),
                 sites: sites.clone(),
             },
+            Backing::Shared { object, offset } => Backing::Shared {
+                object: *object,
+                offset: offset + (at - self.start),
+            },
         }
     }
+
+    /// The shared object behind `va` (within this mapping) and the byte
+    /// offset of `va` in it, if the mapping is of one.
+    pub fn shared_at(&self, va: u64) -> Option<(u64, u64)> {
+        match self.backing {
+            Backing::Shared { object, offset } => Some((object, offset + (va - self.start))),
+            _ => None,
+        }
+    }
+}
+
+/// An address space's size and what of it is in memory, in pages.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Usage {
+    /// Every mapping (VmSize).
+    pub size: u64,
+    /// Pages present (VmRSS).
+    pub resident: u64,
+    /// Present pages of file and shared mappings.
+    pub shared: u64,
+    /// Executable file mappings (code).
+    pub text: u64,
+    /// Private writable mappings (data, heap and stacks: VmData).
+    pub data: u64,
 }
 
 /// How `map` may place a mapping.
@@ -205,10 +241,12 @@ impl AddressSpace {
             needs_invalidate: false,
             demand_faults: 0,
         };
+        // Mappings of shared objects map the same pages in both; the
+        // rest are the parent's private memory.
         let spans: Vec<(u64, u64, bool)> = self
             .vmas
             .values()
-            .map(|v| (v.start, v.end, v.shared))
+            .map(|v| (v.start, v.end, matches!(v.backing, Backing::Shared { .. })))
             .collect();
         let writable = |pte: u64| pte & PTE_W != 0 || (pte & PTE_P == 0 && pte & PTE_COW == 0);
         let mut to_copy = 0;
@@ -223,10 +261,6 @@ impl AddressSpace {
         }
         let eager = to_copy <= EAGER_COPY_PAGES;
         for (start, end, shared) in spans {
-            if shared {
-                // Both must see one page each, so each needs one now.
-                self.populate(mem, start, end)?;
-            }
             for (va, pte) in self.pt.entries(mem, start, end) {
                 let Some(pa) = owned_page(pte) else { continue };
                 if !shared && eager && writable(pte) {
@@ -421,11 +455,18 @@ impl AddressSpace {
             backing,
             name: name.to_string(),
             shared: false,
+            policy: None,
         };
         let eager = matches!(vma.backing, Backing::File { .. }) && prot.accessible();
+        let object = matches!(vma.backing, Backing::Shared { .. }) && prot.accessible();
         self.vmas.insert(start, vma);
         if eager {
             self.populate(mem, start, start + len)?;
+        }
+        if object {
+            // The pages the object has (a file's) are mapped at once, as a
+            // file's are copied; the others come on first touch.
+            self.map_object_pages(mem, start, start + len)?;
         }
         Ok(start)
     }
@@ -520,6 +561,22 @@ impl AddressSpace {
                         .set(mem, &mut self.alloc, va, pa | flags_keeping_cow(pte, prot))?;
                 }
             }
+        }
+        Ok(())
+    }
+
+    /// Gives `[addr, addr+len)`, which must be fully mapped, a memory
+    /// policy (`mbind`).
+    pub fn set_policy(&mut self, addr: u64, len: u64, policy: (u16, u64)) -> Result<(), MemError> {
+        if addr % PAGE_SIZE != 0 {
+            return Err(MemError::Invalid);
+        }
+        let end = addr.checked_add(page_ceil(len)).ok_or(MemError::Invalid)?;
+        if !self.is_fully_mapped(addr, end) {
+            return Err(MemError::Fault);
+        }
+        for k in self.isolate(addr, end) {
+            self.vmas.get_mut(&k).expect("isolated").policy = Some(policy);
         }
         Ok(())
     }
@@ -623,6 +680,12 @@ impl AddressSpace {
             let refill = match &v.backing {
                 Backing::Anon => None,
                 Backing::File { .. } => Some(v.clone()),
+                // The object's pages are what it holds: Linux's next touch
+                // finds them again.
+                Backing::Shared { .. } => {
+                    va = stop;
+                    continue;
+                }
             };
             for (at, pte) in self.pt.entries(mem, va, stop) {
                 if let Some(mut pa) = owned_page(pte) {
@@ -664,6 +727,7 @@ impl AddressSpace {
                     backing: Backing::Anon,
                     name: "[heap]".into(),
                     shared: false,
+                    policy: None,
                 };
                 self.vmas.insert(old_top, vma);
             } else {
@@ -739,9 +803,40 @@ impl AddressSpace {
         while va < end {
             let pte = self.pt.get(mem, va);
             if owned_page(pte).is_none() {
-                let pa = self.alloc.alloc(mem)?;
-                fill_from_file(mem, &v, va, pa);
+                let pa = match v.shared_at(va) {
+                    Some((object, off)) => {
+                        let (pa, _) =
+                            self.alloc
+                                .object_page_or_new(mem, object, off / PAGE_SIZE)?;
+                        self.alloc.share(pa);
+                        pa
+                    }
+                    None => {
+                        let pa = self.alloc.alloc(mem)?;
+                        fill_from_file(mem, &v, va, pa);
+                        pa
+                    }
+                };
                 self.pt.set(mem, &mut self.alloc, va, pa | flags)?;
+            }
+            va += PAGE_SIZE;
+        }
+        Ok(())
+    }
+
+    /// Maps the pages shared object mapping `[start, end)` has in its
+    /// object already (none is made).
+    fn map_object_pages(&mut self, mem: &PhysMemory, start: u64, end: u64) -> Result<(), MemError> {
+        let v = self.vma_at(start).cloned().ok_or(MemError::Unmapped)?;
+        let flags = v.prot.pte_flags();
+        let mut va = start;
+        while va < end {
+            if let Some((object, off)) = v.shared_at(va) {
+                let pa = self.alloc.object_page(object, off / PAGE_SIZE);
+                if let Some(pa) = pa.filter(|_| owned_page(self.pt.get(mem, va)).is_none()) {
+                    self.alloc.share(pa);
+                    self.pt.set(mem, &mut self.alloc, va, pa | flags)?;
+                }
             }
             va += PAGE_SIZE;
         }
@@ -874,10 +969,14 @@ impl AddressSpace {
             let off = at % PAGE_SIZE;
             let n = ((PAGE_SIZE - off) as usize).min(buf.len() - done);
             let out = &mut buf[done..done + n];
-            if let Some(pa) = self.page_of(mem, at) {
+            let v = self.vma_at(at);
+            let object_page = v
+                .and_then(|v| v.shared_at(at))
+                .and_then(|(object, o)| self.alloc.object_page(object, o / PAGE_SIZE));
+            if let Some(pa) = self.page_of(mem, at).or(object_page) {
                 mem.read(pa + off, out);
             } else {
-                let v = self.vma_at(at).ok_or(MemError::Unmapped)?;
+                let v = v.ok_or(MemError::Unmapped)?;
                 out.fill(0);
                 if let Backing::File { data, offset, .. } = &v.backing {
                     let start = usize::try_from(offset + (at - v.start)).unwrap_or(usize::MAX);
@@ -966,6 +1065,33 @@ impl AddressSpace {
         pte & PTE_P != 0 && pte & PTE_W != 0
     }
 
+    /// How much memory the space maps and holds, in pages, as
+    /// `/proc/PID/statm` counts it.
+    pub fn usage(&self, mem: &PhysMemory) -> Usage {
+        let mut u = Usage::default();
+        for v in self.vmas.values().filter(|v| v.name != HIDDEN_MAPPING) {
+            let pages = (v.end - v.start) / PAGE_SIZE;
+            u.size += pages;
+            let file = !matches!(v.backing, Backing::Anon);
+            if v.prot.exec && file {
+                u.text += pages;
+            }
+            if v.prot.write && !v.shared {
+                u.data += pages;
+            }
+            let present = self
+                .pt
+                .entries(mem, v.start, v.end)
+                .filter(|(_, pte)| pte & PTE_P != 0)
+                .count() as u64;
+            u.resident += present;
+            if file || v.shared {
+                u.shared += present;
+            }
+        }
+        u
+    }
+
     /// The text of `/proc/self/maps`.
     pub fn maps_text(&self) -> String {
         let mut s = String::new();
@@ -974,7 +1100,10 @@ impl AddressSpace {
                 Backing::File { offset, .. } => {
                     (*offset, 1 + (v.name.len() as u64 * 7919) % 100_000)
                 }
-                Backing::Anon => (0, 0),
+                Backing::Shared { offset, .. } if !v.name.is_empty() => {
+                    (*offset, 1 + (v.name.len() as u64 * 7919) % 100_000)
+                }
+                Backing::Shared { .. } | Backing::Anon => (0, 0),
             };
             let line = format!(
                 "{:08x}-{:08x} {}{}{}{} {:08x} {} {}",

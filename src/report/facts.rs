@@ -44,7 +44,7 @@ impl RunFacts {
         RunFacts {
             mappings,
             backtrace,
-            exe_object: base_name(&k.config().exe).to_string(),
+            exe_object: base_name(k.program()).to_string(),
             stacks,
         }
     }

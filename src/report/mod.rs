@@ -29,7 +29,7 @@ pub fn mappings(mm: &AddressSpace) -> Vec<Mapping> {
                 path: v.name.clone(),
                 data: data.clone(),
             }),
-            Backing::Anon => None,
+            Backing::Anon | Backing::Shared { .. } => None,
         })
         .collect()
 }
@@ -55,7 +55,7 @@ impl Symbols {
             .filter(|t| matches!(t.state, crate::kernel::thread::ThreadState::Blocked(_)))
             .map(|t| t.tid.0);
         s.stacks = facts::stacks(vm, &s.maps, blocked);
-        s.exe_object = facts::base_name(&vm.kernel().config().exe).to_string();
+        s.exe_object = facts::base_name(vm.kernel().program()).to_string();
         s
     }
 

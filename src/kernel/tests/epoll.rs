@@ -66,3 +66,35 @@ cases! {
     }, Want::Ret(4), then |b| assert_eq!(b.read(super::SCRATCH + 4096, 4), b"ping");
     pkey_alloc_finds_no_key: SYS_pkey_alloc, |_b| [0, 0, 0, 0, 0, 0], Want::Err(ENOSPC);
 }
+
+cases! {
+    epoll_pwait_waits_with_its_own_mask: SYS_epoll_pwait, |b| {
+        let (ep, _) = watched_counter(b, 0, EPOLLIN as u32);
+        let set = b.bytes(&(1u64 << (SIGCHLD - 1)).to_le_bytes());
+        assert_eq!(b.ret(SYS_rt_sigprocmask, [SIG_BLOCK as u64, set, 0, 8, 0, 0]), 0);
+        [ep, b.buf(12), 8, u64::MAX, b.bytes(&0u64.to_le_bytes()), 8]
+    }, Want::Blocks, then |b| {
+        assert_eq!(b.k.cur().sigmask, 0);
+        assert_eq!(b.k.cur().saved_mask, Some(1 << (SIGCHLD - 1)));
+    };
+    epoll_pwait_with_a_mask_of_another_size_is_einval: SYS_epoll_pwait, |b| {
+        let (ep, _) = watched_counter(b, 0, EPOLLIN as u32);
+        [ep, b.buf(12), 8, 0, b.bytes(&0u64.to_le_bytes()), 16]
+    }, Want::Err(EINVAL);
+    epoll_pwait2_with_a_zero_timespec_returns_at_once: SYS_epoll_pwait2, |b| {
+        let (ep, _) = watched_counter(b, 0, EPOLLIN as u32);
+        [ep, b.buf(12), 8, b.bytes(&[0u8; 16]), 0, 0]
+    }, Want::Ret(0);
+    epoll_pwait2_without_a_timeout_waits: SYS_epoll_pwait2, |b| {
+        let (ep, _) = watched_counter(b, 0, EPOLLIN as u32);
+        [ep, b.buf(12), 8, 0, 0, 0]
+    }, Want::Blocks;
+    epoll_pwait2_reports_what_is_ready: SYS_epoll_pwait2, |b| {
+        let (ep, _) = watched_counter(b, 1, EPOLLIN as u32);
+        [ep, b.buf(12), 8, 0, 0, 0]
+    }, Want::Ret(1);
+    epoll_pwait2_with_a_bad_timespec_is_einval: SYS_epoll_pwait2, |b| {
+        let (ep, _) = watched_counter(b, 0, EPOLLIN as u32);
+        [ep, b.buf(12), 8, b.bytes(&[0u64.to_le_bytes(), 2_000_000_000u64.to_le_bytes()].concat()), 0, 0]
+    }, Want::Err(EINVAL);
+}

@@ -126,3 +126,106 @@ cases! {
         [fd, 0, SEEK_END as u64, 0, 0, 0]
     }, Want::Ret(0);
 }
+
+/// The bytes of the overlay file `path`, read through a descriptor.
+fn contents(b: &mut super::Bench, path: &str) -> Vec<u8> {
+    let fd = b.open(path, O_RDONLY);
+    let buf = b.buf(256);
+    let n = b.ret(SYS_read, [fd, buf, 256, 0, 0, 0]);
+    b.read(buf, n as usize)
+}
+
+cases! {
+    copy_file_range_copies_at_the_offsets_and_moves_them: SYS_copy_file_range, |b| {
+        let from = b.open("/data/hello.txt", O_RDONLY);
+        let to = b.open("/data/copy.txt", O_WRONLY | O_CREAT);
+        [from, 0, to, 0, 100, 0]
+    }, Want::Ret(13), then |b| {
+        assert_eq!(contents(b, "/data/copy.txt"), b"hello, world\n");
+        assert_eq!(b.ret(SYS_lseek, [3, 0, SEEK_CUR as u64, 0, 0, 0]), 13, "the input offset moved");
+        assert_eq!(b.ret(SYS_copy_file_range, [3, 0, 4, 0, 100, 0]), 0, "at the end");
+    };
+    copy_file_range_at_given_positions_leaves_the_offsets: SYS_copy_file_range, |b| {
+        let from = b.open("/data/hello.txt", O_RDONLY);
+        let to = b.open("/data/copy.txt", O_WRONLY | O_CREAT);
+        let (off_in, off_out) = (super::SCRATCH + 8192, super::SCRATCH + 8200);
+        b.k.write_u64(off_in, 7).unwrap();
+        b.k.write_u64(off_out, 2).unwrap();
+        [from, off_in, to, off_out, 5, 0]
+    }, Want::Ret(5), then |b| {
+        assert_eq!(contents(b, "/data/copy.txt"), b"\0\0world");
+        assert_eq!(b.ret(SYS_lseek, [3, 0, SEEK_CUR as u64, 0, 0, 0]), 0);
+        assert_eq!(b.u64_at(super::SCRATCH + 8192), 12, "the input position moved");
+        assert_eq!(b.u64_at(super::SCRATCH + 8200), 7, "the output position moved");
+    };
+    copy_file_range_with_flags_is_einval: SYS_copy_file_range, |b| {
+        let from = b.open("/data/hello.txt", O_RDONLY);
+        let to = b.open("/data/copy.txt", O_WRONLY | O_CREAT);
+        [from, 0, to, 0, 5, 1]
+    }, Want::Err(EINVAL);
+    copy_file_range_to_a_read_only_descriptor_is_ebadf: SYS_copy_file_range, |b| {
+        let from = b.open("/data/hello.txt", O_RDONLY);
+        let to = b.open("/data/hello.txt", O_RDONLY);
+        [from, 0, to, 0, 5, 0]
+    }, Want::Err(EBADF);
+    copy_file_range_to_an_append_descriptor_is_ebadf: SYS_copy_file_range, |b| {
+        let from = b.open("/data/hello.txt", O_RDONLY);
+        let to = b.open("/data/copy.txt", O_WRONLY | O_CREAT | O_APPEND);
+        [from, 0, to, 0, 5, 0]
+    }, Want::Err(EBADF);
+    copy_file_range_from_a_directory_is_eisdir: SYS_copy_file_range, |b| {
+        let from = b.open("/data/sub", O_RDONLY | O_DIRECTORY);
+        let to = b.open("/data/copy.txt", O_WRONLY | O_CREAT);
+        [from, 0, to, 0, 5, 0]
+    }, Want::Err(EISDIR);
+    copy_file_range_to_a_pipe_is_einval: SYS_copy_file_range, |b| {
+        let from = b.open("/data/hello.txt", O_RDONLY);
+        let fds = b.buf(8);
+        b.ret(SYS_pipe2, [fds, 0, 0, 0, 0, 0]);
+        [from, 0, 5, 0, 5, 0]
+    }, Want::Err(EINVAL);
+    copy_file_range_over_itself_overlapping_is_einval: SYS_copy_file_range, |b| {
+        let f = b.open("/data/copy.txt", O_RDWR | O_CREAT);
+        let data = b.bytes(b"0123456789");
+        b.ret(SYS_write, [f, data, 10, 0, 0, 0]);
+        let off_in = b.bytes(&0u64.to_le_bytes());
+        let off_out = b.bytes(&4u64.to_le_bytes());
+        [f, off_in, f, off_out, 6, 0]
+    }, Want::Err(EINVAL);
+    sendfile_to_stdout_sends_the_files_bytes: SYS_sendfile,
+        |b| [1, b.open("/data/hello.txt", O_RDONLY), 0, 5, 0, 0], Want::Ret(5),
+        then |b| {
+            assert_eq!(b.k.observer().stdout(), b"hello");
+            assert_eq!(b.ret(SYS_lseek, [3, 0, SEEK_CUR as u64, 0, 0, 0]), 5);
+        };
+    sendfile_between_files_at_a_position_leaves_the_offset: SYS_sendfile, |b| {
+        let from = b.open("/data/hello.txt", O_RDONLY);
+        let to = b.open("/data/copy.txt", O_WRONLY | O_CREAT);
+        let off = super::SCRATCH + 8192;
+        b.k.write_u64(off, 7).unwrap();
+        [to, from, off, 100, 0, 0]
+    }, Want::Ret(6), then |b| {
+        assert_eq!(contents(b, "/data/copy.txt"), b"world\n");
+        assert_eq!(b.u64_at(super::SCRATCH + 8192), 13, "the position moved");
+        assert_eq!(b.ret(SYS_lseek, [3, 0, SEEK_CUR as u64, 0, 0, 0]), 0, "the offset did not");
+    };
+    sendfile_from_a_pipe_is_einval: SYS_sendfile, |b| {
+        let fds = b.buf(8);
+        b.ret(SYS_pipe2, [fds, 0, 0, 0, 0, 0]);
+        [1, 3, 0, 5, 0, 0]
+    }, Want::Err(EINVAL);
+    sendfile_to_a_full_pipe_waits_and_moves_nothing: SYS_sendfile, |b| {
+        let from = b.open("/data/hello.txt", O_RDONLY);
+        let fds = b.buf(8);
+        b.ret(SYS_pipe2, [fds, 0, 0, 0, 0, 0]);
+        b.ret(SYS_fcntl, [5, F_SETPIPE_SZ as u64, 4096, 0, 0, 0]);
+        let fill = b.bytes(&[0u8; 4096]);
+        assert_eq!(b.ret(SYS_write, [5, fill, 4096, 0, 0, 0]), 4096);
+        [5, from, 0, 5, 0, 0]
+    }, Want::Blocks, then |b| assert_eq!(b.ret(SYS_lseek, [3, 0, SEEK_CUR as u64, 0, 0, 0]), 0);
+    sendfile_to_an_append_descriptor_is_einval: SYS_sendfile, |b| {
+        let from = b.open("/data/hello.txt", O_RDONLY);
+        let to = b.open("/data/copy.txt", O_WRONLY | O_CREAT | O_APPEND);
+        [to, from, 0, 5, 0, 0]
+    }, Want::Err(EINVAL);
+}

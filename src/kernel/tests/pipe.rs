@@ -110,3 +110,27 @@ cases! {
         [w, v, 1, 0, 0, 0]
     }, Want::Err(EPIPE);
 }
+
+cases! {
+    f_getpipe_sz_is_64k: SYS_fcntl, |b| { let (r, _) = pipe_at(b, 0); [r, F_GETPIPE_SZ as u64, 0, 0, 0, 0] }, Want::Ret(65536);
+    f_getpipe_sz_of_a_file_is_ebadf: SYS_fcntl,
+        |b| [b.open("/data/hello.txt", O_RDONLY), F_GETPIPE_SZ as u64, 0, 0, 0, 0], Want::Err(EBADF);
+    f_setpipe_sz_rounds_up_to_a_power_of_two_pages: SYS_fcntl,
+        |b| { let (_, w) = pipe_at(b, 0); [w, F_SETPIPE_SZ as u64, 100_000, 0, 0, 0] }, Want::Ret(131072),
+        then |b| assert_eq!(b.ret(SYS_fcntl, [3, F_GETPIPE_SZ as u64, 0, 0, 0, 0]), 131072, "both ends see it");
+    f_setpipe_sz_below_a_page_is_a_page: SYS_fcntl,
+        |b| { let (_, w) = pipe_at(b, 0); [w, F_SETPIPE_SZ as u64, 1, 0, 0, 0] }, Want::Ret(4096);
+    f_setpipe_sz_smaller_than_the_data_is_ebusy: SYS_fcntl, |b| {
+        let (_, w) = pipe_at(b, O_NONBLOCK);
+        let data = b.bytes(&[7u8; 8192]);
+        assert_eq!(b.ret(SYS_write, [w, data, 8192, 0, 0, 0]), 8192);
+        [w, F_SETPIPE_SZ as u64, 4096, 0, 0, 0]
+    }, Want::Err(EBUSY);
+    a_smaller_pipe_takes_no_more_than_it_holds: SYS_write, |b| {
+        let (_, w) = pipe_at(b, O_NONBLOCK);
+        assert_eq!(b.ret(SYS_fcntl, [w, F_SETPIPE_SZ as u64, 4096, 0, 0, 0]), 4096);
+        [w, b.bytes(&[1u8; 10000]), 10000, 0, 0, 0]
+    }, Want::Ret(4096);
+    f_setpipe_sz_past_2_gib_is_einval: SYS_fcntl,
+        |b| { let (_, w) = pipe_at(b, 0); [w, F_SETPIPE_SZ as u64, 1 << 32, 0, 0, 0] }, Want::Err(EINVAL);
+}

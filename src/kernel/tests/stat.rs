@@ -64,3 +64,75 @@ cases! {
     getxattr_finds_no_attribute: SYS_getxattr,
         |b| [b.str("/data/hello.txt"), b.str("user.x"), b.buf(16), 16, 0, 0], Want::Err(ENODATA);
 }
+
+/// Reads the whole of `path` (which must open).
+fn slurp(b: &mut super::Bench, path: &str) -> String {
+    let fd = b.open(path, O_RDONLY);
+    let buf = b.buf(4096);
+    let n = b.ret(SYS_read, [fd, buf, 4096, 0, 0, 0]);
+    String::from_utf8(b.read(buf, n as usize)).unwrap()
+}
+
+/// Forks the bench's process; the child's pid.
+fn fork(b: &mut super::Bench) -> u32 {
+    let pid = b.ret(SYS_fork, [0; 6]);
+    assert!(pid > 1, "fork gave {pid}");
+    pid as u32
+}
+
+cases! {
+    readlink_of_proc_self_names_the_callers_pid: SYS_readlink,
+        |b| [b.str("/proc/self"), super::SCRATCH + 4096, 64, 0, 0, 0], Want::Ret(1),
+        then |b| assert_eq!(b.read(super::SCRATCH + 4096, 1), b"1");
+    proc_of_a_pid_that_never_was_is_enoent: SYS_openat,
+        |b| [FDCWD, b.str("/proc/99/stat"), O_RDONLY as u64, 0, 0, 0], Want::Err(ENOENT);
+    proc_self_in_a_child_is_the_childs: SYS_readlink, |b| {
+        let pid = fork(b);
+        b.k.switch_to(crate::kernel::Tid(pid));
+        [b.str("/proc/self"), super::SCRATCH + 4096, 64, 0, 0, 0]
+    }, Want::Ret(1), then |b| assert_eq!(b.read(super::SCRATCH + 4096, 1), b"2");
+    proc_pid_stat_gives_pid_name_state_and_parent_first: SYS_getpid, |b| {
+        let pid = fork(b);
+        let stat = slurp(b, &format!("/proc/{pid}/stat"));
+        let fields: Vec<&str> = stat.split_whitespace().collect();
+        assert_eq!(fields.len(), 52, "{stat}");
+        assert_eq!(&fields[..5], &["2", "(prog)", "R", "1", "1"], "{stat}");
+        assert_eq!(fields[19], "1", "one thread: {stat}");
+        [0; 6]
+    }, Want::Ret(1);
+    proc_self_statm_gives_seven_page_counts: SYS_getpid, |b| {
+        let statm = slurp(b, "/proc/self/statm");
+        let n: Vec<u64> = statm.split_whitespace().map(|f| f.parse().unwrap()).collect();
+        assert_eq!(n.len(), 7, "{statm}");
+        assert!(n[0] >= 256, "the scratch mapping is 256 pages: {statm}");
+        assert!(n[1] > 0 && n[1] <= n[0], "{statm}");
+        [0; 6]
+    }, Want::Ret(1);
+    proc_self_status_names_the_process_and_its_parent: SYS_getpid, |b| {
+        let pid = fork(b);
+        let status = slurp(b, &format!("/proc/{pid}/status"));
+        assert!(status.contains("Name:\tprog\n") && status.contains(&format!("Pid:\t{pid}\n")) && status.contains("PPid:\t1\n"), "{status}");
+        [0; 6]
+    }, Want::Ret(1);
+    proc_self_comm_is_the_main_threads_and_thread_self_the_callers: SYS_getpid, |b| {
+        b.k.cur().name = "renamed".into();
+        assert_eq!(slurp(b, "/proc/self/comm"), "renamed\n");
+        assert_eq!(slurp(b, "/proc/thread-self/comm"), "renamed\n");
+        assert_eq!(slurp(b, "/proc/1/task/1/comm"), "renamed\n");
+        [0; 6]
+    }, Want::Ret(1);
+    proc_pid_cmdline_is_the_argument_vector: SYS_getpid, |b| {
+        assert_eq!(slurp(b, "/proc/1/cmdline"), "/data/prog\0");
+        [0; 6]
+    }, Want::Ret(1);
+    readlink_of_an_exited_processs_exe_is_enoent: SYS_readlink, |b| {
+        let pid = fork(b);
+        b.k.with_process(pid, |k| crate::kernel::sys_thread::exit_process(k, 0));
+        [b.str(&format!("/proc/{pid}/exe")), b.buf(64), 64, 0, 0, 0]
+    }, Want::Err(ENOENT);
+    the_fd_directory_of_another_process_is_not_the_callers: SYS_readlink, |b| {
+        let pid = fork(b);
+        b.open("/data/hello.txt", O_RDONLY);
+        [b.str(&format!("/proc/{pid}/fd/3")), b.buf(64), 64, 0, 0, 0]
+    }, Want::Err(ENOENT);
+}
