@@ -59,6 +59,17 @@ pub fn role_of_symbol(symbol: &str) -> Option<LockRole> {
     role_of_c_name(symbol)
 }
 
+/// What a function's demangled name (as debug information and symbolizers
+/// give it: `lock_compare`, `SpinLock::lock`, `app::Bank::lock`) says it
+/// does to a lock.
+pub fn role_of_name(name: &str) -> Option<LockRole> {
+    if name.contains("::") {
+        role_of_path(name.split('(').next().unwrap_or(name))
+    } else {
+        role_of_c_name(name)
+    }
+}
+
 /// Rust and C++ paths: `std::sys::sync::mutex::futex::Mutex::lock`,
 /// `<parking_lot::raw_mutex::RawMutex as lock_api::mutex::RawMutex>::lock`.
 fn role_of_path(name: &str) -> Option<LockRole> {
@@ -174,14 +185,18 @@ fn role_of_c_name(name: &str) -> Option<LockRole> {
     if bare.ends_with("trylock") || bare.ends_with("try_lock") {
         return Some(LockRole::Try);
     }
-    // A word of its own: `lock`, `spin_lock`, `ticket_lock`, not `unlock`,
-    // `block` or `flock`.
+    // A word of its own, last or first: `lock`, `spin_lock`, `ticket_lock`,
+    // `lock_exchange`, not `unlock`, `block`, `flock` or `lock_free_push`.
+    let mut words = bare.split('_');
+    let first = words.next().unwrap_or(bare);
+    let second = words.next();
     let last = bare.rsplit('_').next().unwrap_or(bare);
-    (last == "lock").then_some(LockRole::Exclusive)
+    let leading = first == "lock" && !matches!(second, Some("free" | "less"));
+    (last == "lock" || leading).then_some(LockRole::Exclusive)
 }
 
 /// `a::b<c::d>::e` split at its top-level `::`.
-fn top_level_segments(name: &str) -> Vec<&str> {
+pub fn top_level_segments(name: &str) -> Vec<&str> {
     let mut out = Vec::new();
     let (mut depth, mut start) = (0i32, 0usize);
     let bytes = name.as_bytes();
@@ -1030,6 +1045,7 @@ mod tests {
             ("pthread_mutex_trylock", Some(LockRole::Try)),
             ("spin_lock", Some(LockRole::Exclusive)),
             ("lock", Some(LockRole::Exclusive)),
+            ("lock_exchange", Some(LockRole::Exclusive)),
             // Not locks.
             (
                 "_RNvMs0_NtNtNtNtCsjrHSEGnQ3l9_3std3sys4sync4once5futexNtB5_4Once4call",
@@ -1055,6 +1071,8 @@ mod tests {
             ("spin_unlock", None),
             ("block", None),
             ("flock", None),
+            ("lock_free_push", None),
+            ("clock_gettime", None),
         ];
         for (sym, want) in cases {
             assert_eq!(role_of_symbol(sym), want, "{sym}");

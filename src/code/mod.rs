@@ -6,6 +6,7 @@
 
 pub mod acquire;
 pub mod emulate;
+pub mod inline;
 pub mod out_of_line;
 pub mod sites;
 pub mod unwind;

@@ -222,6 +222,13 @@ impl SiteTable {
         self.function_at(offset).map(|f| f.runtime)
     }
 
+    /// Whether a site at file offset `offset` is reported at a caller: it
+    /// lies in a language runtime's function, or in one named as a lock's.
+    pub fn reports_caller(&self, offset: u64) -> bool {
+        self.function_at(offset)
+            .is_some_and(|f| f.runtime || f.lock.is_some())
+    }
+
     /// What the name of the function holding file offset `offset` says it
     /// does to a lock.
     pub fn lock_role(&self, offset: u64) -> Option<LockRole> {
@@ -230,12 +237,16 @@ impl SiteTable {
 
     /// The function holding the code at file offset `offset`.
     fn function_at(&self, offset: u64) -> Option<&Function> {
-        let va = self
-            .segments
+        function_at(&self.functions, self.vaddr_of(offset)?)
+    }
+
+    /// The link-time address of the code at file offset `offset`, when an
+    /// executable segment holds it.
+    pub fn vaddr_of(&self, offset: u64) -> Option<u64> {
+        self.segments
             .iter()
-            .find(|(lo, hi, _)| (*lo..*hi).contains(&offset))
-            .map(|(_, _, d)| offset.wrapping_add(*d))?;
-        function_at(&self.functions, va)
+            .find(|(lo, hi, _)| (*lo..=*hi).contains(&offset))
+            .map(|(_, _, d)| offset.wrapping_add(*d))
     }
 }
 

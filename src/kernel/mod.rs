@@ -626,6 +626,10 @@ impl Kernel {
         self.obs.record(event);
         self.expire_timers();
         if !self.obs.ended() && self.obs.step() >= self.config.max_steps {
+            if let Some((threads, cycle)) = self.spin_cycle() {
+                self.end(Outcome::Deadlocked { threads, cycle });
+                return;
+            }
             let rip = self.threads.get(&tid).map_or(0, |t| t.regs.rip);
             self.end(Outcome::Hung {
                 reason: HungReason::MaxSteps,
@@ -919,6 +923,50 @@ impl Kernel {
         }
     }
 
+    /// Threads that spin for each other's locks when the step budget runs
+    /// out: each failed to take a lock (a word its code retries or waits
+    /// for) that the next holds. Such threads never block, yet none of them
+    /// can go on: a deadlock, named as one, not a hang. Runnable threads
+    /// outside the cycle do not matter; a thread spinning on a lock whose
+    /// holder could still run (a scheduler that starves it) is no cycle.
+    fn spin_cycle(&self) -> Option<(Vec<BlockedThread>, Vec<u32>)> {
+        let locks = self.obs.locks();
+        let spinning: Vec<BlockedThread> = self
+            .threads
+            .values()
+            .filter(|t| t.is_runnable())
+            .filter_map(|t| {
+                let (lock, site) = locks.acquiring(t.tid)?;
+                let (holder, holder_site) =
+                    locks.holders(lock).into_iter().find(|(h, _)| *h != t.tid)?;
+                Some(BlockedThread {
+                    thread: t.tid.0,
+                    name: t.name.clone(),
+                    waits_on: format!("lock {lock:#x} held by thread {holder}, spinning"),
+                    object: Some(lock),
+                    rip: t.regs.rip,
+                    lock: Some(lock),
+                    site: Some(site),
+                    holder: Some(holder.0),
+                    holder_site: Some(holder_site),
+                })
+            })
+            .collect();
+        if spinning.is_empty() {
+            return None;
+        }
+        let mut threads = self.blocked_threads();
+        threads.extend(spinning);
+        threads.sort_by_key(|b| b.thread);
+        let cycle = crate::observe::outcome::wait_cycle(&threads);
+        let spins = |t: &u32| {
+            self.threads
+                .get(&Tid(*t))
+                .is_some_and(|th| th.is_runnable())
+        };
+        (!cycle.is_empty() && cycle.iter().any(spins)).then_some((threads, cycle))
+    }
+
     /// Every blocked thread and what it waits on: for a thread blocked in a
     /// lock the shim reported, the lock, where it asked for it, and which
     /// thread holds it.
@@ -933,12 +981,13 @@ impl Kernel {
                     Wait::Futex { addr, .. } => Some(*addr),
                     _ => None,
                 };
-                // A lock's futex word lies inside the lock object.
-                let lock = self
-                    .obs
-                    .locks()
-                    .acquiring(t.tid)
-                    .filter(|(l, _)| futex.is_some_and(|a| a >= *l && a < l + 64));
+                // A lock's futex word lies inside the lock object, or the
+                // thread failed to take a word its code takes as a lock and
+                // sleeps where its lock implementation parks it
+                // (parking_lot's threads wait on their own futex words).
+                let lock = self.obs.locks().acquiring(t.tid).filter(|(l, _)| {
+                    futex.is_some_and(|a| (a >= *l && a < l + 64) || self.obs.locks().parks_for(*l))
+                });
                 let holder = lock.and_then(|(l, _)| {
                     self.obs
                         .locks()

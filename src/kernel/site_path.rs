@@ -13,10 +13,10 @@
 use super::Kernel;
 use crate::arch::abi::*;
 use crate::arch::cpu::UserRegs;
-use crate::code::acquire::LockRole;
 use crate::code::emulate::{self, Fault};
 use crate::code::{Site, SiteTable, out_of_line};
 use crate::memory::{Backing, HIDDEN_MAPPING, MemError, Placement, Prot};
+use crate::observe::Reported;
 
 unsafe extern "C" {
     static rewind_sites_start: u8;
@@ -203,7 +203,7 @@ impl Kernel {
                     Some(_) => slot = (slot + 1) % SITES_SLOTS,
                 }
             };
-            let runtime = table.is_runtime(site.offset) == Some(true);
+            let runtime = table.reports_caller(site.offset);
             let mut e = [0u8; SITES_ENTRY_BYTES as usize];
             e[0..8].copy_from_slice(&va.to_le_bytes());
             e[8..16].copy_from_slice(&p.displacement.to_le_bytes());
@@ -282,12 +282,9 @@ impl Kernel {
     }
 
     /// The step of a site the dispatcher buffered, as `sync_step` takes a
-    /// breakpoint's. Returns the site, where the step is reported and what
-    /// it does to a lock, for [`Kernel::buffered_site_done`].
-    pub fn buffered_site_step(
-        &mut self,
-        b: &BufferedSite,
-    ) -> Option<(Site, u64, Option<LockRole>)> {
+    /// breakpoint's. Returns the site and where it is reported, for
+    /// [`Kernel::buffered_site_done`].
+    pub fn buffered_site_step(&mut self, b: &BufferedSite) -> Option<(Site, Reported)> {
         let (table, site, off) = self.site_at(b.va)?;
         let instr = emulate::decode(site.code(), b.va);
         let fs = self.cur().fs_base;
@@ -297,27 +294,20 @@ impl Kernel {
             let bytes = b.stack.get(at..at.checked_add(8)?)?;
             (a % 8 == 0).then(|| u64::from_le_bytes(bytes.try_into().unwrap()))
         };
-        let (user_site, role) = self.user_site(b.va, &table, off, &b.regs, &window);
-        self.site_step(&site, user_site, seen);
-        Some((site, user_site, role))
+        let reported = self.user_site(b.va, &table, off, &b.regs, &window);
+        self.site_step(&site, reported.site, seen);
+        Some((site, reported))
     }
 
     /// What the buffered site's instruction did, as `execute_pending_site`
     /// learns it. A fault is the guest's too: its exception follows.
-    pub fn buffered_site_done(
-        &mut self,
-        b: &BufferedSite,
-        site: &Site,
-        user_site: u64,
-        role: Option<LockRole>,
-    ) {
+    pub fn buffered_site_done(&mut self, b: &BufferedSite, site: &Site, reported: &Reported) {
         let tid = self.current;
         let instr = emulate::decode(site.code(), b.va);
         let fs = self.cur().fs_base;
         let mut regs = b.regs;
         if let Ok(Some(access)) = emulate::execute(&instr, &mut regs, fs, &mut self.recorded(b)) {
-            self.obs
-                .sync_access(tid, user_site, site.kind, &access, role);
+            self.obs.sync_access(tid, reported, site.kind, &access);
         }
     }
 

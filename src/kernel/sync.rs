@@ -8,14 +8,15 @@ use super::thread::{PendingSignal, PendingSite};
 use super::{FpuAccess, Kernel};
 use crate::arch::abi;
 use crate::arch::cpu::UserRegs;
-use crate::code::acquire::LockRole;
 use crate::code::emulate::{self, Fault};
 use crate::code::{Site, SiteTable, unwind};
 use crate::memory::Backing;
+use crate::observe::Reported;
 use crate::observe::trace::{Event, Operation};
 
 /// Frames a report looks through for the caller outside the runtime.
 const MAX_RUNTIME_FRAMES: usize = 12;
+
 
 /// Guest memory as a thread sees it, for the emulator.
 struct ThreadMemory<'k>(&'k mut Kernel);
@@ -73,14 +74,9 @@ impl Kernel {
             mm.peek_patched(mem, a, &mut b).ok()?;
             Some(u64::from_le_bytes(b))
         };
-        let (user_site, role) = self.user_site(va, &table, off, &regs, &window);
-        self.site_step(&site, user_site, seen);
-        self.cur().pending_site = Some(PendingSite {
-            va,
-            site,
-            user_site,
-            role,
-        });
+        let reported = self.user_site(va, &table, off, &regs, &window);
+        self.site_step(&site, reported.site, seen);
+        self.cur().pending_site = Some(PendingSite { va, site, reported });
         true
     }
 
@@ -103,13 +99,16 @@ impl Kernel {
         self.finish_step(event);
     }
 
-    /// Where a site is reported: one past its first byte (a return-address
-    /// like value, located the way call sites are), or, inside a language
-    /// runtime's function (an unoptimized `AtomicU32::compare_exchange`,
-    /// `std::sync::Mutex::lock`), the return address into the first caller
-    /// outside it, found by unwinding. And what the site's code or the
-    /// names of the callers passed on the way say it does to a lock (an
-    /// unoptimized `Mutex::lock` calls the function holding the atomic).
+    /// Where a site's step is reported: one past its first byte (a
+    /// return-address like value, located the way call sites are), or,
+    /// inside a language runtime's function (an unoptimized
+    /// `AtomicU32::compare_exchange`, `std::sync::Mutex::lock`), the return
+    /// address into the first caller outside it, found by unwinding. The
+    /// lock it takes or releases is said to be taken further out still,
+    /// past the program's own functions named as locks (a C `spin_lock`),
+    /// at their call. And what the site's code or the names of the callers
+    /// passed on the way say it does to a lock (an unoptimized
+    /// `Mutex::lock` calls the function holding the atomic).
     pub(super) fn user_site(
         &self,
         va: u64,
@@ -117,16 +116,21 @@ impl Kernel {
         off: u64,
         regs: &UserRegs,
         stack: &dyn Fn(u64) -> Option<u64>,
-    ) -> (u64, Option<LockRole>) {
-        let own = va + 1;
-        let mut role = table.at(off).and_then(|s| s.acquires);
-        if table.is_runtime(off) != Some(true) {
-            return (own, role);
+    ) -> Reported {
+        let own = Reported {
+            site: va + 1,
+            lock_site: va + 1,
+            role: table.at(off).and_then(|s| s.acquires),
+        };
+        if !table.reports_caller(off) {
+            return own;
         }
+        let mut found = own;
+        let mut site = None;
         let (mut pc, mut rsp, mut rbp) = (va, regs.rsp, regs.rbp);
         for depth in 0..MAX_RUNTIME_FRAMES {
             let Some(v) = self.mm.vma_at(pc) else {
-                return (own, role);
+                break;
             };
             let Backing::File {
                 data,
@@ -134,16 +138,27 @@ impl Kernel {
                 sites,
             } = &v.backing
             else {
-                return (own, role);
+                break;
             };
             let (data, start, file_offset) = (data.clone(), v.start, *offset);
             let at = file_offset + (if depth == 0 { pc } else { pc - 1 } - start);
-            let runtime = sites.as_ref().and_then(|t| t.is_runtime(at));
+            let mut runtime = sites.as_ref().and_then(|t| t.is_runtime(at)) == Some(true);
+            let lock_function = sites.as_ref().and_then(|t| t.lock_role(at));
             if depth > 0 {
-                role = role.or_else(|| sites.as_ref().and_then(|t| t.lock_role(at)));
-            }
-            if depth > 0 && runtime != Some(true) {
-                return (pc, role);
+                // A runtime function's call may be the program's code
+                // inlined into it (a thread's closure into `std::thread`'s).
+                if runtime {
+                    let vaddr = sites.as_ref().and_then(|t| t.vaddr_of(at + 1));
+                    runtime = !vaddr.is_some_and(|a| crate::code::inline::is_users_call(&data, a));
+                }
+                found.role = found.role.or(lock_function);
+                if !runtime && site.is_none() {
+                    site = Some(pc);
+                }
+                if !runtime && lock_function.is_none() {
+                    found.lock_site = pc;
+                    break;
+                }
             }
             let mut read = |a: u64| stack(a);
             let Some(step) = unwind::caller(
@@ -156,11 +171,17 @@ impl Kernel {
                 rbp,
                 &mut read,
             ) else {
-                return (own, role);
+                break;
             };
             (pc, rsp, rbp) = (step.ra, step.cfa, step.rbp);
         }
-        (own, role)
+        // A runtime site whose caller could not be found is its own; a
+        // lock function's whose caller could not, the site's.
+        found.site = site.unwrap_or(own.site);
+        if found.lock_site == own.lock_site {
+            found.lock_site = found.site;
+        }
+        found
     }
 
     /// Executes the instruction of the sync site the current thread stopped
@@ -178,8 +199,7 @@ impl Kernel {
             Ok(access) => {
                 self.cur().regs = regs;
                 if let Some(a) = access {
-                    self.obs
-                        .sync_access(tid, p.user_site, p.site.kind, &a, p.role);
+                    self.obs.sync_access(tid, &p.reported, p.site.kind, &a);
                 }
             }
             Err(fault) => {

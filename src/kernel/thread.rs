@@ -161,11 +161,9 @@ pub struct PendingSite {
     /// The instruction's address.
     pub va: u64,
     pub site: Site,
-    /// Where the step is reported: the site, or the first caller outside
-    /// a language runtime.
-    pub user_site: u64,
-    /// What the site's code or its callers' names say it does to a lock.
-    pub role: Option<crate::code::acquire::LockRole>,
+    /// Where the step and its lock are reported, and what it does to a
+    /// lock.
+    pub reported: crate::observe::Reported,
 }
 
 impl Thread {

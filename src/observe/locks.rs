@@ -296,6 +296,10 @@ struct Word {
     /// A thread that neither held it nor waited for it set it free: it is
     /// no lock (a flag, a parker's state, a slot).
     refuted: bool,
+    /// A thread that failed to take it went on in a lock's slow path: a
+    /// futex wait of that thread waits for it wherever the word is
+    /// (parking_lot parks a thread on a word of its own).
+    parks: bool,
 }
 
 impl Word {
@@ -498,7 +502,11 @@ impl LockTracker {
             // A compare-and-swap retried at the same site until it found
             // the word free.
             let retried = attempted == Some((addr, site)) && a.expects_free();
-            self.attempts.remove(&tid);
+            // Taking other words on the way (a parking lot's bucket lock)
+            // is part of waiting for this one.
+            if attempted.is_some_and(|(l, _)| l == addr) {
+                self.attempts.remove(&tid);
+            }
             let w = self.words.entry(addr).or_default();
             w.evidence |= a.role.is_some() || retried;
             self.take_word(tid, site, addr, a.role);
@@ -525,16 +533,24 @@ impl LockTracker {
                 None => {}
             }
         } else if a.fails_to_take() {
-            self.attempts.insert(tid, (addr, site));
-            if a.role.is_some() {
-                self.words.entry(addr).or_default().evidence = true;
+            // A trylock that fails goes on: it waits for nothing.
+            if a.role != Some(LockRole::Try) {
+                self.attempts.insert(tid, (addr, site));
             }
+            let w = self.words.entry(addr).or_default();
+            if a.role.is_some() {
+                w.evidence = true;
+            }
+            // Its code waits for the word elsewhere than on it.
+            w.parks |= a.role.is_some_and(|r| r != LockRole::Try);
         } else if matches!(a.kind, AccessKind::CompareSwap { .. })
             && !a.expects_free()
+            && a.role.is_none()
             && attempted.is_some_and(|(l, _)| l == addr)
         {
-            // A compare-and-swap from the value it found: a lock-free
-            // update's retry, not an acquisition's.
+            // A compare-and-swap from the value it found, in code that is
+            // no lock's: a lock-free update's retry, not an acquisition's
+            // (a lock's slow path marks the word contended so).
             self.attempts.remove(&tid);
         }
     }
@@ -646,6 +662,14 @@ impl LockTracker {
                 .copied()
                 .filter(|(l, _)| self.words.get(l).is_some_and(Word::is_waited_for)),
         }
+    }
+
+    /// Whether a thread that failed to take `lock` sleeps for it wherever
+    /// its futex wait is.
+    pub fn parks_for(&self, lock: u64) -> bool {
+        self.words
+            .get(&lock)
+            .is_some_and(|w| w.parks && w.is_waited_for())
     }
 
     /// Threads holding `lock`, with where they took it.

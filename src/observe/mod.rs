@@ -21,6 +21,20 @@ use locks::{LockTracker, WordAccess};
 use outcome::Outcome;
 use trace::{Event, Trace};
 
+/// Where a sync site's step is reported, and what it does to a lock.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Reported {
+    /// The step's site: one past the instruction, or the return address
+    /// into the first caller outside a language runtime.
+    pub site: u64,
+    /// Where a lock it takes or releases is said to be taken: `site`, or,
+    /// past the program's own functions named as locks (`spin_lock`), the
+    /// return address into their caller.
+    pub lock_site: u64,
+    /// What the site's code or its callers' names say it does to a lock.
+    pub role: Option<LockRole>,
+}
+
 /// The record of one run, fed by the kernel step by step.
 #[derive(Clone, Default)]
 pub struct Observer {
@@ -85,26 +99,19 @@ impl Observer {
         self.trace.step(event);
     }
 
-    /// The instruction of a sync site ran for `tid` (reported at `site`)
-    /// and did `a`; `role` is what its code says it does to a lock: lock
-    /// inference and reads-from pairs.
-    pub fn sync_access(
-        &mut self,
-        tid: Tid,
-        site: u64,
-        kind: SiteKind,
-        a: &Access,
-        role: Option<LockRole>,
-    ) {
+    /// The instruction of a sync site ran for `tid` (reported as
+    /// `reported` says) and did `a`: lock inference and reads-from pairs.
+    pub fn sync_access(&mut self, tid: Tid, reported: &Reported, kind: SiteKind, a: &Access) {
         self.trace.access(tid, a.addr, a.read, a.written);
+        let site = reported.site;
         if kind != SiteKind::Load {
             let word = WordAccess {
                 kind: a.kind,
                 read: a.read,
                 written: a.written,
-                role,
+                role: reported.role,
             };
-            self.locks.on_word(tid, site, a.addr, &word);
+            self.locks.on_word(tid, reported.lock_site, a.addr, &word);
         }
         if a.kind != AccessKind::Store {
             if let Some(w) = self.last_write.get(&a.addr) {

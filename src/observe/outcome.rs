@@ -84,7 +84,8 @@ pub enum Outcome {
         thread: u32,
         rip: u64,
     },
-    /// Every live thread is blocked and no timer is pending.
+    /// Every live thread is blocked and no timer is pending, or threads
+    /// spin for each other's locks until the step budget ends.
     Deadlocked {
         threads: Vec<BlockedThread>,
         /// The wait-for cycle among them, when locks explain it.

@@ -1,11 +1,13 @@
 //! Reports for people: events, outcomes and lock-order cycles, with code
 //! addresses turned into functions and source lines.
 
+pub mod data;
 mod facts;
 pub mod signature;
 pub mod symbols;
+mod varnames;
 
-pub use facts::RunFacts;
+pub use facts::{RunFacts, base_name};
 
 use std::collections::BTreeMap;
 
@@ -15,6 +17,7 @@ use crate::memory::{AddressSpace, Backing};
 use crate::observe::locks::Inversion;
 use crate::observe::outcome::{BlockedThread, Outcome};
 use crate::observe::trace::{Event, Operation};
+use crate::report::data::DataSymbols;
 use crate::report::symbols::{Location, Mapping, Symbolizer};
 use crate::vm::Vm;
 
@@ -42,6 +45,8 @@ pub struct Symbols {
     /// library's blocking function (empty without a machine).
     stacks: BTreeMap<u32, Vec<u64>>,
     exe_object: String,
+    /// Data symbols, parsed the first time an object is named.
+    data: Option<DataSymbols>,
 }
 
 impl Symbols {
@@ -65,7 +70,18 @@ impl Symbols {
             sym: Symbolizer::new(),
             stacks: BTreeMap::new(),
             exe_object: String::new(),
+            data: None,
         }
+    }
+
+    /// A lock or other object by its symbol (`forks+0x28`,
+    /// `accounts[1].lock`), else its address.
+    pub fn object(&mut self, a: u64) -> String {
+        let maps = &self.maps;
+        self.data
+            .get_or_insert_with(|| DataSymbols::new(maps))
+            .name(a)
+            .unwrap_or_else(|| format!("{a:#x}"))
     }
 
     /// Where a blocked thread stopped, and when that is inside a library,
@@ -91,6 +107,12 @@ impl Symbols {
     /// Where a return address (a call site) is.
     pub fn call_site(&mut self, addr: u64) -> Location {
         self.sym.locate_call_site(&self.maps, addr)
+    }
+
+    /// Where a lock was taken or asked for (see
+    /// [`Symbolizer::locate_lock_site`]).
+    pub fn lock_site(&mut self, addr: u64) -> Location {
+        self.sym.locate_lock_site(&self.maps, addr)
     }
 
     /// Where an instruction is.
@@ -139,13 +161,19 @@ impl Symbols {
             (Some(l), Some(site), Some(h)) => {
                 let taken = b
                     .holder_site
-                    .map(|s| self.call_site(s).short())
+                    .map(|s| self.lock_site(s).short())
                     .unwrap_or_default();
+                let how = if b.waits_on.ends_with("spinning") {
+                    "spins"
+                } else {
+                    "waits"
+                };
                 format!(
-                    "thread {} ({}) waits for lock {l:#x} at {}, held by thread {h} (taken at {taken})",
+                    "thread {} ({}) {how} for lock {} at {}, held by thread {h} (taken at {taken})",
                     b.thread,
                     b.name,
-                    self.call_site(site).short()
+                    self.object(l),
+                    self.lock_site(site).short()
                 )
             }
             _ => format!(
@@ -199,9 +227,10 @@ impl Symbols {
                     "name": b.name,
                     "waits_on": b.waits_on,
                     "lock": b.lock.map(|l| format!("{l:#x}")),
-                    "site": b.site.map(|s| self.call_site(s).short()),
+                    "lock_name": b.lock.map(|l| self.object(l)),
+                    "site": b.site.map(|s| self.lock_site(s).short()),
                     "holder": b.holder,
-                    "holder_site": b.holder_site.map(|s| self.call_site(s).short()),
+                    "holder_site": b.holder_site.map(|s| self.lock_site(s).short()),
                     "at": self.at(b.rip).short(),
                 })).collect::<Vec<_>>(),
             }),
@@ -223,13 +252,12 @@ impl Symbols {
             inv.edges.len()
         )];
         for e in &inv.edges {
+            let (to, from) = (self.object(e.to), self.object(e.from));
             out.push(format!(
-                "  thread {} took lock {:#x} at {} while holding lock {:#x} (taken at {})",
+                "  thread {} took lock {to} at {} while holding lock {from} (taken at {})",
                 e.thread,
-                e.to,
-                self.call_site(e.to_site).short(),
-                e.from,
-                self.call_site(e.from_site).short()
+                self.lock_site(e.to_site).short(),
+                self.lock_site(e.from_site).short()
             ));
         }
         out
@@ -244,9 +272,11 @@ impl Symbols {
                         "edges": inv.edges.iter().map(|e| json!({
                             "thread": e.thread,
                             "holding": format!("{:#x}", e.from),
-                            "holding_site": self.call_site(e.from_site).short(),
+                            "holding_name": self.object(e.from),
+                            "holding_site": self.lock_site(e.from_site).short(),
                             "acquiring": format!("{:#x}", e.to),
-                            "acquiring_site": self.call_site(e.to_site).short(),
+                            "acquiring_name": self.object(e.to),
+                            "acquiring_site": self.lock_site(e.to_site).short(),
                         })).collect::<Vec<_>>()
                     })
                 })

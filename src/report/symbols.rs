@@ -136,6 +136,24 @@ impl Symbolizer {
         user_frame(self.frames_at(mappings, addr, addr.saturating_sub(1)))
     }
 
+    /// Where a lock was taken or asked for, given its site (a return-address
+    /// like value): as [`Symbolizer::locate_call_site`], past inlined
+    /// functions whose names say they take locks (an inlined C
+    /// `spin_lock`): the line that locked, not the lock's own code.
+    pub fn locate_lock_site(&mut self, mappings: &[Mapping], addr: u64) -> Location {
+        let mut frames = self.frames_at(mappings, addr, addr.saturating_sub(1));
+        let lock_code = |f: &Location| {
+            is_runtime_frame(f)
+                || f.function
+                    .as_deref()
+                    .is_some_and(|n| crate::code::acquire::role_of_name(n).is_some())
+        };
+        match frames.iter().position(|f| !lock_code(f)) {
+            Some(i) => frames.swap_remove(i),
+            None => user_frame(frames),
+        }
+    }
+
     /// A stack frame's address: a return address (`is_return`, as
     /// [`Symbolizer::locate_call_site`]) or where a thread stopped.
     pub fn locate_frame(&mut self, mappings: &[Mapping], addr: u64, is_return: bool) -> Location {
@@ -429,30 +447,10 @@ fn user_frame(mut frames: Vec<Location>) -> Location {
 }
 
 /// Whether a frame is code of a language runtime: Rust's `core`, `std` and
-/// `alloc` (by name or by their sources in the toolchain), C++'s standard
-/// library headers.
+/// `alloc` (by name or by their sources in the toolchain) and the crates a
+/// build fetched from a registry, C++'s standard library headers.
 pub fn is_runtime_frame(l: &Location) -> bool {
-    let by_name = l.function.as_deref().is_some_and(|f| {
-        let f = f.trim_start_matches('<');
-        [
-            "core::",
-            "std::",
-            "alloc::",
-            "__gnu_cxx::",
-            "core[",
-            "std[",
-            "alloc[",
-        ]
-        .iter()
-        .any(|p| f.starts_with(p))
-    });
-    let by_file = l.file.as_deref().is_some_and(|p| {
-        p.starts_with("/rustc/")
-            || p.contains("/lib/rustlib/")
-            || p.starts_with("/usr/include/c++/")
-            || p.contains("/bits/")
-    });
-    by_name || by_file
+    crate::code::inline::is_runtime_code(l.function.as_deref(), l.file.as_deref())
 }
 
 /// Demangles a symbol name of unknown language (C++ or Rust, whose hash

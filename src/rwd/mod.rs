@@ -12,8 +12,8 @@
 //! at which step it parted from the recording.
 
 pub mod format;
+pub mod heap;
 pub mod story;
-mod varnames;
 
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};

@@ -10,11 +10,10 @@ use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::fmt::Write as _;
 use std::sync::Arc;
 
-use object::{Object, ObjectSegment, ObjectSymbol, SymbolKind};
-
 use super::Rwd;
 use crate::observe::outcome::{BlockedThread, Outcome};
 use crate::observe::trace::{Event, Operation};
+use crate::report::data::DataSymbols;
 use crate::report::symbols::{Location, Mapping, Symbolizer};
 
 /// Steps shown in the lanes unless asked otherwise.
@@ -38,6 +37,9 @@ pub struct StoryTeller<'a> {
     events: Vec<Event>,
     /// Names already worked out, by address.
     object_names: HashMap<u64, String>,
+    /// Heap objects' names, by address, once a lock without a symbol is
+    /// named (a replay of the run: see [`super::heap`]).
+    heap_names: Option<BTreeMap<u64, String>>,
 }
 
 /// One row of the lanes: a step, who took it, what it did.
@@ -102,6 +104,7 @@ impl<'a> StoryTeller<'a> {
                 .collect(),
             events: rwd.events(),
             object_names: HashMap::new(),
+            heap_names: None,
         }
     }
 
@@ -117,6 +120,10 @@ impl<'a> StoryTeller<'a> {
         self.sym.locate_call_site(&self.maps, a)
     }
 
+    fn lock_site(&mut self, a: u64) -> Location {
+        self.sym.locate_lock_site(&self.maps, a)
+    }
+
     fn at(&mut self, a: u64) -> Location {
         self.sym.locate(&self.maps, a)
     }
@@ -126,9 +133,33 @@ impl<'a> StoryTeller<'a> {
         if let Some(n) = self.object_names.get(&a) {
             return n.clone();
         }
-        let n = self.data.name(a).unwrap_or_else(|| format!("{a:#x}"));
+        let n = self
+            .data
+            .name(a)
+            .or_else(|| self.heap_name(a))
+            .unwrap_or_else(|| format!("{a:#x}"));
         self.object_names.insert(a, n.clone());
         n
+    }
+
+    /// The heap object holding `a`, by where the program made it. The
+    /// first miss names every lock of the outcome and the lock-order
+    /// cycles in one replay.
+    fn heap_name(&mut self, a: u64) -> Option<String> {
+        let rwd = self.rwd;
+        let names = self.heap_names.get_or_insert_with(|| {
+            let mut addrs = vec![a];
+            if let Outcome::Deadlocked { threads, .. } = rwd.outcome() {
+                addrs.extend(threads.iter().flat_map(|b| b.lock.or(b.object)));
+            }
+            for inv in rwd.potential_deadlocks() {
+                addrs.extend(inv.edges.iter().flat_map(|e| [e.from, e.to]));
+            }
+            addrs.sort_unstable();
+            addrs.dedup();
+            super::heap::names(rwd, &addrs)
+        });
+        names.get(&a).cloned()
     }
 
     /// Where a location is, briefly: `philosophers.c:44`, else its
@@ -197,7 +228,7 @@ impl<'a> StoryTeller<'a> {
                             None => b.waits_on.clone(),
                         };
                         let at = match b.site {
-                            Some(s) => Self::place(&self.call_site(s)),
+                            Some(s) => Self::place(&self.lock_site(s)),
                             None => Self::place(&self.at(b.rip)),
                         };
                         (b.thread, what, at)
@@ -242,7 +273,7 @@ impl<'a> StoryTeller<'a> {
                     let mut places = Vec::new();
                     for e in &inv.edges {
                         locks.push(self.object_name(e.to));
-                        places.push(Self::place(&self.call_site(e.to_site)));
+                        places.push(Self::place(&self.lock_site(e.to_site)));
                     }
                     places.dedup();
                     let (locks, orders) = match locks.as_slice() {
@@ -436,8 +467,8 @@ impl<'a> StoryTeller<'a> {
             );
             for e in &inv.edges {
                 let (to, from) = (self.object_name(e.to), self.object_name(e.from));
-                let to_site = self.call_site(e.to_site).short();
-                let from_site = self.call_site(e.from_site).short();
+                let to_site = self.lock_site(e.to_site).short();
+                let from_site = self.lock_site(e.from_site).short();
                 let _ = writeln!(
                     out,
                     "    {} took {to} at {to_site} while holding {from} (taken at {from_site})",
@@ -521,12 +552,12 @@ impl<'a> StoryTeller<'a> {
         match (b.lock, b.site) {
             (Some(lock), Some(site)) => {
                 let name = self.object_name(lock);
-                let at = self.call_site(site).short();
+                let at = self.lock_site(site).short();
                 let mut v = vec![format!("{who} waits for {name} at {at}")];
                 if let Some(h) = b.holder {
                     let taken = b
                         .holder_site
-                        .map(|s| format!(", which took it at {}", self.call_site(s).short()))
+                        .map(|s| format!(", which took it at {}", self.lock_site(s).short()))
                         .unwrap_or_default();
                     v.push(format!("    held by {}{taken}", self.thread(h)));
                 }
@@ -953,118 +984,6 @@ fn xml(s: &str) -> String {
         }
     }
     out
-}
-
-/// Names data addresses (locks, counters) by the symbols of the objects
-/// mapped: `forks+0x28`.
-struct DataSymbols {
-    objects: Vec<DataObject>,
-}
-
-struct DataObject {
-    /// The object's bytes (for its debug information).
-    data: Arc<Vec<u8>>,
-    /// What was added to the object's addresses to place it.
-    bias: u64,
-    /// `[start, end)` of its loaded segments, in its own addresses.
-    span: (u64, u64),
-    /// Data symbols sorted by start: `(start, end, name)`.
-    symbols: Vec<(u64, u64, String)>,
-}
-
-impl DataSymbols {
-    fn new(maps: &[Mapping]) -> Self {
-        let mut by_path: BTreeMap<&str, &Mapping> = BTreeMap::new();
-        for m in maps {
-            let e = by_path.entry(&m.path).or_insert(m);
-            if m.start < e.start {
-                *e = m;
-            }
-        }
-        let objects = by_path
-            .values()
-            .filter_map(|m| {
-                std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| DataObject::parse(m)))
-                    .ok()
-                    .flatten()
-            })
-            .collect();
-        DataSymbols { objects }
-    }
-
-    fn name(&self, a: u64) -> Option<String> {
-        for o in &self.objects {
-            let v = a.wrapping_sub(o.bias);
-            if v < o.span.0 || v >= o.span.1 {
-                continue;
-            }
-            let i = o.symbols.partition_point(|s| s.0 <= v);
-            let (start, end, name) = &o.symbols[i.checked_sub(1)?];
-            if v >= *end {
-                return None;
-            }
-            if let Some(n) = super::varnames::describe(&o.data, name, v - start) {
-                return Some(n);
-            }
-            return Some(if v == *start {
-                name.clone()
-            } else {
-                format!("{name}+{:#x}", v - start)
-            });
-        }
-        None
-    }
-}
-
-impl DataObject {
-    fn parse(m: &Mapping) -> Option<DataObject> {
-        let file = object::read::elf::ElfFile64::<object::Endianness>::parse(&m.data[..]).ok()?;
-        let segs: Vec<(u64, u64, u64, u64)> = file
-            .segments()
-            .map(|s| {
-                let (off, size) = s.file_range();
-                (s.address(), s.size(), off, size)
-            })
-            .collect();
-        let (vaddr, _, off, _) = segs
-            .iter()
-            .find(|(_, _, off, size)| {
-                *off <= m.file_offset && m.file_offset < off.saturating_add((*size).max(1))
-            })
-            .or_else(|| segs.first())?;
-        let bias = m
-            .start
-            .wrapping_sub(m.file_offset)
-            .wrapping_sub(vaddr.wrapping_sub(*off));
-        let span = (
-            segs.iter().map(|s| s.0).min()?,
-            segs.iter().map(|s| s.0.saturating_add(s.1)).max()?,
-        );
-        let mut symbols: Vec<(u64, u64, String)> = file
-            .symbols()
-            .chain(file.dynamic_symbols())
-            .filter(|s| matches!(s.kind(), SymbolKind::Data | SymbolKind::Tls) && s.size() > 0)
-            .filter_map(|s| {
-                let name = s.name().ok()?;
-                let name = name.split('@').next().unwrap_or(name);
-                (!name.is_empty()).then(|| {
-                    (
-                        s.address(),
-                        s.address().saturating_add(s.size()),
-                        name.to_string(),
-                    )
-                })
-            })
-            .collect();
-        symbols.sort();
-        symbols.dedup_by_key(|s| s.0);
-        Some(DataObject {
-            data: m.data.clone(),
-            bias,
-            span,
-            symbols,
-        })
-    }
 }
 
 #[cfg(test)]

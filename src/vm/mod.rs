@@ -537,8 +537,8 @@ impl Vm {
                 "the strategy switched threads before the horizon it published"
             );
             // As when the thread is entered again after a breakpoint.
-            if let (Buffered::Site(s), Some((site, user_site, role))) = (&entry, taken) {
-                self.kernel.buffered_site_done(s, &site, user_site, role);
+            if let (Buffered::Site(s), Some((site, reported))) = (&entry, taken) {
+                self.kernel.buffered_site_done(s, &site, &reported);
             }
         }
     }
