@@ -49,7 +49,7 @@ for c in "${cases[@]}"; do
 v = json.loads(sys.stdin.read())
 o = v["outcomes"]
 bad = sum(n for k, n in o.items() if k != "exited(0)")
-print(f"{bad}/{v[\"schedules\"]}")' <<< "$v") |"
+print(str(bad) + "/" + str(v["schedules"]))' <<< "$v") |"
   done
   printf '%s %ss |\n' "$row" $(( $(date +%s) - start ))
 done

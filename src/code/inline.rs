@@ -30,20 +30,18 @@ pub fn is_users_call(data: &Arc<Vec<u8>>, vaddr: u64) -> bool {
         .get_or_init(Default::default)
         .lock()
         .unwrap_or_else(|e| e.into_inner());
-    let (_, inlines) = cache
-        .entry(Arc::as_ptr(data) as usize)
-        .or_insert_with(|| {
-            // The parsers take untrusted input; a bug in them costs this
-            // object its answers, not the run.
-            let dwarf = std::panic::catch_unwind(|| context(data)).ok().flatten();
-            (
-                data.clone(),
-                Inlines {
-                    dwarf,
-                    answers: HashMap::new(),
-                },
-            )
-        });
+    let (_, inlines) = cache.entry(Arc::as_ptr(data) as usize).or_insert_with(|| {
+        // The parsers take untrusted input; a bug in them costs this
+        // object its answers, not the run.
+        let dwarf = std::panic::catch_unwind(|| context(data)).ok().flatten();
+        (
+            data.clone(),
+            Inlines {
+                dwarf,
+                answers: HashMap::new(),
+            },
+        )
+    });
     if let Some(a) = inlines.answers.get(&vaddr) {
         return *a;
     }
@@ -114,7 +112,10 @@ pub fn is_runtime_code(function: Option<&str>, file: Option<&str>) -> bool {
 /// The DWARF of an ELF object, when it has any.
 fn context(data: &[u8]) -> Option<addr2line::Context<Reader>> {
     let file = object::File::parse(data).ok()?;
-    if file.section_by_name(".debug_info").is_none_or(|s| s.size() == 0) {
+    if file
+        .section_by_name(".debug_info")
+        .is_none_or(|s| s.size() == 0)
+    {
         return None;
     }
     let endian = if file.is_little_endian() {

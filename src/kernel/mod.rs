@@ -88,6 +88,11 @@ pub struct KernelConfig {
     /// How far scheduling points reach into user code.
     #[serde(default)]
     pub sync_points: SyncPoints,
+    /// Report sync sites as reproducers of format 5 and earlier recorded
+    /// them (at the first caller outside a runtime function, by symbol; no
+    /// spinning deadlocks), so that they replay step for step.
+    #[serde(default)]
+    pub runtime_caller_sites: bool,
 }
 
 impl KernelConfig {
@@ -106,6 +111,7 @@ impl KernelConfig {
             preload: Vec::new(),
             max_steps: 1_000_000,
             sync_points: SyncPoints::Calls,
+            runtime_caller_sites: false,
         }
     }
 }
@@ -626,7 +632,10 @@ impl Kernel {
         self.obs.record(event);
         self.expire_timers();
         if !self.obs.ended() && self.obs.step() >= self.config.max_steps {
-            if let Some((threads, cycle)) = self.spin_cycle() {
+            let spin_cycle = (!self.config.runtime_caller_sites)
+                .then(|| self.spin_cycle())
+                .flatten();
+            if let Some((threads, cycle)) = spin_cycle {
                 self.end(Outcome::Deadlocked { threads, cycle });
                 return;
             }

@@ -17,7 +17,6 @@ use crate::observe::trace::{Event, Operation};
 /// Frames a report looks through for the caller outside the runtime.
 const MAX_RUNTIME_FRAMES: usize = 12;
 
-
 /// Guest memory as a thread sees it, for the emulator.
 struct ThreadMemory<'k>(&'k mut Kernel);
 
@@ -117,10 +116,27 @@ impl Kernel {
         regs: &UserRegs,
         stack: &dyn Fn(u64) -> Option<u64>,
     ) -> Reported {
+        let mut found = self.program_site(va, table, off, regs, stack);
+        if self.config.runtime_caller_sites {
+            found.site = self.runtime_caller_site(va, table, off, regs, stack);
+        }
+        found
+    }
+
+    /// [`Kernel::user_site`] as reproducers of format 6 and later report it.
+    fn program_site(
+        &self,
+        va: u64,
+        table: &SiteTable,
+        off: u64,
+        regs: &UserRegs,
+        stack: &dyn Fn(u64) -> Option<u64>,
+    ) -> Reported {
         let own = Reported {
             site: va + 1,
             lock_site: va + 1,
             role: table.at(off).and_then(|s| s.acquires),
+            instruction: va + 1,
         };
         if !table.reports_caller(off) {
             return own;
@@ -182,6 +198,57 @@ impl Kernel {
             found.lock_site = found.site;
         }
         found
+    }
+
+    /// Where reproducers of format 5 and earlier reported a site: inside a
+    /// runtime function (by its symbol), at the first caller outside one;
+    /// else, or when no such caller is found, at the site itself.
+    fn runtime_caller_site(
+        &self,
+        va: u64,
+        table: &SiteTable,
+        off: u64,
+        regs: &UserRegs,
+        stack: &dyn Fn(u64) -> Option<u64>,
+    ) -> u64 {
+        let own = va + 1;
+        if table.is_runtime(off) != Some(true) {
+            return own;
+        }
+        let (mut pc, mut rsp, mut rbp) = (va, regs.rsp, regs.rbp);
+        for depth in 0..MAX_RUNTIME_FRAMES {
+            let Some(v) = self.mm.vma_at(pc) else {
+                return own;
+            };
+            let Backing::File {
+                data,
+                offset,
+                sites,
+            } = &v.backing
+            else {
+                return own;
+            };
+            let (data, start, file_offset) = (data.clone(), v.start, *offset);
+            let at = file_offset + (if depth == 0 { pc } else { pc - 1 } - start);
+            if depth > 0 && sites.as_ref().and_then(|t| t.is_runtime(at)) != Some(true) {
+                return pc;
+            }
+            let mut read = |a: u64| stack(a);
+            let Some(step) = unwind::caller(
+                &data,
+                start,
+                file_offset,
+                pc,
+                depth == 0,
+                rsp,
+                rbp,
+                &mut read,
+            ) else {
+                return own;
+            };
+            (pc, rsp, rbp) = (step.ra, step.cfa, step.rbp);
+        }
+        own
     }
 
     /// Executes the instruction of the sync site the current thread stopped

@@ -327,6 +327,9 @@ pub struct WordAccess {
     pub written: Option<u64>,
     /// What the site's code or its callers' names say it does to a lock.
     pub role: Option<LockRole>,
+    /// The instruction's own address (one past its first byte): a retry
+    /// is the same instruction again, however its step is reported.
+    pub instruction: u64,
 }
 
 impl WordAccess {
@@ -355,6 +358,21 @@ impl WordAccess {
     }
 }
 
+/// A thread's last failure to take a word.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct Attempt {
+    lock: u64,
+    /// Where the step is reported.
+    site: u64,
+    /// The instruction that failed.
+    instruction: u64,
+    /// The thread has touched no other word since: taking the word at the
+    /// same instruction then retries the acquisition (a spinlock's loop),
+    /// where a later call doing the same operation again (a channel's
+    /// `try_select` in its next `recv`) does other work in between.
+    only_this_word: bool,
+}
+
 /// The lock state of a process.
 #[derive(Clone, Debug, Default)]
 pub struct LockTracker {
@@ -366,7 +384,7 @@ pub struct LockTracker {
     words: BTreeMap<u64, Word>,
     /// The word each thread last failed to take, and where: what it waits
     /// for when it then sleeps in a futex wait on that word.
-    attempts: BTreeMap<Tid, (u64, u64)>,
+    attempts: BTreeMap<Tid, Attempt>,
     /// The last release of each lock: by whom, where.
     last_release: BTreeMap<u64, (Tid, u64)>,
     /// Handoffs seen: (release site in one thread, acquire site of the same
@@ -497,14 +515,19 @@ impl LockTracker {
                 self.word_released(h, addr);
             }
         }
+        if let Some(at) = self.attempts.get_mut(&tid) {
+            at.only_this_word &= at.lock == addr;
+        }
         let attempted = self.attempts.get(&tid).copied();
         if a.takes() {
             // A compare-and-swap retried at the same site until it found
             // the word free.
-            let retried = attempted == Some((addr, site)) && a.expects_free();
+            let retried = attempted.is_some_and(|at| {
+                at.lock == addr && at.instruction == a.instruction && at.only_this_word
+            }) && a.expects_free();
             // Taking other words on the way (a parking lot's bucket lock)
             // is part of waiting for this one.
-            if attempted.is_some_and(|(l, _)| l == addr) {
+            if attempted.is_some_and(|at| at.lock == addr) {
                 self.attempts.remove(&tid);
             }
             let w = self.words.entry(addr).or_default();
@@ -521,7 +544,7 @@ impl LockTracker {
                     // A read lock's last reader, or a lock handed over to
                     // a thread that was waiting for it (parking_lot's fair
                     // unlock), sets it free; anyone else shows it is none.
-                    let waited = attempted.is_some_and(|(l, _)| l == addr);
+                    let waited = attempted.is_some_and(|at| at.lock == addr);
                     if !w.shared && !waited {
                         w.refuted = true;
                     }
@@ -535,7 +558,13 @@ impl LockTracker {
         } else if a.fails_to_take() {
             // A trylock that fails goes on: it waits for nothing.
             if a.role != Some(LockRole::Try) {
-                self.attempts.insert(tid, (addr, site));
+                let attempt = Attempt {
+                    lock: addr,
+                    site,
+                    instruction: a.instruction,
+                    only_this_word: true,
+                };
+                self.attempts.insert(tid, attempt);
             }
             let w = self.words.entry(addr).or_default();
             if a.role.is_some() {
@@ -546,7 +575,7 @@ impl LockTracker {
         } else if matches!(a.kind, AccessKind::CompareSwap { .. })
             && !a.expects_free()
             && a.role.is_none()
-            && attempted.is_some_and(|(l, _)| l == addr)
+            && attempted.is_some_and(|at| at.lock == addr)
         {
             // A compare-and-swap from the value it found, in code that is
             // no lock's: a lock-free update's retry, not an acquisition's
@@ -606,7 +635,7 @@ impl LockTracker {
     /// `tid` sleeps in a futex wait on `addr`: a word it failed to take is
     /// waited for as a lock is.
     pub fn on_futex_wait(&mut self, tid: Tid, addr: u64) {
-        if self.attempts.get(&tid).is_some_and(|(l, _)| *l == addr) {
+        if self.attempts.get(&tid).is_some_and(|at| at.lock == addr) {
             if let Some(w) = self.words.get_mut(&addr) {
                 w.evidence = true;
             }
@@ -659,7 +688,7 @@ impl LockTracker {
             None => self
                 .attempts
                 .get(&tid)
-                .copied()
+                .map(|at| (at.lock, at.site))
                 .filter(|(l, _)| self.words.get(l).is_some_and(Word::is_waited_for)),
         }
     }
@@ -739,6 +768,7 @@ mod tests {
             read,
             written,
             role,
+            instruction: 0,
         }
     }
 
@@ -785,6 +815,25 @@ mod tests {
             1,
             "parking_lot: CAS to take and to release"
         );
+    }
+
+    #[test]
+    fn a_compare_and_swap_that_succeeds_after_other_work_retried_nothing() {
+        // A channel's `try_select`: it fails on a context a sender already
+        // selected, the thread does its other work, and the next `recv`
+        // takes the reset context at the same instruction.
+        let mut t = LockTracker::default();
+        t.on_word(Tid(1), 1, 0xa0, &cas(0, 5, 1, None));
+        t.on_word(Tid(1), 2, 0xb0, &swap(0, 1, None));
+        t.on_word(Tid(1), 1, 0xa0, &cas(0, 0, 1, None));
+        t.on_word(Tid(1), 3, 0xa0, &swap(1, 0, None));
+        assert!(!t.is_lock(0xa0));
+        // A spinlock's loop retries with nothing in between.
+        let mut t = LockTracker::default();
+        t.on_word(Tid(1), 1, 0xa0, &cas(0, 5, 1, None));
+        t.on_word(Tid(1), 1, 0xa0, &cas(0, 0, 1, None));
+        t.on_word(Tid(1), 3, 0xa0, &swap(1, 0, None));
+        assert!(t.is_lock(0xa0));
     }
 
     #[test]

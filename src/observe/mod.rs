@@ -33,6 +33,8 @@ pub struct Reported {
     pub lock_site: u64,
     /// What the site's code or its callers' names say it does to a lock.
     pub role: Option<LockRole>,
+    /// The site's own instruction, one past its first byte.
+    pub instruction: u64,
 }
 
 /// The record of one run, fed by the kernel step by step.
@@ -110,6 +112,7 @@ impl Observer {
                 read: a.read,
                 written: a.written,
                 role: reported.role,
+                instruction: reported.instruction,
             };
             self.locks.on_word(tid, reported.lock_site, a.addr, &word);
         }

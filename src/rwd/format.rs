@@ -35,8 +35,9 @@ pub const MAGIC: [u8; 4] = *b"RWD\0";
 /// The format version this code writes; it reads 1 to 4 too. Version 2
 /// added the sync-point level, 3 files left out (`WireNode::Host`), 4 the
 /// host's metadata of the recorded files (`Rwd::stats`), 5 the output
-/// oracle (`Rwd::oracle`, `WireOutcome::WrongOutput`).
-pub const VERSION: u32 = 5;
+/// oracle (`Rwd::oracle`, `WireOutcome::WrongOutput`), 6 where sync
+/// sites are reported (`Rwd::sites_at`).
+pub const VERSION: u32 = 6;
 /// Bytes before the compressed payload.
 pub const HEADER_LEN: usize = 16;
 /// The largest payload a reader accepts (decompressed). With the decoding
@@ -88,6 +89,23 @@ pub struct Rwd {
     /// The output oracle the runs were judged by (version 5): a replay
     /// judges the same way.
     pub oracle: Option<WireOracle>,
+    /// Where the runs' sync sites were reported (version 6): a reproducer
+    /// of an earlier version replays as it was recorded.
+    pub sites_at: SitesAt,
+}
+
+/// Where a run reports a sync site that lies in a language runtime's or a
+/// lock's code; the place is part of each step, and so of the trace hash.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub enum SitesAt {
+    /// Versions 1 to 5: at the first caller outside a runtime function, by
+    /// its symbol; a thread's spinning deadlock ends as a hang.
+    RuntimeCaller,
+    /// At the program's frame: past the program's own lock functions, and
+    /// past runtime functions only where debug information says the call is
+    /// not the program's code inlined there.
+    #[default]
+    ProgramFrame,
 }
 
 /// An output oracle (`observe::oracle::Oracle`).
@@ -153,6 +171,19 @@ struct RwdV4 {
     stats: Vec<FileStat>,
 }
 
+/// Version 5: version 4 and the output oracle.
+#[derive(Deserialize)]
+struct RwdV5 {
+    v4: RwdV4,
+    oracle: Option<WireOracle>,
+}
+
+impl From<RwdV4> for RwdV5 {
+    fn from(v4: RwdV4) -> RwdV5 {
+        RwdV5 { v4, oracle: None }
+    }
+}
+
 impl From<RwdV1> for RwdV3 {
     fn from(v1: RwdV1) -> RwdV3 {
         // Before sync sites, runs had only system and pthread calls.
@@ -172,8 +203,9 @@ impl From<RwdV3> for RwdV4 {
     }
 }
 
-impl From<RwdV4> for Rwd {
-    fn from(v4: RwdV4) -> Rwd {
+impl From<RwdV5> for Rwd {
+    fn from(v5: RwdV5) -> Rwd {
+        let RwdV5 { v4, oracle } = v5;
         let RwdV4 { v3, stats } = v4;
         let RwdV3 { v1, sync_points } = v3;
         Rwd {
@@ -188,7 +220,8 @@ impl From<RwdV4> for Rwd {
             story: v1.story,
             sync_points,
             stats,
-            oracle: None,
+            oracle,
+            sites_at: SitesAt::RuntimeCaller,
         }
     }
 }
@@ -652,9 +685,11 @@ impl Rwd {
         }
         let payload = decompress(&data[HEADER_LEN..], declared).map_err(corrupt)?;
         let rwd = match version {
-            1 => decode_payload::<RwdV1>(&payload).map(|v| RwdV4::from(RwdV3::from(v)).into()),
-            2 | 3 => decode_payload::<RwdV3>(&payload).map(|v| RwdV4::from(v).into()),
-            4 => decode_payload::<RwdV4>(&payload).map(Rwd::from),
+            1 => decode_payload::<RwdV1>(&payload)
+                .map(|v| RwdV5::from(RwdV4::from(RwdV3::from(v))).into()),
+            2 | 3 => decode_payload::<RwdV3>(&payload).map(|v| RwdV5::from(RwdV4::from(v)).into()),
+            4 => decode_payload::<RwdV4>(&payload).map(|v| RwdV5::from(v).into()),
+            5 => decode_payload::<RwdV5>(&payload).map(Rwd::from),
             _ => decode_payload::<Rwd>(&payload),
         }
         .map_err(corrupt)?;
@@ -1369,6 +1404,7 @@ pub(crate) mod tests {
             sync_points: SyncPoints::Atomics,
             stats: Vec::new(),
             oracle: Some(WireOracle::Stdout(b"sum = 10\n".to_vec())),
+            sites_at: SitesAt::ProgramFrame,
         }
     }
 
@@ -1479,17 +1515,18 @@ pub(crate) mod tests {
         r.oracle = None;
         r.stats = Vec::new();
         r.sync_points = SyncPoints::Calls;
+        r.sites_at = SitesAt::RuntimeCaller;
         let payload = bincode::serde::encode_to_vec(&r, bincode::config::standard()).unwrap();
-        // The trailing fields take a byte each here: no oracle, no stats,
-        // level 0.
-        for (version, cut) in [(4, 1), (3, 2), (2, 2), (1, 3)] {
+        // The trailing fields take a byte each here: sites at runtime
+        // callers, no oracle, no stats, level 0.
+        for (version, cut) in [(5, 1), (4, 2), (3, 3), (2, 3), (1, 4)] {
             let old = frame(version, &payload[..payload.len() - cut]);
             let back =
                 Rwd::decode("old", &old).unwrap_or_else(|e| panic!("version {version}: {e}"));
             assert_eq!(back, r, "version {version}");
         }
         // Cut one field too many and the payload is refused, not misread.
-        let short = frame(4, &payload[..payload.len() - 2]);
+        let short = frame(4, &payload[..payload.len() - 3]);
         assert!(Rwd::decode("old", &short).is_err());
     }
 

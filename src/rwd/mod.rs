@@ -202,6 +202,11 @@ pub fn from_run(cfg: &RunConfig, vm: &Vm, report: &RunReport) -> Option<Rwd> {
         sync_points: kc.sync_points,
         stats,
         oracle: cfg.oracle.as_ref().map(format::WireOracle::from_oracle),
+        sites_at: if kc.runtime_caller_sites {
+            format::SitesAt::RuntimeCaller
+        } else {
+            format::SitesAt::ProgramFrame
+        },
     })
 }
 
@@ -218,6 +223,7 @@ impl Rwd {
         k.epoch = t.epoch;
         k.max_steps = t.max_steps;
         k.sync_points = self.sync_points;
+        k.runtime_caller_sites = self.sites_at == format::SitesAt::RuntimeCaller;
         let mut cfg = RunConfig::new(k);
         cfg.memory_mib = t.memory_mib;
         cfg.timeout = Duration::from_millis(t.timeout_ms);
