@@ -353,3 +353,127 @@ fn excluded_files_stay_out_of_reproducers_and_replays_read_them_from_the_host() 
         .unwrap();
     assert_eq!(bad.status.code(), Some(2), "{}", stderr(&bad));
 }
+
+/// A reproducer of a gcc-built `prog` in `dir` whose file no longer holds
+/// what the run loaded, so `gdb` must write the recorded bytes out for
+/// gdb's symbols.
+fn rebuilt_program_rwd(dir: &Path) -> PathBuf {
+    require_kvm();
+    let exe = common::build_c_with(
+        dir,
+        "prog",
+        "#include <stdio.h>\nint main(void) { puts(\"hi\"); return 0; }\n",
+        &[],
+    );
+    let rwd = dir.join("prog.rwd");
+    let out = cli()
+        .args(["run", "--target"])
+        .arg(&exe)
+        .arg("--save-rwd")
+        .arg(&rwd)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    std::fs::write(&exe, "rebuilt since").unwrap();
+    rwd
+}
+
+/// `rewind-fuzz gdb RWD` with TMPDIR `tmp`, started by a shell that first
+/// plants a link at the path older versions wrote to (which names the
+/// server's pid, kept by `exec`); the server's stderr comes on a channel.
+fn gdb_with_planted_link(
+    rwd: &Path,
+    tmp: &Path,
+    victim: &Path,
+) -> (std::process::Child, std::sync::mpsc::Receiver<String>) {
+    use std::io::BufRead;
+    let script = r#"d="$TMPDIR/rewind-fuzz-gdb-$$"; mkdir "$d" && ln -s "$VICTIM" "$d/prog" && exec "$RF" gdb "$RWD""#;
+    let mut child = std::process::Command::new("sh")
+        .args(["-c", script])
+        .env("TMPDIR", tmp)
+        .env("VICTIM", victim)
+        .env("RF", env!("CARGO_BIN_EXE_rewind-fuzz"))
+        .env("RWD", rwd)
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let err = child.stderr.take().unwrap();
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        for l in std::io::BufReader::new(err).lines().map_while(Result::ok) {
+            let _ = tx.send(l);
+        }
+    });
+    (child, rx)
+}
+
+/// The program gdb is told to load, from the attach command the server
+/// prints.
+fn attach_program(lines: &std::sync::mpsc::Receiver<String>) -> (String, String) {
+    let timeout = std::time::Duration::from_secs(120);
+    loop {
+        let l = lines.recv_timeout(timeout).expect("the server's lines");
+        if l.ends_with("attach with:") {
+            let attach = lines.recv_timeout(timeout).unwrap();
+            let addr = attach.split("target remote ").nth(1).unwrap();
+            let addr = addr.split('\'').next().unwrap().to_string();
+            let program = attach.rsplit('\'').next().unwrap().trim().to_string();
+            return (addr, program);
+        }
+    }
+}
+
+#[test]
+fn gdb_copies_the_program_into_a_private_directory_it_removes_on_every_exit() {
+    use std::os::unix::process::ExitStatusExt;
+    let dir = tempfile::tempdir().unwrap();
+    let rwd = rebuilt_program_rwd(dir.path());
+    let tmp = dir.path().join("tmp");
+    std::fs::create_dir(&tmp).unwrap();
+    let victim = dir.path().join("victim");
+    std::fs::write(&victim, "keep me").unwrap();
+    let leftovers = || -> Vec<String> {
+        std::fs::read_dir(&tmp)
+            .unwrap()
+            .flatten()
+            .map(|e| e.file_name().to_string_lossy().into_owned())
+            .collect()
+    };
+    for ending in ["SIGTERM", "SIGINT", "kill packet"] {
+        let (mut child, lines) = gdb_with_planted_link(&rwd, &tmp, &victim);
+        let planted = format!("rewind-fuzz-gdb-{}", child.id());
+        let (addr, program) = attach_program(&lines);
+        let copy = Path::new(&program);
+        assert!(copy.starts_with(&tmp), "{program}");
+        assert!(!copy.starts_with(tmp.join(&planted)), "{program}");
+        assert!(std::fs::read(copy).unwrap().len() > 1000, "{program}");
+        let private = std::fs::metadata(copy.parent().unwrap()).unwrap();
+        assert_eq!(private.permissions().mode() & 0o777, 0o700, "{program}");
+        assert_eq!(std::fs::read_to_string(&victim).unwrap(), "keep me");
+        let status = match ending {
+            "kill packet" => {
+                use std::io::Write;
+                let mut conn = std::net::TcpStream::connect(&addr).unwrap();
+                conn.write_all(b"+$k#6b").unwrap();
+                child.wait().unwrap()
+            }
+            signal => {
+                let signo = if signal == "SIGTERM" {
+                    libc::SIGTERM
+                } else {
+                    libc::SIGINT
+                };
+                // SAFETY: signals a child of this test.
+                unsafe { libc::kill(child.id() as i32, signo) };
+                let status = child.wait().unwrap();
+                assert_eq!(status.signal(), Some(signo), "{ending}");
+                status
+            }
+        };
+        assert!(!copy.exists(), "{ending}: {status:?}");
+        std::fs::remove_dir_all(tmp.join(&planted)).unwrap();
+        assert_eq!(leftovers(), Vec::<String>::new(), "{ending}");
+    }
+    assert_eq!(std::fs::read_to_string(&victim).unwrap(), "keep me");
+}
