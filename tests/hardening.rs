@@ -477,3 +477,140 @@ fn gdb_copies_the_program_into_a_private_directory_it_removes_on_every_exit() {
     }
     assert_eq!(std::fs::read_to_string(&victim).unwrap(), "keep me");
 }
+
+/// A fuzzing session of `hello` whose output the oracle rejects (so it has
+/// a finding to copy), sharing `sync` as `me`.
+fn fuzz_hello_into(sync: &Path, out: &Path, time: &str) -> Output {
+    cli()
+        .args(["fuzz", "--target"])
+        .arg(harness("hello"))
+        .args(["--oracle", "grep -q goodbye", "--jobs", "1", "-q"])
+        .args(["--time", time, "--sync-id", "me", "-o"])
+        .arg(out)
+        .arg("--sync-dir")
+        .arg(sync)
+        .output()
+        .unwrap()
+}
+
+/// The names in `dir`.
+fn names_in(dir: &Path) -> Vec<String> {
+    let mut v: Vec<String> = std::fs::read_dir(dir)
+        .map(|d| {
+            d.flatten()
+                .map(|e| e.file_name().to_string_lossy().into_owned())
+                .collect()
+        })
+        .unwrap_or_default();
+    v.sort();
+    v
+}
+
+#[test]
+fn links_planted_in_a_sync_directory_are_never_followed() {
+    require_kvm();
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    // A first session shows the names a session publishes under.
+    let first = fuzz_hello_into(&d.join("sync1"), &d.join("out1"), "2s");
+    assert_eq!(first.status.code(), Some(1), "{}", stderr(&first));
+    let queue = names_in(&d.join("sync1/me/queue"));
+    let findings = names_in(&d.join("sync1/me/findings"));
+    assert!(!queue.is_empty() && !findings.is_empty());
+
+    // Another participant links each of those names to a file of ours,
+    // and offers an entry that is a link to a schedule.
+    let sync = d.join("sync");
+    let victim = d.join("victim");
+    std::fs::write(&victim, "keep me").unwrap();
+    for (kind, names) in [("queue", &queue), ("findings", &findings)] {
+        let own = sync.join("me").join(kind);
+        std::fs::create_dir_all(&own).unwrap();
+        for n in names {
+            std::os::unix::fs::symlink(&victim, own.join(n)).unwrap();
+        }
+    }
+    let theirs = sync.join("peer/queue");
+    std::fs::create_dir_all(&theirs).unwrap();
+    let schedule = d.join("sync1/me/queue").join(&queue[0]);
+    std::os::unix::fs::symlink(&schedule, theirs.join("linked.json")).unwrap();
+    let linked_peer = sync.join("linked-peer");
+    std::os::unix::fs::symlink(d.join("sync1/me"), &linked_peer).unwrap();
+
+    let second = fuzz_hello_into(&sync, &d.join("out2"), "3s");
+    let err = stderr(&second);
+    assert_eq!(second.status.code(), Some(1), "{err}");
+    assert_eq!(std::fs::read_to_string(&victim).unwrap(), "keep me");
+    let finding = sync.join("me/findings").join(&findings[0]);
+    let meta = std::fs::symlink_metadata(&finding).unwrap();
+    assert!(meta.is_file(), "the link was replaced by the finding");
+    assert!(
+        err.contains("linked.json") && err.contains("symbolic link"),
+        "{err}"
+    );
+    // Nothing came in through the linked peer, nor the linked entry.
+    let out2 = names_in(&d.join("out2/queue"));
+    assert!(!out2.contains(&"linked.json".to_string()), "{out2:?}");
+
+    // A lock file made a link is refused, not truncated.
+    let lock_sync = d.join("sync3");
+    std::fs::create_dir_all(lock_sync.join("me")).unwrap();
+    std::os::unix::fs::symlink(&victim, lock_sync.join("me/.lock")).unwrap();
+    let third = fuzz_hello_into(&lock_sync, &d.join("out3"), "1s");
+    assert_eq!(third.status.code(), Some(2), "{}", stderr(&third));
+    assert_eq!(stderr(&third).trim_end().lines().count(), 1);
+    assert_eq!(std::fs::read_to_string(&victim).unwrap(), "keep me");
+}
+
+#[test]
+fn a_sync_directory_of_a_hundred_thousand_junk_entries_keeps_to_time_and_ctrl_c() {
+    require_kvm();
+    let dir = tempfile::tempdir().unwrap();
+    let sync = dir.path().join("sync");
+    let queue = sync.join("peer/queue");
+    std::fs::create_dir_all(&queue).unwrap();
+    let limit = rewind_fuzz::sched::MAX_SCHEDULE_FILE;
+    for i in 0..100_000 {
+        let f = std::fs::File::create(queue.join(format!("{i:016x}.json"))).unwrap();
+        // One in a hundred is as large as an entry may be (sparse: it
+        // costs no disk, only the reading).
+        if i % 100 == 0 {
+            f.set_len(limit).unwrap();
+        }
+    }
+    // Built before the clock starts.
+    let exe = harness("hello");
+    let fuzz = |time: &str, out: &str| {
+        let mut c = cli();
+        c.args(["fuzz", "--target"])
+            .arg(&exe)
+            .args(["--jobs", "1", "-q", "--time", time, "-o"])
+            .arg(dir.path().join(out))
+            .arg("--sync-dir")
+            .arg(&sync)
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::piped());
+        c
+    };
+    let started = std::time::Instant::now();
+    let timed = fuzz("3s", "out1").output().unwrap();
+    let took = started.elapsed();
+    assert_eq!(timed.status.code(), Some(0), "{}", stderr(&timed));
+    assert!(took < std::time::Duration::from_secs(9), "took {took:?}");
+    // Five entries are named, then one line for the rest.
+    let warnings = stderr(&timed)
+        .lines()
+        .filter(|l| l.contains("warning"))
+        .count();
+    assert!(warnings <= 6, "{}", stderr(&timed));
+
+    let child = fuzz("10m", "out2").spawn().unwrap();
+    std::thread::sleep(std::time::Duration::from_secs(3));
+    // SAFETY: kill(2) on the child we spawned; it has not been waited for.
+    unsafe { libc::kill(child.id() as libc::pid_t, libc::SIGINT) };
+    let interrupted = std::time::Instant::now();
+    let r = child.wait_with_output().unwrap();
+    let took = interrupted.elapsed();
+    assert!(matches!(r.status.code(), Some(0 | 130)), "{}", stderr(&r));
+    assert!(took < std::time::Duration::from_secs(9), "took {took:?}");
+}

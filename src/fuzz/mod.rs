@@ -15,6 +15,7 @@ pub mod executor;
 pub mod input;
 pub mod mutators;
 mod output;
+mod sync;
 
 pub use output::Prior;
 mod worker;
