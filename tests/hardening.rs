@@ -614,3 +614,79 @@ fn a_sync_directory_of_a_hundred_thousand_junk_entries_keeps_to_time_and_ctrl_c(
     assert!(matches!(r.status.code(), Some(0 | 130)), "{}", stderr(&r));
     assert!(took < std::time::Duration::from_secs(9), "took {took:?}");
 }
+
+fn mode_of(p: &Path) -> u32 {
+    std::fs::metadata(p).unwrap().permissions().mode() & 0o777
+}
+
+#[test]
+fn files_told_from_a_private_reproducer_are_private_too() {
+    require_kvm();
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let secret = d.join("secret");
+    std::fs::write(&secret, "TOP-SECRET\n").unwrap();
+    std::fs::set_permissions(&secret, std::fs::Permissions::from_mode(0o600)).unwrap();
+    // The fuzzer's finding of a program that prints a private file.
+    let out = d.join("out");
+    let r = cli()
+        .args([
+            "fuzz",
+            "--target",
+            "/usr/bin/cat",
+            "--oracle",
+            "grep -q nope",
+        ])
+        .args(["--time", "2s", "--jobs", "1", "-q", "-o"])
+        .arg(&out)
+        .arg("--")
+        .arg(&secret)
+        .output()
+        .unwrap();
+    assert_eq!(r.status.code(), Some(1), "{}", stderr(&r));
+    let findings = names_in(&out.join("findings"));
+    assert!(findings.iter().any(|n| n.ends_with(".txt")), "{findings:?}");
+    for n in &findings {
+        assert_eq!(mode_of(&out.join("findings").join(n)), 0o600, "{n}");
+    }
+
+    // Kept out with --exclude-files, the file's bytes are still in the
+    // recorded output: the reproducer, its schedule and its minimized
+    // form are private.
+    let shared = d.join("shared.txt");
+    std::fs::write(&shared, "EXCLUDED-BYTES\n").unwrap();
+    std::fs::set_permissions(&shared, std::fs::Permissions::from_mode(0o644)).unwrap();
+    let (rwd, sched) = (d.join("x.rwd"), d.join("x.json"));
+    let r = cli()
+        .args([
+            "run",
+            "--target",
+            "/usr/bin/cat",
+            "--oracle",
+            "grep -q nope",
+        ])
+        .arg("--exclude-files")
+        .arg(&shared)
+        .arg("--save-rwd")
+        .arg(&rwd)
+        .arg("--save-schedule")
+        .arg(&sched)
+        .arg("--")
+        .arg(&shared)
+        .output()
+        .unwrap();
+    assert_eq!(r.status.code(), Some(1), "{}", stderr(&r));
+    assert!(stderr(&r).contains("0600"), "{}", stderr(&r));
+    assert_eq!(mode_of(&rwd), 0o600);
+    assert_eq!(mode_of(&sched), 0o600);
+    let min = d.join("min.rwd");
+    let r = cli()
+        .args(["minimize", "--run-oracle"])
+        .arg(&rwd)
+        .arg("-o")
+        .arg(&min)
+        .output()
+        .unwrap();
+    assert_eq!(r.status.code(), Some(0), "{}", stderr(&r));
+    assert_eq!(mode_of(&min), 0o600);
+}

@@ -438,20 +438,23 @@ pub fn save_run(
     vm: &crate::vm::Vm,
     report: &crate::vm::RunReport,
     path: &Path,
-) -> Result<(), UserError> {
+) -> Result<crate::fsutil::Readers, UserError> {
     let r = rwd::from_run(cfg, vm, report).ok_or_else(|| UserError {
         message: "the run was not recorded from its start, so no reproducer can be made of it"
             .into(),
         code: 1,
     })?;
-    save_rwd(&r, path)
+    let excluding = !cfg.exclude_files.is_empty();
+    save_rwd(&r, path, excluding)?;
+    Ok(r.readers(excluding))
 }
 
-/// Writes a reproducer, saying so when it is private.
-pub fn save_rwd(r: &Rwd, path: &Path) -> Result<(), UserError> {
-    r.save(path)
+/// Writes a reproducer (private when `excluding` files, see
+/// [`Rwd::readers`]), saying so when it is private.
+pub fn save_rwd(r: &Rwd, path: &Path, excluding: bool) -> Result<(), UserError> {
+    r.save_as(path, r.readers(excluding))
         .map_err(|e| UserError::bad_input(e.to_string()))?;
-    if let Some(note) = r.privacy_note(path) {
+    if let Some(note) = r.privacy_note(path, excluding) {
         eprintln!("rewind-fuzz: note: {note}");
     }
     Ok(())

@@ -526,16 +526,24 @@ fn findings_writer(
         // The session ended before the finding's run could be recorded:
         // its schedule is kept, to be recorded with `run --save-rwd`.
         Err(VmError::Cancelled) => {
+            // Not recorded, so what it read is not known: private only
+            // when files were to be kept out.
+            let readers = if cfg.run.exclude_files.is_empty() {
+                crate::fsutil::Readers::Everyone
+            } else {
+                crate::fsutil::Readers::Owner
+            };
             let path = dir.join(format!("{base}.schedule.json"));
             schedule
-                .save(&path)
+                .save_as(&path, readers)
                 .map_err(|e| format!("cannot save {}: {e}", path.display()))?;
             let text = format!(
                 "{}\nThe session ended before this finding's run was recorded.\n{}",
                 f.report.outcome.summary(),
                 finding_commands(cfg, &path)
             );
-            crate::fsutil::write_atomically(&dir.join(format!("{base}.txt")), text.as_bytes())
+            let txt = dir.join(format!("{base}.txt"));
+            crate::fsutil::write_atomically_as(&txt, text.as_bytes(), readers)
                 .map_err(|e| e.to_string())?;
             return Ok(Written {
                 path,
@@ -546,8 +554,10 @@ fn findings_writer(
         Err(e) => return Err(e.to_string()),
     };
     let path = dir.join(format!("{base}.rwd"));
-    rwd.save(&path).map_err(|e| e.to_string())?;
-    if let Some(note) = rwd.privacy_note(&path) {
+    let excluding = !cfg.run.exclude_files.is_empty();
+    let readers = rwd.readers(excluding);
+    rwd.save_as(&path, readers).map_err(|e| e.to_string())?;
+    if let Some(note) = rwd.privacy_note(&path, excluding) {
         eprintln!("rewind-fuzz: note: {note}");
     }
     let mut teller = crate::rwd::story::StoryTeller::new(&rwd);
@@ -555,7 +565,9 @@ fn findings_writer(
     let mut story = teller.text(40);
     story.push('\n');
     story.push_str(&finding_commands(cfg, &path));
-    crate::fsutil::write_atomically(&dir.join(format!("{base}.txt")), story.as_bytes())
+    // The story holds what the program printed: as private as the run.
+    let txt = dir.join(format!("{base}.txt"));
+    crate::fsutil::write_atomically_as(&txt, story.as_bytes(), readers)
         .map_err(|e| e.to_string())?;
     Ok(Written {
         path,
