@@ -265,11 +265,23 @@ pub fn replay_level(
 /// Checks before any work that an output file can be written: a new path
 /// or a regular file, never a link, device or FIFO.
 pub fn check_output(flag: &str, path: Option<&Path>) -> Result<(), UserError> {
-    match path {
-        Some(p) => crate::fsutil::check_destination(p)
-            .map_err(|e| UserError::bad_input(format!("cannot write {flag} {}: {e}", p.display()))),
-        None => Ok(()),
+    let Some(p) = path else { return Ok(()) };
+    let cannot = |e: &dyn std::fmt::Display| {
+        UserError::bad_input(format!("cannot write {flag} {}: {e}", p.display()))
+    };
+    crate::fsutil::check_destination(p).map_err(|e| cannot(&e))?;
+    // A missing directory found now, not after minutes of work.
+    let dir = p
+        .parent()
+        .filter(|d| !d.as_os_str().is_empty())
+        .unwrap_or(Path::new("."));
+    if !dir.is_dir() {
+        return Err(cannot(&format_args!(
+            "{} is not a directory: make it first",
+            dir.display()
+        )));
     }
+    Ok(())
 }
 
 /// Set by Ctrl-C (and SIGTERM) once [`ctrl_c`] was called.
