@@ -690,3 +690,70 @@ fn files_told_from_a_private_reproducer_are_private_too() {
     assert_eq!(r.status.code(), Some(0), "{}", stderr(&r));
     assert_eq!(mode_of(&min), 0o600);
 }
+
+#[test]
+fn a_missing_output_directory_is_refused_before_any_work() {
+    let dir = tempfile::tempdir().unwrap();
+    let rwd = hello_rwd(dir.path());
+    let missing = dir.path().join("no-such-dir");
+    let out = cli()
+        .arg("minimize")
+        .arg(&rwd)
+        .arg("-o")
+        .arg(missing.join("min.rwd"))
+        .output()
+        .unwrap();
+    let err = stderr(&out);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert_eq!(err.trim_end().lines().count(), 1, "{err}");
+    assert!(err.contains("is not a directory"), "{err}");
+    assert!(!missing.exists());
+}
+
+#[test]
+fn a_findings_story_escapes_what_the_guest_wrote() {
+    require_kvm();
+    let dir = tempfile::tempdir().unwrap();
+    let exe = common::build_c_with(
+        dir.path(),
+        "evil",
+        r#"#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+static void *run(void *a) {
+    pthread_setname_np(pthread_self(), "\x1b[2J\x1b]0;pw\x07");
+    printf("\x1b]0;pwned\x07\x1b[2J\r\n[forged] all clear\n");
+    fflush(stdout);
+    abort();
+}
+int main(void) {
+    pthread_t t;
+    pthread_create(&t, 0, run, 0);
+    pthread_join(t, 0);
+    return 0;
+}
+"#,
+        &["-pthread"],
+    );
+    let out = dir.path().join("out");
+    let r = cli()
+        .args(["fuzz", "--target"])
+        .arg(&exe)
+        .args(["--time", "2s", "--jobs", "1", "-q", "-o"])
+        .arg(&out)
+        .output()
+        .unwrap();
+    assert_eq!(r.status.code(), Some(1), "{}", stderr(&r));
+    let txt = names_in(&out.join("findings"))
+        .into_iter()
+        .find(|n| n.ends_with(".txt"))
+        .expect("a story");
+    let story = std::fs::read(out.join("findings").join(txt)).unwrap();
+    let text = String::from_utf8_lossy(&story);
+    assert!(text.contains("pwned"), "{text}");
+    assert!(
+        !story.iter().any(|b| matches!(b, 0x1b | 0x07 | b'\r')),
+        "{text:?}"
+    );
+    assert!(!text.lines().any(|l| l.starts_with("[forged]")), "{text}");
+}

@@ -350,7 +350,7 @@ fn save_rwd(
             .save_as(schedule_file, crate::fsutil::Readers::Owner)
             .map_err(|e| UserError::bad_input(e.to_string()))?;
     }
-    let headline = crate::rwd::story::StoryTeller::new(&rwd).headline();
+    let headline = crate::rwd::story::StoryTeller::new(&rwd.for_display()).headline();
     Ok((path, headline))
 }
 

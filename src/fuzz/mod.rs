@@ -560,9 +560,12 @@ fn findings_writer(
     if let Some(note) = rwd.privacy_note(&path, excluding) {
         eprintln!("rewind-fuzz: note: {note}");
     }
-    let mut teller = crate::rwd::story::StoryTeller::new(&rwd);
+    // Told as `show` tells it: the guest's strings (thread names, output)
+    // escaped, so `cat`ing the story cannot drive the terminal.
+    let shown = rwd.for_display();
+    let mut teller = crate::rwd::story::StoryTeller::new(&shown);
     let headline = teller.headline();
-    let mut story = teller.text(40);
+    let mut story = crate::escape::text(&teller.text(40)).into_owned();
     story.push('\n');
     story.push_str(&finding_commands(cfg, &path));
     // The story holds what the program printed: as private as the run.
