@@ -353,3 +353,407 @@ fn excluded_files_stay_out_of_reproducers_and_replays_read_them_from_the_host() 
         .unwrap();
     assert_eq!(bad.status.code(), Some(2), "{}", stderr(&bad));
 }
+
+/// A reproducer of a gcc-built `prog` in `dir` whose file no longer holds
+/// what the run loaded, so `gdb` must write the recorded bytes out for
+/// gdb's symbols.
+fn rebuilt_program_rwd(dir: &Path) -> PathBuf {
+    require_kvm();
+    let exe = common::build_c_with(
+        dir,
+        "prog",
+        "#include <stdio.h>\nint main(void) { puts(\"hi\"); return 0; }\n",
+        &[],
+    );
+    let rwd = dir.join("prog.rwd");
+    let out = cli()
+        .args(["run", "--target"])
+        .arg(&exe)
+        .arg("--save-rwd")
+        .arg(&rwd)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    std::fs::write(&exe, "rebuilt since").unwrap();
+    rwd
+}
+
+/// `rewind-fuzz gdb RWD` with TMPDIR `tmp`, started by a shell that first
+/// plants a link at the path older versions wrote to (which names the
+/// server's pid, kept by `exec`); the server's stderr comes on a channel.
+fn gdb_with_planted_link(
+    rwd: &Path,
+    tmp: &Path,
+    victim: &Path,
+) -> (std::process::Child, std::sync::mpsc::Receiver<String>) {
+    use std::io::BufRead;
+    let script = r#"d="$TMPDIR/rewind-fuzz-gdb-$$"; mkdir "$d" && ln -s "$VICTIM" "$d/prog" && exec "$RF" gdb "$RWD""#;
+    let mut child = std::process::Command::new("sh")
+        .args(["-c", script])
+        .env("TMPDIR", tmp)
+        .env("VICTIM", victim)
+        .env("RF", env!("CARGO_BIN_EXE_rewind-fuzz"))
+        .env("RWD", rwd)
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let err = child.stderr.take().unwrap();
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        for l in std::io::BufReader::new(err).lines().map_while(Result::ok) {
+            let _ = tx.send(l);
+        }
+    });
+    (child, rx)
+}
+
+/// The program gdb is told to load, from the attach command the server
+/// prints.
+fn attach_program(lines: &std::sync::mpsc::Receiver<String>) -> (String, String) {
+    let timeout = std::time::Duration::from_secs(120);
+    loop {
+        let l = lines.recv_timeout(timeout).expect("the server's lines");
+        if l.ends_with("attach with:") {
+            let attach = lines.recv_timeout(timeout).unwrap();
+            let addr = attach.split("target remote ").nth(1).unwrap();
+            let addr = addr.split('\'').next().unwrap().to_string();
+            let program = attach.rsplit('\'').next().unwrap().trim().to_string();
+            return (addr, program);
+        }
+    }
+}
+
+#[test]
+fn gdb_copies_the_program_into_a_private_directory_it_removes_on_every_exit() {
+    use std::os::unix::process::ExitStatusExt;
+    let dir = tempfile::tempdir().unwrap();
+    let rwd = rebuilt_program_rwd(dir.path());
+    let tmp = dir.path().join("tmp");
+    std::fs::create_dir(&tmp).unwrap();
+    let victim = dir.path().join("victim");
+    std::fs::write(&victim, "keep me").unwrap();
+    let leftovers = || -> Vec<String> {
+        std::fs::read_dir(&tmp)
+            .unwrap()
+            .flatten()
+            .map(|e| e.file_name().to_string_lossy().into_owned())
+            .collect()
+    };
+    for ending in ["SIGTERM", "SIGINT", "kill packet"] {
+        let (mut child, lines) = gdb_with_planted_link(&rwd, &tmp, &victim);
+        let planted = format!("rewind-fuzz-gdb-{}", child.id());
+        let (addr, program) = attach_program(&lines);
+        let copy = Path::new(&program);
+        assert!(copy.starts_with(&tmp), "{program}");
+        assert!(!copy.starts_with(tmp.join(&planted)), "{program}");
+        assert!(std::fs::read(copy).unwrap().len() > 1000, "{program}");
+        let private = std::fs::metadata(copy.parent().unwrap()).unwrap();
+        assert_eq!(private.permissions().mode() & 0o777, 0o700, "{program}");
+        assert_eq!(std::fs::read_to_string(&victim).unwrap(), "keep me");
+        let status = match ending {
+            "kill packet" => {
+                use std::io::Write;
+                let mut conn = std::net::TcpStream::connect(&addr).unwrap();
+                conn.write_all(b"+$k#6b").unwrap();
+                child.wait().unwrap()
+            }
+            signal => {
+                let signo = if signal == "SIGTERM" {
+                    libc::SIGTERM
+                } else {
+                    libc::SIGINT
+                };
+                // SAFETY: signals a child of this test.
+                unsafe { libc::kill(child.id() as i32, signo) };
+                let status = child.wait().unwrap();
+                assert_eq!(status.signal(), Some(signo), "{ending}");
+                status
+            }
+        };
+        assert!(!copy.exists(), "{ending}: {status:?}");
+        std::fs::remove_dir_all(tmp.join(&planted)).unwrap();
+        assert_eq!(leftovers(), Vec::<String>::new(), "{ending}");
+    }
+    assert_eq!(std::fs::read_to_string(&victim).unwrap(), "keep me");
+}
+
+/// A fuzzing session of `hello` whose output the oracle rejects (so it has
+/// a finding to copy), sharing `sync` as `me`.
+fn fuzz_hello_into(sync: &Path, out: &Path, time: &str) -> Output {
+    cli()
+        .args(["fuzz", "--target"])
+        .arg(harness("hello"))
+        .args(["--oracle", "grep -q goodbye", "--jobs", "1", "-q"])
+        .args(["--time", time, "--sync-id", "me", "-o"])
+        .arg(out)
+        .arg("--sync-dir")
+        .arg(sync)
+        .output()
+        .unwrap()
+}
+
+/// The names in `dir`.
+fn names_in(dir: &Path) -> Vec<String> {
+    let mut v: Vec<String> = std::fs::read_dir(dir)
+        .map(|d| {
+            d.flatten()
+                .map(|e| e.file_name().to_string_lossy().into_owned())
+                .collect()
+        })
+        .unwrap_or_default();
+    v.sort();
+    v
+}
+
+#[test]
+fn links_planted_in_a_sync_directory_are_never_followed() {
+    require_kvm();
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    // A first session shows the names a session publishes under.
+    let first = fuzz_hello_into(&d.join("sync1"), &d.join("out1"), "2s");
+    assert_eq!(first.status.code(), Some(1), "{}", stderr(&first));
+    let queue = names_in(&d.join("sync1/me/queue"));
+    let findings = names_in(&d.join("sync1/me/findings"));
+    assert!(!queue.is_empty() && !findings.is_empty());
+
+    // Another participant links each of those names to a file of ours,
+    // and offers an entry that is a link to a schedule.
+    let sync = d.join("sync");
+    let victim = d.join("victim");
+    std::fs::write(&victim, "keep me").unwrap();
+    for (kind, names) in [("queue", &queue), ("findings", &findings)] {
+        let own = sync.join("me").join(kind);
+        std::fs::create_dir_all(&own).unwrap();
+        for n in names {
+            std::os::unix::fs::symlink(&victim, own.join(n)).unwrap();
+        }
+    }
+    let theirs = sync.join("peer/queue");
+    std::fs::create_dir_all(&theirs).unwrap();
+    let schedule = d.join("sync1/me/queue").join(&queue[0]);
+    std::os::unix::fs::symlink(&schedule, theirs.join("linked.json")).unwrap();
+    let linked_peer = sync.join("linked-peer");
+    std::os::unix::fs::symlink(d.join("sync1/me"), &linked_peer).unwrap();
+
+    let second = fuzz_hello_into(&sync, &d.join("out2"), "3s");
+    let err = stderr(&second);
+    assert_eq!(second.status.code(), Some(1), "{err}");
+    assert_eq!(std::fs::read_to_string(&victim).unwrap(), "keep me");
+    let finding = sync.join("me/findings").join(&findings[0]);
+    let meta = std::fs::symlink_metadata(&finding).unwrap();
+    assert!(meta.is_file(), "the link was replaced by the finding");
+    assert!(
+        err.contains("linked.json") && err.contains("symbolic link"),
+        "{err}"
+    );
+    // Nothing came in through the linked peer, nor the linked entry.
+    let out2 = names_in(&d.join("out2/queue"));
+    assert!(!out2.contains(&"linked.json".to_string()), "{out2:?}");
+
+    // A lock file made a link is refused, not truncated.
+    let lock_sync = d.join("sync3");
+    std::fs::create_dir_all(lock_sync.join("me")).unwrap();
+    std::os::unix::fs::symlink(&victim, lock_sync.join("me/.lock")).unwrap();
+    let third = fuzz_hello_into(&lock_sync, &d.join("out3"), "1s");
+    assert_eq!(third.status.code(), Some(2), "{}", stderr(&third));
+    assert_eq!(stderr(&third).trim_end().lines().count(), 1);
+    assert_eq!(std::fs::read_to_string(&victim).unwrap(), "keep me");
+}
+
+#[test]
+fn a_sync_directory_of_a_hundred_thousand_junk_entries_keeps_to_time_and_ctrl_c() {
+    require_kvm();
+    let dir = tempfile::tempdir().unwrap();
+    let sync = dir.path().join("sync");
+    let queue = sync.join("peer/queue");
+    std::fs::create_dir_all(&queue).unwrap();
+    let limit = rewind_fuzz::sched::MAX_SCHEDULE_FILE;
+    for i in 0..100_000 {
+        let f = std::fs::File::create(queue.join(format!("{i:016x}.json"))).unwrap();
+        // One in a hundred is as large as an entry may be (sparse: it
+        // costs no disk, only the reading).
+        if i % 100 == 0 {
+            f.set_len(limit).unwrap();
+        }
+    }
+    // Built before the clock starts.
+    let exe = harness("hello");
+    let fuzz = |time: &str, out: &str| {
+        let mut c = cli();
+        c.args(["fuzz", "--target"])
+            .arg(&exe)
+            .args(["--jobs", "1", "-q", "--time", time, "-o"])
+            .arg(dir.path().join(out))
+            .arg("--sync-dir")
+            .arg(&sync)
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::piped());
+        c
+    };
+    let started = std::time::Instant::now();
+    let timed = fuzz("3s", "out1").output().unwrap();
+    let took = started.elapsed();
+    assert_eq!(timed.status.code(), Some(0), "{}", stderr(&timed));
+    assert!(took < std::time::Duration::from_secs(9), "took {took:?}");
+    // Five entries are named, then one line for the rest.
+    let warnings = stderr(&timed)
+        .lines()
+        .filter(|l| l.contains("warning"))
+        .count();
+    assert!(warnings <= 6, "{}", stderr(&timed));
+
+    let child = fuzz("10m", "out2").spawn().unwrap();
+    std::thread::sleep(std::time::Duration::from_secs(3));
+    // SAFETY: kill(2) on the child we spawned; it has not been waited for.
+    unsafe { libc::kill(child.id() as libc::pid_t, libc::SIGINT) };
+    let interrupted = std::time::Instant::now();
+    let r = child.wait_with_output().unwrap();
+    let took = interrupted.elapsed();
+    assert!(matches!(r.status.code(), Some(0 | 130)), "{}", stderr(&r));
+    assert!(took < std::time::Duration::from_secs(9), "took {took:?}");
+}
+
+fn mode_of(p: &Path) -> u32 {
+    std::fs::metadata(p).unwrap().permissions().mode() & 0o777
+}
+
+#[test]
+fn files_told_from_a_private_reproducer_are_private_too() {
+    require_kvm();
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let secret = d.join("secret");
+    std::fs::write(&secret, "TOP-SECRET\n").unwrap();
+    std::fs::set_permissions(&secret, std::fs::Permissions::from_mode(0o600)).unwrap();
+    // The fuzzer's finding of a program that prints a private file.
+    let out = d.join("out");
+    let r = cli()
+        .args([
+            "fuzz",
+            "--target",
+            "/usr/bin/cat",
+            "--oracle",
+            "grep -q nope",
+        ])
+        .args(["--time", "2s", "--jobs", "1", "-q", "-o"])
+        .arg(&out)
+        .arg("--")
+        .arg(&secret)
+        .output()
+        .unwrap();
+    assert_eq!(r.status.code(), Some(1), "{}", stderr(&r));
+    let findings = names_in(&out.join("findings"));
+    assert!(findings.iter().any(|n| n.ends_with(".txt")), "{findings:?}");
+    for n in &findings {
+        assert_eq!(mode_of(&out.join("findings").join(n)), 0o600, "{n}");
+    }
+
+    // Kept out with --exclude-files, the file's bytes are still in the
+    // recorded output: the reproducer, its schedule and its minimized
+    // form are private.
+    let shared = d.join("shared.txt");
+    std::fs::write(&shared, "EXCLUDED-BYTES\n").unwrap();
+    std::fs::set_permissions(&shared, std::fs::Permissions::from_mode(0o644)).unwrap();
+    let (rwd, sched) = (d.join("x.rwd"), d.join("x.json"));
+    let r = cli()
+        .args([
+            "run",
+            "--target",
+            "/usr/bin/cat",
+            "--oracle",
+            "grep -q nope",
+        ])
+        .arg("--exclude-files")
+        .arg(&shared)
+        .arg("--save-rwd")
+        .arg(&rwd)
+        .arg("--save-schedule")
+        .arg(&sched)
+        .arg("--")
+        .arg(&shared)
+        .output()
+        .unwrap();
+    assert_eq!(r.status.code(), Some(1), "{}", stderr(&r));
+    assert!(stderr(&r).contains("0600"), "{}", stderr(&r));
+    assert_eq!(mode_of(&rwd), 0o600);
+    assert_eq!(mode_of(&sched), 0o600);
+    let min = d.join("min.rwd");
+    let r = cli()
+        .args(["minimize", "--run-oracle"])
+        .arg(&rwd)
+        .arg("-o")
+        .arg(&min)
+        .output()
+        .unwrap();
+    assert_eq!(r.status.code(), Some(0), "{}", stderr(&r));
+    assert_eq!(mode_of(&min), 0o600);
+}
+
+#[test]
+fn a_missing_output_directory_is_refused_before_any_work() {
+    let dir = tempfile::tempdir().unwrap();
+    let rwd = hello_rwd(dir.path());
+    let missing = dir.path().join("no-such-dir");
+    let out = cli()
+        .arg("minimize")
+        .arg(&rwd)
+        .arg("-o")
+        .arg(missing.join("min.rwd"))
+        .output()
+        .unwrap();
+    let err = stderr(&out);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert_eq!(err.trim_end().lines().count(), 1, "{err}");
+    assert!(err.contains("is not a directory"), "{err}");
+    assert!(!missing.exists());
+}
+
+#[test]
+fn a_findings_story_escapes_what_the_guest_wrote() {
+    require_kvm();
+    let dir = tempfile::tempdir().unwrap();
+    let exe = common::build_c_with(
+        dir.path(),
+        "evil",
+        r#"#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+static void *run(void *a) {
+    pthread_setname_np(pthread_self(), "\x1b[2J\x1b]0;pw\x07");
+    printf("\x1b]0;pwned\x07\x1b[2J\r\n[forged] all clear\n");
+    fflush(stdout);
+    abort();
+}
+int main(void) {
+    pthread_t t;
+    pthread_create(&t, 0, run, 0);
+    pthread_join(t, 0);
+    return 0;
+}
+"#,
+        &["-pthread"],
+    );
+    let out = dir.path().join("out");
+    let r = cli()
+        .args(["fuzz", "--target"])
+        .arg(&exe)
+        .args(["--time", "2s", "--jobs", "1", "-q", "-o"])
+        .arg(&out)
+        .output()
+        .unwrap();
+    assert_eq!(r.status.code(), Some(1), "{}", stderr(&r));
+    let txt = names_in(&out.join("findings"))
+        .into_iter()
+        .find(|n| n.ends_with(".txt"))
+        .expect("a story");
+    let story = std::fs::read(out.join("findings").join(txt)).unwrap();
+    let text = String::from_utf8_lossy(&story);
+    assert!(text.contains("pwned"), "{text}");
+    assert!(
+        !story.iter().any(|b| matches!(b, 0x1b | 0x07 | b'\r')),
+        "{text:?}"
+    );
+    assert!(!text.lines().any(|l| l.starts_with("[forged]")), "{text}");
+}

@@ -176,3 +176,66 @@ fn an_unreadable_expected_output_is_a_one_line_error() {
     assert!(err.contains("cannot read --expect-stdout"), "{err}");
     assert_eq!(err.trim().lines().count(), 1, "{err}");
 }
+
+/// Runs the CLI with `args`; its exit code and stderr.
+fn status(args: &[&str], dir: &Path) -> (Option<i32>, String) {
+    let out = cli().current_dir(dir).args(args).output().unwrap();
+    let err = String::from_utf8_lossy(&out.stderr).into_owned();
+    assert!(!err.contains("killed by a signal"), "{args:?}: {err}");
+    (out.status.code(), err)
+}
+
+#[test]
+fn dynamically_linked_oracles_judge_right_and_wrong_in_every_command() {
+    require_kvm();
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let hello = common::harness("hello");
+    let hello = hello.to_str().unwrap();
+    let right = ["grep -q hello", r#"sh -c 'test "$(cat)" = "hello, world"'"#];
+    let wrong = ["grep -q goodbye", r#"sh -c 'test "$(cat)" = "goodbye"'"#];
+    for (i, (good, bad)) in right.iter().zip(wrong).enumerate() {
+        let ok_rwd = format!("ok{i}.rwd");
+        let bad_rwd = format!("bad{i}.rwd");
+        let t = ["--target", hello];
+        let run = |o: &str, rwd: &str| {
+            let mut a = vec!["run", "--oracle", o, "--save-rwd", rwd];
+            a.extend(t);
+            status(&a, d)
+        };
+        let (code, err) = run(good, &ok_rwd);
+        assert_eq!(code, Some(0), "run {good}: {err}");
+        let (code, err) = run(bad, &bad_rwd);
+        assert_eq!(code, Some(1), "run {bad}: {err}");
+        assert!(err.contains("the oracle command exited with 1"), "{err}");
+
+        for (o, want) in [(*good, 0), (bad, 1)] {
+            let mut a = vec!["check", "--schedules", "3", "--jobs", "1", "--oracle", o];
+            a.extend(t);
+            let (code, err) = status(&a, d);
+            assert_eq!(code, Some(want), "check {o}: {err}");
+            let out = format!("fuzz{i}-{want}");
+            let mut a = vec!["fuzz", "--time", "2s", "--jobs", "1", "-q", "--oracle", o];
+            a.extend(["-o", &out]);
+            a.extend(t);
+            let (code, err) = status(&a, d);
+            assert_eq!(code, Some(want), "fuzz {o}: {err}");
+        }
+
+        let (code, err) = status(&["replay", "--run-oracle", &ok_rwd], d);
+        assert_eq!(code, Some(0), "{err}");
+        assert!(
+            err.contains("exited with code 0 after") && err.contains("as recorded"),
+            "{err}"
+        );
+        let (code, err) = status(&["replay", "--run-oracle", &bad_rwd], d);
+        assert_eq!(code, Some(0), "{err}");
+        assert!(
+            err.contains("wrong output") && err.contains("as recorded"),
+            "{err}"
+        );
+        let min = format!("min{i}.rwd");
+        let (code, err) = status(&["minimize", "--run-oracle", &bad_rwd, "-o", &min], d);
+        assert_eq!(code, Some(0), "minimize: {err}");
+    }
+}

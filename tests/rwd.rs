@@ -338,3 +338,20 @@ fn the_decoder_rejects_each_kind_of_bad_file_with_exit_code_2() {
         stderr(&out)
     );
 }
+
+#[test]
+fn the_format_document_names_the_versions_this_build_reads_and_writes() {
+    let doc = include_str!("../docs/rwd-format.md");
+    let v = rewind_fuzz::rwd::format::VERSION;
+    let title = doc.lines().next().unwrap();
+    assert_eq!(
+        title,
+        format!("# The `.rwd` reproducer format, versions 1 to {v}")
+    );
+    assert!(
+        doc.contains(&format!("1 to {v} (written: {v})")),
+        "the header table names version {v}"
+    );
+    assert!(doc.contains(&format!("(today: 1 to {v})")));
+    assert!(doc.contains(&format!("Every file is written as version {v}.")));
+}

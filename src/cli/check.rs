@@ -341,8 +341,16 @@ fn save_rwd(
         PathBuf::from(format!("{stem}.rwd"))
     });
     let (rwd, _) = crate::rwd::record(cfg, source.clone(), &t.report.schedule).map_err(vm_error)?;
-    super::common::save_rwd(&rwd, &path)?;
-    let headline = crate::rwd::story::StoryTeller::new(&rwd).headline();
+    let excluding = !cfg.exclude_files.is_empty();
+    super::common::save_rwd(&rwd, &path, excluding)?;
+    // The schedule beside it, written first, is as private as it is.
+    if rwd.readers(excluding) == crate::fsutil::Readers::Owner {
+        t.report
+            .schedule
+            .save_as(schedule_file, crate::fsutil::Readers::Owner)
+            .map_err(|e| UserError::bad_input(e.to_string()))?;
+    }
+    let headline = crate::rwd::story::StoryTeller::new(&rwd.for_display()).headline();
     Ok((path, headline))
 }
 

@@ -265,11 +265,23 @@ pub fn replay_level(
 /// Checks before any work that an output file can be written: a new path
 /// or a regular file, never a link, device or FIFO.
 pub fn check_output(flag: &str, path: Option<&Path>) -> Result<(), UserError> {
-    match path {
-        Some(p) => crate::fsutil::check_destination(p)
-            .map_err(|e| UserError::bad_input(format!("cannot write {flag} {}: {e}", p.display()))),
-        None => Ok(()),
+    let Some(p) = path else { return Ok(()) };
+    let cannot = |e: &dyn std::fmt::Display| {
+        UserError::bad_input(format!("cannot write {flag} {}: {e}", p.display()))
+    };
+    crate::fsutil::check_destination(p).map_err(|e| cannot(&e))?;
+    // A missing directory found now, not after minutes of work.
+    let dir = p
+        .parent()
+        .filter(|d| !d.as_os_str().is_empty())
+        .unwrap_or(Path::new("."));
+    if !dir.is_dir() {
+        return Err(cannot(&format_args!(
+            "{} is not a directory: make it first",
+            dir.display()
+        )));
     }
+    Ok(())
 }
 
 /// Set by Ctrl-C (and SIGTERM) once [`ctrl_c`] was called.
@@ -438,20 +450,23 @@ pub fn save_run(
     vm: &crate::vm::Vm,
     report: &crate::vm::RunReport,
     path: &Path,
-) -> Result<(), UserError> {
+) -> Result<crate::fsutil::Readers, UserError> {
     let r = rwd::from_run(cfg, vm, report).ok_or_else(|| UserError {
         message: "the run was not recorded from its start, so no reproducer can be made of it"
             .into(),
         code: 1,
     })?;
-    save_rwd(&r, path)
+    let excluding = !cfg.exclude_files.is_empty();
+    save_rwd(&r, path, excluding)?;
+    Ok(r.readers(excluding))
 }
 
-/// Writes a reproducer, saying so when it is private.
-pub fn save_rwd(r: &Rwd, path: &Path) -> Result<(), UserError> {
-    r.save(path)
+/// Writes a reproducer (private when `excluding` files, see
+/// [`Rwd::readers`]), saying so when it is private.
+pub fn save_rwd(r: &Rwd, path: &Path, excluding: bool) -> Result<(), UserError> {
+    r.save_as(path, r.readers(excluding))
         .map_err(|e| UserError::bad_input(e.to_string()))?;
-    if let Some(note) = r.privacy_note(path) {
+    if let Some(note) = r.privacy_note(path, excluding) {
         eprintln!("rewind-fuzz: note: {note}");
     }
     Ok(())

@@ -100,15 +100,24 @@ fn load_dir(dir: &Path, target: u64, what: &str) -> Result<Vec<ScheduleInput>, U
 fn lock_dir(dir: &Path, what: &str) -> Result<std::fs::File, UserError> {
     use std::io::{Read, Seek, Write};
     use std::os::fd::AsRawFd;
+    use std::os::unix::fs::OpenOptionsExt;
+    if std::fs::symlink_metadata(dir).is_ok_and(|m| !m.is_dir()) {
+        return Err(UserError::bad_input(format!(
+            "{what} {} is not a directory (a link is not followed): remove it or choose another",
+            dir.display()
+        )));
+    }
     std::fs::create_dir_all(dir).map_err(|e| {
         UserError::bad_input(format!("cannot create {what} {}: {e}", dir.display()))
     })?;
     let path = dir.join(".lock");
+    // In a shared sync directory someone else may have made it a link.
     let mut file = std::fs::OpenOptions::new()
         .read(true)
         .write(true)
         .create(true)
         .truncate(false)
+        .custom_flags(libc::O_NOFOLLOW)
         .open(&path)
         .map_err(|e| UserError::bad_input(format!("cannot lock {what} {}: {e}", dir.display())))?;
     // SAFETY: flock on a descriptor this function owns.

@@ -45,7 +45,8 @@ pub fn gdb(a: GdbArgs) -> Result<u8, UserError> {
     // and a command from the reproducer is not run unasked.
     cfg.oracle = None;
     let source = rwd.source();
-    let symbols = symbol_file(&cfg.kernel.exe, &source)?;
+    // The guard keeps the copy for as long as gdb may read it.
+    let (symbols, _copy) = symbol_file(&cfg.kernel.exe, &source)?;
     serve(&cfg, source, rwd.schedule(), a.at, listener, &symbols)
 }
 
@@ -85,22 +86,98 @@ pub fn listen(addr: &str, any_address: bool, flag: &str) -> Result<TcpListener, 
 }
 
 /// The program's file for gdb's symbols: the host's own when it holds the
-/// bytes the run loaded, else those bytes written to a temporary file.
-fn symbol_file(exe: &str, source: &SharedSource) -> Result<String, UserError> {
+/// bytes the run loaded, else those bytes written to a private temporary
+/// copy, which lives as long as the returned guard.
+fn symbol_file(
+    exe: &str,
+    source: &SharedSource,
+) -> Result<(String, Option<SymbolCopy>), UserError> {
     let recorded = match source.lock().unwrap().recording().get(exe) {
         Some(HostNode::File { data, .. }) => data.clone(),
-        _ => return Ok(exe.to_string()),
+        _ => return Ok((exe.to_string(), None)),
     };
     if std::fs::read(exe).is_ok_and(|d| d == *recorded) {
-        return Ok(exe.to_string());
+        return Ok((exe.to_string(), None));
     }
-    let name = exe.rsplit('/').next().unwrap_or("program");
-    let dir = std::env::temp_dir().join(format!("rewind-fuzz-gdb-{}", std::process::id()));
-    let path = dir.join(name);
-    std::fs::create_dir_all(&dir)
-        .and_then(|_| std::fs::write(&path, &*recorded))
-        .map_err(|e| UserError::bad_input(format!("cannot write {}: {e}", path.display())))?;
-    Ok(path.to_string_lossy().into_owned())
+    let name = exe.rsplit('/').next().filter(|n| !n.is_empty());
+    let copy = SymbolCopy::write(name.unwrap_or("program"), &recorded)?;
+    Ok((copy.path.to_string_lossy().into_owned(), Some(copy)))
+}
+
+/// The recorded program, copied for gdb into a directory only this user
+/// can enter, with a name nobody can guess beforehand: anyone may create
+/// entries in the temporary directory, and a predictable path there is one
+/// they could have made a link to a file of ours. Removed when dropped,
+/// and when SIGINT, SIGTERM or SIGHUP end the server.
+struct SymbolCopy {
+    _dir: tempfile::TempDir,
+    path: PathBuf,
+}
+
+/// The copy's file and directory, as the signal handler removes them.
+static TO_REMOVE: std::sync::OnceLock<[std::ffi::CString; 2]> = std::sync::OnceLock::new();
+
+impl SymbolCopy {
+    fn write(name: &str, data: &[u8]) -> Result<SymbolCopy, UserError> {
+        use std::os::unix::ffi::OsStrExt;
+        use std::os::unix::fs::OpenOptionsExt;
+        let cannot = |what: &dyn std::fmt::Display, e: std::io::Error| {
+            UserError::bad_input(format!("cannot write {what}: {e}"))
+        };
+        use std::os::unix::fs::PermissionsExt;
+        // Created 0700, under a random name (mkdtemp).
+        let dir = tempfile::Builder::new()
+            .prefix("rewind-fuzz-gdb-")
+            .permissions(std::fs::Permissions::from_mode(0o700))
+            .tempdir()
+            .map_err(|e| cannot(&"a temporary directory", e))?;
+        let path = dir.path().join(name);
+        let written = std::fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .mode(0o600)
+            .custom_flags(libc::O_NOFOLLOW)
+            .open(&path)
+            .and_then(|mut f| f.write_all(data));
+        written.map_err(|e| cannot(&path.display(), e))?;
+        let c = |p: &std::path::Path| std::ffi::CString::new(p.as_os_str().as_bytes()).ok();
+        if let (Some(file), Some(d)) = (c(&path), c(dir.path()))
+            && TO_REMOVE.set([file, d]).is_ok()
+        {
+            remove_on_signals();
+        }
+        Ok(SymbolCopy { _dir: dir, path })
+    }
+}
+
+extern "C" fn remove_and_die(signal: libc::c_int) {
+    if let Some([file, dir]) = TO_REMOVE.get() {
+        // SAFETY: unlink, rmdir and raise are async-signal-safe and take
+        // NUL-terminated paths that live as long as the process. The
+        // handler was reset on entry (SA_RESETHAND), so the signal raised
+        // again ends the process as it would have without us.
+        unsafe {
+            libc::unlink(file.as_ptr());
+            libc::rmdir(dir.as_ptr());
+        }
+    }
+    // SAFETY: see above.
+    unsafe { libc::raise(signal) };
+}
+
+/// Installs [`remove_and_die`] for the signals that end a server.
+fn remove_on_signals() {
+    for signal in [libc::SIGINT, libc::SIGTERM, libc::SIGHUP] {
+        // SAFETY: a zeroed sigaction filled with a valid handler and
+        // flags; the handler does only async-signal-safe work.
+        unsafe {
+            let mut act: libc::sigaction = std::mem::zeroed();
+            act.sa_sigaction = remove_and_die as *const () as usize;
+            act.sa_flags = libc::SA_RESETHAND;
+            libc::sigemptyset(&mut act.sa_mask);
+            libc::sigaction(signal, &act, std::ptr::null_mut());
+        }
+    }
 }
 
 /// Replays `schedule` to `at`, serves gdb on `listener` until it detaches

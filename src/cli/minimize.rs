@@ -261,7 +261,7 @@ pub fn minimize(a: MinimizeArgs) -> Result<u8, UserError> {
             code: 1,
         });
     }
-    super::common::save_rwd(&out, &a.output)?;
+    super::common::save_rwd(&out, &a.output, !cfg.exclude_files.is_empty())?;
     let size = std::fs::metadata(&a.output).map_or(0, |m| m.len());
     if a.json {
         let v = json!({

@@ -125,8 +125,14 @@ pub fn run(a: RunArgs) -> Result<u8, UserError> {
     }
     let mut report = vm.run().map_err(vm_error)?;
     report.schedule.origin = format!("{spec} seed {}", a.target.seed);
+    // Files told from a private reproducer are private too.
+    let mut readers = if cfg.exclude_files.is_empty() {
+        crate::fsutil::Readers::Everyone
+    } else {
+        crate::fsutil::Readers::Owner
+    };
     if let Some(f) = &a.save_rwd {
-        save_run(&cfg, &vm, &report, f)?;
+        readers = save_run(&cfg, &vm, &report, f)?;
         if !a.trace {
             report.events = None;
         }
@@ -134,7 +140,7 @@ pub fn run(a: RunArgs) -> Result<u8, UserError> {
     if let Some(f) = &a.save_schedule {
         report
             .schedule
-            .save(f)
+            .save_as(f, readers)
             .map_err(|e| UserError::bad_input(e.to_string()))?;
     }
     let mut sym = crate::report::Symbols::new(&vm);

@@ -15,6 +15,7 @@ pub mod executor;
 pub mod input;
 pub mod mutators;
 mod output;
+mod sync;
 
 pub use output::Prior;
 mod worker;
@@ -525,16 +526,24 @@ fn findings_writer(
         // The session ended before the finding's run could be recorded:
         // its schedule is kept, to be recorded with `run --save-rwd`.
         Err(VmError::Cancelled) => {
+            // Not recorded, so what it read is not known: private only
+            // when files were to be kept out.
+            let readers = if cfg.run.exclude_files.is_empty() {
+                crate::fsutil::Readers::Everyone
+            } else {
+                crate::fsutil::Readers::Owner
+            };
             let path = dir.join(format!("{base}.schedule.json"));
             schedule
-                .save(&path)
+                .save_as(&path, readers)
                 .map_err(|e| format!("cannot save {}: {e}", path.display()))?;
             let text = format!(
                 "{}\nThe session ended before this finding's run was recorded.\n{}",
                 f.report.outcome.summary(),
                 finding_commands(cfg, &path)
             );
-            crate::fsutil::write_atomically(&dir.join(format!("{base}.txt")), text.as_bytes())
+            let txt = dir.join(format!("{base}.txt"));
+            crate::fsutil::write_atomically_as(&txt, text.as_bytes(), readers)
                 .map_err(|e| e.to_string())?;
             return Ok(Written {
                 path,
@@ -545,16 +554,23 @@ fn findings_writer(
         Err(e) => return Err(e.to_string()),
     };
     let path = dir.join(format!("{base}.rwd"));
-    rwd.save(&path).map_err(|e| e.to_string())?;
-    if let Some(note) = rwd.privacy_note(&path) {
+    let excluding = !cfg.run.exclude_files.is_empty();
+    let readers = rwd.readers(excluding);
+    rwd.save_as(&path, readers).map_err(|e| e.to_string())?;
+    if let Some(note) = rwd.privacy_note(&path, excluding) {
         eprintln!("rewind-fuzz: note: {note}");
     }
-    let mut teller = crate::rwd::story::StoryTeller::new(&rwd);
+    // Told as `show` tells it: the guest's strings (thread names, output)
+    // escaped, so `cat`ing the story cannot drive the terminal.
+    let shown = rwd.for_display();
+    let mut teller = crate::rwd::story::StoryTeller::new(&shown);
     let headline = teller.headline();
-    let mut story = teller.text(40);
+    let mut story = crate::escape::text(&teller.text(40)).into_owned();
     story.push('\n');
     story.push_str(&finding_commands(cfg, &path));
-    crate::fsutil::write_atomically(&dir.join(format!("{base}.txt")), story.as_bytes())
+    // The story holds what the program printed: as private as the run.
+    let txt = dir.join(format!("{base}.txt"));
+    crate::fsutil::write_atomically_as(&txt, story.as_bytes(), readers)
         .map_err(|e| e.to_string())?;
     Ok(Written {
         path,

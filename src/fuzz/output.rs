@@ -17,11 +17,16 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use super::executor::{FeatureKind, NewFailure, Shared};
 use super::input::ScheduleInput;
+use super::sync::SyncDir;
 use super::{Finding, FuzzConfig, FuzzError, FuzzSummary, Hub, Progress, SYNC_INTERVAL};
 use crate::fsutil::write_atomically;
 use crate::kernel::vfs::SharedSource;
 
 /// Interval between lines of `plot_data`.
+/// How long one tick may spend reading the sync directory.
+const SYNC_SLICE: Duration = Duration::from_millis(40);
+/// How many unusable sync entries are named, one warning each.
+const SYNC_WARNINGS: usize = 5;
 const PLOT_INTERVAL: Duration = Duration::from_secs(5);
 /// Interval between status lines when not on a terminal.
 const LINE_INTERVAL: Duration = Duration::from_secs(10);
@@ -98,13 +103,19 @@ pub struct Output {
     /// Failures found whose reproducer could not be written, with why.
     pub unsaved: Vec<String>,
     written: BTreeSet<String>,
-    imported: BTreeSet<PathBuf>,
+    imported: BTreeSet<String>,
     warned: BTreeSet<String>,
     samples: Vec<Sample>,
     last_plot: Option<Instant>,
     last_line: Option<Instant>,
     last_screen: Option<Instant>,
     last_sync: Option<Instant>,
+    /// The sync directory, opened once; whether a scan of it is under way.
+    sync: Option<SyncDir>,
+    scanning: bool,
+    /// Unusable entries of the sync directory seen (only the first few are
+    /// named).
+    sync_skipped: usize,
     last_stats: Option<Instant>,
     last_new_feature: Instant,
     last_features: usize,
@@ -141,6 +152,13 @@ impl Output {
         write_atomically(&probe, b"ok").map_err(|e| setup_error("write to", &cfg.out, e))?;
         let _ = std::fs::remove_file(&probe);
         let written = list_names(&cfg.out.join("queue"));
+        let sync = match &cfg.sync_dir {
+            Some(d) => Some(
+                SyncDir::open(d, &cfg.sync_id)
+                    .map_err(|e| setup_error("open the sync directory", d, e))?,
+            ),
+            None => None,
+        };
         Ok(Output {
             out: cfg.out.clone(),
             prior: if cfg.resume {
@@ -158,6 +176,9 @@ impl Output {
             last_line: None,
             last_screen: None,
             last_sync: None,
+            sync,
+            scanning: false,
+            sync_skipped: 0,
             last_stats: None,
             stability_checks: 0,
             stability_same: 0,
@@ -206,8 +227,7 @@ impl Output {
         source: &SharedSource,
     ) {
         self.export(cfg, hub, hub_cursor);
-        if self.last_sync.is_none_or(|t| t.elapsed() >= SYNC_INTERVAL) {
-            self.last_sync = Some(Instant::now());
+        if self.scanning || self.last_sync.is_none_or(|t| t.elapsed() >= SYNC_INTERVAL) {
             self.import(cfg, hub);
         }
         let pending: Vec<NewFailure> = std::mem::take(&mut shared.lock().unwrap().pending);
@@ -273,13 +293,9 @@ impl Output {
             }
             // Entries that came from the sync directory are not sent back.
             if from != usize::MAX {
-                if let Some(dir) = &cfg.sync_dir {
-                    let r = own_sync_subdir(dir, &cfg.sync_id, "queue").and_then(|q| {
-                        write_atomically(
-                            &q.join(&name),
-                            &serde_json::to_vec_pretty(&input).unwrap(),
-                        )
-                    });
+                if let (Some(sync), Some(dir)) = (&self.sync, &cfg.sync_dir) {
+                    let data = serde_json::to_vec_pretty(&input).unwrap();
+                    let r = sync.publish("queue", &name, &data, 0o644);
                     if let Err(e) = r {
                         self.warn_once(
                             "sync-out".into(),
@@ -294,55 +310,67 @@ impl Output {
         }
     }
 
-    /// Takes other fuzzers' new entries from the sync directory.
+    /// Takes other fuzzers' new entries from the sync directory: one
+    /// slice of a scan per tick, so a huge directory cannot hold up the
+    /// session's end.
     fn import(&mut self, cfg: &FuzzConfig, hub: &Hub) {
-        let Some(dir) = &cfg.sync_dir else { return };
-        let peers = match std::fs::read_dir(dir) {
-            Ok(p) => p,
-            Err(e) => {
-                self.warn_once(
-                    "sync-in".into(),
-                    format!(
-                        "cannot read the sync directory {}: {e} (fuzzing goes on alone)",
-                        dir.display()
-                    ),
-                );
-                return;
-            }
+        let (Some(sync), Some(dir)) = (&mut self.sync, &cfg.sync_dir) else {
+            return;
         };
-        for peer in peers.flatten() {
-            if peer.file_name().to_string_lossy() == cfg.sync_id {
+        let until = Instant::now() + SYNC_SLICE;
+        let mut found = Vec::new();
+        let imported = &mut self.imported;
+        let scanned = sync.scan_slice(
+            until,
+            crate::sched::MAX_SCHEDULE_FILE,
+            |label| imported.insert(label.into()),
+            &mut found,
+        );
+        match scanned {
+            Ok(false) => self.scanning = true,
+            Ok(true) => {
+                self.scanning = false;
+                self.last_sync = Some(Instant::now());
+            }
+            Err(e) => {
+                self.scanning = false;
+                self.last_sync = Some(Instant::now());
+                let msg = format!(
+                    "cannot read the sync directory {}: {e} (fuzzing goes on alone)",
+                    dir.display()
+                );
+                self.warn_once("sync-in".into(), msg);
+            }
+        }
+        let dir = dir.clone();
+        for f in found {
+            if self.written.contains(&f.name) {
                 continue;
             }
-            let Ok(files) = std::fs::read_dir(peer.path().join("queue")) else {
-                continue;
-            };
-            for f in files.flatten() {
-                let path = f.path();
-                if path.extension().is_none_or(|e| e != "json")
-                    || !self.imported.insert(path.clone())
-                {
-                    continue;
-                }
-                let name = f.file_name().to_string_lossy().into_owned();
-                if self.written.contains(&name) {
-                    continue;
-                }
-                // Anyone may write here: a FIFO must not stall the session,
-                // nor a huge file fill its memory.
-                match crate::fsutil::read_foreign(&path, crate::sched::MAX_SCHEDULE_FILE)
-                    .map_err(|e| e.to_string())
-                    .and_then(|b| ScheduleInput::parse(&b, cfg.target_fingerprint))
-                {
-                    Ok(input) => hub.publish(usize::MAX, input),
-                    Err(e) => self.warn_once(
+            // Anyone may write here: a FIFO must not stall the session,
+            // nor a huge file fill its memory.
+            match f
+                .bytes
+                .and_then(|b| ScheduleInput::parse(&b, cfg.target_fingerprint))
+            {
+                Ok(input) => hub.publish(usize::MAX, input),
+                Err(e) => {
+                    self.sync_skipped += 1;
+                    let path = dir.join(&f.label);
+                    let msg = match self.sync_skipped {
+                        ..=SYNC_WARNINGS => {
+                            format!("skipping {} from the sync directory: {e}", path.display())
+                        }
+                        n if n == SYNC_WARNINGS + 1 => {
+                            "more unusable entries of the sync directory are skipped without a word"
+                                .into()
+                        }
+                        _ => continue,
+                    };
+                    self.warn_once(
                         path.display().to_string(),
-                        crate::escape::line(&format!(
-                            "skipping {} from the sync directory: {e}",
-                            path.display()
-                        ))
-                        .into_owned(),
-                    ),
+                        crate::escape::line(&msg).into_owned(),
+                    );
                 }
             }
         }
@@ -372,9 +400,14 @@ impl Output {
                 return;
             }
         };
-        if let (Some(sync), Some(name)) = (&cfg.sync_dir, path.file_name()) {
-            let _ = own_sync_subdir(sync, &cfg.sync_id, "findings")
-                .and_then(|d| std::fs::copy(&path, d.join(name)));
+        if let (Some(sync), Some(name)) = (&self.sync, path.file_name()) {
+            // The copy is as private as the finding.
+            let _ = std::fs::read(&path).and_then(|data| {
+                let mode = std::os::unix::fs::PermissionsExt::mode(
+                    &std::fs::metadata(&path)?.permissions(),
+                );
+                sync.publish("findings", &name.to_string_lossy(), &data, mode)
+            });
         }
         let finding = Finding {
             kind: f.kind.clone(),
@@ -749,21 +782,6 @@ fn budget_text(cfg: &FuzzConfig) -> String {
         (None, Some(e)) => format!("{e} execs"),
         (None, None) => "until Ctrl-C".into(),
     }
-}
-
-/// This session's `kind` directory under the sync directory, made if need
-/// be. A sync directory that vanished (an unmounted share) is an error: it
-/// is not made again on the local disk under its name.
-fn own_sync_subdir(sync: &Path, id: &str, kind: &str) -> std::io::Result<PathBuf> {
-    if !sync.is_dir() {
-        return Err(std::io::Error::new(
-            std::io::ErrorKind::NotFound,
-            "it is gone",
-        ));
-    }
-    let d = sync.join(id).join(kind);
-    std::fs::create_dir_all(&d)?;
-    Ok(d)
 }
 
 fn list_names(dir: &Path) -> BTreeSet<String> {

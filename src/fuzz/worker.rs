@@ -177,6 +177,11 @@ pub fn run(
         if last_sync.elapsed() >= super::SYNC_INTERVAL {
             last_sync = Instant::now();
             for input in hub.since(id, &mut cursor) {
+                // Others may have published thousands: the session's end
+                // does not wait for them.
+                if progress.stop.load(Ordering::Relaxed) {
+                    break;
+                }
                 fuzzer
                     .evaluate_input(&mut state, &mut executor, &mut mgr, &input)
                     .map_err(err)?;

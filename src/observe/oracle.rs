@@ -7,6 +7,7 @@
 //! judges the same way.
 
 use std::io::{Read, Write};
+use std::os::unix::process::CommandExt;
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
@@ -90,16 +91,37 @@ fn first_line(pipe: impl Read + Send + 'static) -> std::thread::JoinHandle<Strin
     })
 }
 
+/// Puts the oracle's process back in the state of a process the user
+/// started. Judging happens on the thread that runs the guest, which makes
+/// `rdtsc` fault (`PR_SET_TSC`); the kernel keeps that across `fork` and
+/// `execve`, and the command's dynamic loader would die of it. The signal
+/// Nothing else of the monitor's carries over: its signal handlers end at
+/// `execve`, `Command` puts back `SIGPIPE`, its threads block no signals,
+/// and its files (KVM's included) are close-on-exec.
+fn host_process_state() -> std::io::Result<()> {
+    // SAFETY: prctl with integer arguments changes only this process's
+    // TSC-access flag.
+    let r = unsafe { libc::prctl(libc::PR_SET_TSC, libc::PR_TSC_ENABLE, 0, 0, 0) };
+    if r != 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    Ok(())
+}
+
 /// Runs oracle command `cmd` on `stdout`: `None` when it exits 0, otherwise
 /// what it said (its first line of output) or how it ended.
 fn run_command(cmd: &str, stdout: &[u8]) -> Option<String> {
-    let spawned = Command::new("sh")
+    let mut command = Command::new("sh");
+    command
         .arg("-c")
         .arg(cmd)
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn();
+        .stderr(Stdio::piped());
+    // SAFETY: the closure runs in the forked child before exec and makes
+    // only prctl, which is async-signal-safe, allocating nothing.
+    unsafe { command.pre_exec(host_process_state) };
+    let spawned = command.spawn();
     let mut child = match spawned {
         Ok(c) => c,
         Err(e) => return Some(format!("the oracle command could not start: {e}")),

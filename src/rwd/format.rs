@@ -542,22 +542,39 @@ fn frame(version: u32, payload: &[u8]) -> Vec<u8> {
 }
 
 impl Rwd {
-    /// Writes the file atomically: readable by everyone, or only by its
-    /// owner when it holds files only their owner could read
-    /// ([`Rwd::private_files`]). A payload no reader would accept is
-    /// refused.
+    /// Who may read it and every file told from it (story, schedule,
+    /// minimized reproducer): only its owner when it holds files only their
+    /// owner could read ([`Rwd::private_files`]), or when files were kept
+    /// out of it (`--exclude-files`, `excluding`: what the program printed
+    /// may still hold their bytes); everyone otherwise.
+    pub fn readers(&self, excluding: bool) -> crate::fsutil::Readers {
+        let left_out = self.files.iter().any(|f| matches!(f.node, WireNode::Host));
+        if excluding || left_out || !self.private_files().is_empty() {
+            crate::fsutil::Readers::Owner
+        } else {
+            crate::fsutil::Readers::Everyone
+        }
+    }
+
+    /// Writes the file atomically, for [`Rwd::readers`] (without
+    /// exclusions asked for).
     pub fn save(&self, path: &std::path::Path) -> Result<(), RwdError> {
+        self.save_as(path, self.readers(false))
+    }
+
+    /// Writes the file atomically for `readers`. A payload no reader would
+    /// accept is refused.
+    pub fn save_as(
+        &self,
+        path: &std::path::Path,
+        readers: crate::fsutil::Readers,
+    ) -> Result<(), RwdError> {
         let name = path.display().to_string();
         let data = self.encode();
         let declared = u64::from_le_bytes(data[8..16].try_into().expect("the header is written"));
         if declared > MAX_PAYLOAD {
             return Err(RwdError::TooLargeToWrite(name, declared));
         }
-        let readers = if self.private_files().is_empty() {
-            crate::fsutil::Readers::Everyone
-        } else {
-            crate::fsutil::Readers::Owner
-        };
         crate::fsutil::write_atomically_as(path, &data, readers)
             .map_err(|e| RwdError::Write(name, e))
     }
@@ -637,10 +654,17 @@ impl Rwd {
         r
     }
 
-    /// What to tell the user when [`Rwd::save`] wrote `path` 0600.
-    pub fn privacy_note(&self, path: &std::path::Path) -> Option<String> {
+    /// What to tell the user when [`Rwd::readers`] made `path` 0600.
+    pub fn privacy_note(&self, path: &std::path::Path, excluding: bool) -> Option<String> {
         let private = self.private_files();
-        let first = private.first()?;
+        let Some(first) = private.first() else {
+            return (self.readers(excluding) == crate::fsutil::Readers::Owner).then(|| {
+                format!(
+                    "{} and the files beside it are readable only by you (mode 0600): files were kept out with --exclude-files, and what the program printed may still hold their bytes",
+                    path.display()
+                )
+            });
+        };
         Some(format!(
             "{} holds {} file(s) only their owner could read ({first}{}), so only you can read it (mode 0600)",
             path.display(),

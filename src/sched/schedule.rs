@@ -99,9 +99,20 @@ impl Schedule {
 
     /// Writes the schedule atomically (a temporary file, then a rename).
     pub fn save(&self, path: &Path) -> Result<(), ScheduleError> {
+        self.save_as(path, crate::fsutil::Readers::Everyone)
+    }
+
+    /// Writes the schedule atomically for `readers` (those of the
+    /// reproducer it goes with).
+    pub fn save_as(
+        &self,
+        path: &Path,
+        readers: crate::fsutil::Readers,
+    ) -> Result<(), ScheduleError> {
         let name = path.display().to_string();
         let json = serde_json::to_vec_pretty(self).expect("schedules serialize");
-        crate::fsutil::write_atomically(path, &json).map_err(|e| ScheduleError::Write(name, e))
+        crate::fsutil::write_atomically_as(path, &json, readers)
+            .map_err(|e| ScheduleError::Write(name, e))
     }
 }
 
