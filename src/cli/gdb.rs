@@ -88,7 +88,9 @@ pub fn listen(addr: &str, any_address: bool, flag: &str) -> Result<TcpListener, 
 /// bytes the run loaded, else those bytes written to a temporary file.
 fn symbol_file(exe: &str, source: &SharedSource) -> Result<String, UserError> {
     let recorded = match source.lock().unwrap().recording().get(exe) {
-        Some(HostNode::File { data, .. }) => data.clone(),
+        Some(HostNode::File {
+            data: Some(data), ..
+        }) => data.clone(),
         _ => return Ok(exe.to_string()),
     };
     if std::fs::read(exe).is_ok_and(|d| d == *recorded) {

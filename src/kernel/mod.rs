@@ -237,7 +237,9 @@ impl Kernel {
         source: SharedSource,
     ) -> Result<Kernel, MemError> {
         let mm = AddressSpace::new(&mem);
-        let vfs = Vfs::new(source, config.cwd.clone());
+        let mut vfs = Vfs::new(source, config.cwd.clone());
+        // The guest's files may hold as much as its memory, as a tmpfs may.
+        vfs.set_overlay_limit(mem.size());
         let rng = ChaCha20Rng::seed_from_u64(config.seed);
         let name = config
             .exe
