@@ -757,3 +757,228 @@ int main(void) {
     );
     assert!(!text.lines().any(|l| l.starts_with("[forged]")), "{text}");
 }
+
+/// Builds `tests/programs/NAME.c` into `dir`.
+fn program(dir: &Path, name: &str) -> PathBuf {
+    let path = format!("{}/tests/programs/{name}.c", env!("CARGO_MANIFEST_DIR"));
+    let source = std::fs::read_to_string(path).unwrap();
+    common::build_c_with(dir, name, &source, &[])
+}
+
+/// The largest resident set of any child this test process waited for.
+fn children_peak_rss_mib() -> u64 {
+    // SAFETY: getrusage writes into the struct it is given.
+    let usage = unsafe {
+        let mut u: libc::rusage = std::mem::zeroed();
+        assert_eq!(libc::getrusage(libc::RUSAGE_CHILDREN, &mut u), 0);
+        u
+    };
+    usage.ru_maxrss as u64 / 1024
+}
+
+#[test]
+fn host_links_into_proc_sys_or_dev_lead_the_guest_nowhere() {
+    use rewind_fuzz::rwd::Rwd;
+    use rewind_fuzz::rwd::format::WireNode;
+    require_kvm();
+    let dir = tempfile::tempdir().unwrap();
+    let exe = program(dir.path(), "proc_links");
+    let links = dir.path().join("links");
+    std::fs::create_dir(&links).unwrap();
+    std::os::unix::fs::symlink("/proc/self", links.join("self")).unwrap();
+    std::os::unix::fs::symlink("/proc", links.join("proc")).unwrap();
+    std::os::unix::fs::symlink("/dev", links.join("dev")).unwrap();
+    std::os::unix::fs::symlink("../links/proc/self", links.join("rel")).unwrap();
+    std::os::unix::fs::symlink("/sys/kernel", links.join("sys")).unwrap();
+    let marker = "MONITOR-ONLY-MARKER-7f3a";
+    let rwd = dir.path().join(format!("{marker}.rwd"));
+    let l = |n: &str| links.join(n).to_string_lossy().into_owned();
+    let out = cli()
+        .env("REWIND_TEST_MARKER", marker)
+        .args(["run", "--target"])
+        .arg(&exe)
+        .arg("--save-rwd")
+        .arg(&rwd)
+        .arg("--")
+        .args([l("self"), l("proc"), l("dev/fd"), l("rel"), l("proc/self")])
+        .args([l("sys"), l("dev")])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let monitor = std::fs::canonicalize(env!("CARGO_BIN_EXE_rewind-fuzz")).unwrap();
+    let monitor = monitor.to_str().unwrap();
+    for leak in [marker, monitor, "--save-rwd"] {
+        assert!(!stdout.contains(leak), "the guest saw {leak:?}:\n{stdout}");
+    }
+    assert!(
+        stdout
+            .lines()
+            .filter(|l| l.starts_with("open "))
+            .all(|l| l.contains("errno 2")),
+        "{stdout}"
+    );
+    // The guest's own /proc and /dev are still there.
+    assert!(
+        stdout.contains(&format!(
+            "readlink /proc/self/exe: {} {}",
+            exe.to_str().unwrap().len(),
+            exe.display()
+        )),
+        "{stdout}"
+    );
+    assert!(
+        stdout.contains("/dev/null: 0, /dev/shm: 0, /dev/sda: -1"),
+        "{stdout}"
+    );
+
+    // Nor does the reproducer hold anything of the monitor.
+    let r = Rwd::load(&rwd).unwrap();
+    let texts: Vec<&[u8]> = r
+        .blobs
+        .iter()
+        .map(|b| &b.data[..])
+        .chain(r.files.iter().filter_map(|f| match &f.node {
+            WireNode::Symlink { target } => Some(target.as_bytes()),
+            _ => None,
+        }))
+        .collect();
+    for leak in [marker, monitor, "--save-rwd"] {
+        assert!(
+            !texts
+                .iter()
+                .any(|t| t.windows(leak.len()).any(|w| w == leak.as_bytes())),
+            "the reproducer holds {leak:?}"
+        );
+    }
+    assert!(
+        !r.files
+            .iter()
+            .any(|f| f.path.starts_with("/proc/") && !matches!(f.node, WireNode::Missing)),
+        "no host /proc entry is recorded"
+    );
+}
+
+#[test]
+fn show_files_lists_every_lookup_a_reproducer_holds() {
+    require_kvm();
+    let dir = tempfile::tempdir().unwrap();
+    let exe = program(dir.path(), "proc_links");
+    std::os::unix::fs::symlink("elsewhere/target", dir.path().join("dangling")).unwrap();
+    let rwd = dir.path().join("links.rwd");
+    let out = cli()
+        .args(["run", "--target"])
+        .arg(&exe)
+        .arg("--save-rwd")
+        .arg(&rwd)
+        .arg("--")
+        .arg(dir.path().join("dangling"))
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let shown = cli().args(["show", "--files"]).arg(&rwd).output().unwrap();
+    let listing = String::from_utf8_lossy(&shown.stdout);
+    // What a lookup found is in the reproducer, so the listing says it:
+    // the symlink's target, the made-up /dev's names, the misses.
+    let dangling = dir.path().join("dangling");
+    assert!(
+        listing
+            .lines()
+            .any(|l| l.contains(dangling.to_str().unwrap()) && l.contains("-> elsewhere/target")),
+        "{listing}"
+    );
+    assert!(
+        listing
+            .lines()
+            .any(|l| l.contains("/dev/:") && l.contains("null")),
+        "{listing}"
+    );
+    assert!(listing.lines().any(|l| l.contains("missing")), "{listing}");
+    assert!(
+        listing.lines().any(|l| l.contains("metadata only")),
+        "{listing}"
+    );
+}
+
+#[test]
+fn the_overlay_is_sparse_and_full_at_the_guests_memory_never_the_hosts() {
+    require_kvm();
+    let dir = tempfile::tempdir().unwrap();
+    let exe = program(dir.path(), "overlay_fill");
+    let run = || {
+        let out = cli()
+            .args(["run", "--memory", "256", "--target"])
+            .arg(&exe)
+            .output()
+            .unwrap();
+        assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+        let text = String::from_utf8_lossy(&out.stdout).into_owned();
+        let trace = stderr(&out)
+            .lines()
+            .find(|l| l.contains("trace"))
+            .unwrap()
+            .to_string();
+        (text, trace)
+    };
+    let (text, trace) = run();
+    assert!(text.contains("twenty files of a GiB"), "{text}");
+    assert!(
+        text.contains("full after 256 MiB: errno 28 (ENOSPC)"),
+        "{text}"
+    );
+    assert!(text.contains("room again"), "{text}");
+    // Twenty GiB of holes and a quarter GiB of data: the monitor holds
+    // the data and the guest's memory, not the holes.
+    let peak = children_peak_rss_mib();
+    assert!(peak < 800, "the monitor took {peak} MiB");
+    assert_eq!(run().1, trace, "where the overlay is full is deterministic");
+}
+
+#[test]
+fn looking_at_a_large_file_never_reads_it() {
+    use rewind_fuzz::rwd::Rwd;
+    use rewind_fuzz::rwd::format::WireNode;
+    require_kvm();
+    let dir = tempfile::tempdir().unwrap();
+    let exe = program(dir.path(), "stat_big");
+    let big = dir.path().join("big");
+    std::fs::File::create(&big)
+        .unwrap()
+        .set_len(4 << 30)
+        .unwrap();
+    let rwd = dir.path().join("stat.rwd");
+    let started = std::time::Instant::now();
+    let out = cli()
+        .args(["run", "--target"])
+        .arg(&exe)
+        .arg("--save-rwd")
+        .arg(&rwd)
+        .arg("--")
+        .arg(&big)
+        .output()
+        .unwrap();
+    let took = started.elapsed();
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    assert_eq!(
+        String::from_utf8_lossy(&out.stdout),
+        "size 4294967296 statx 4294967296\n"
+    );
+    let peak = children_peak_rss_mib();
+    assert!(peak < 300, "the monitor took {peak} MiB");
+    assert!(took < std::time::Duration::from_secs(10), "took {took:?}");
+    // The reproducer holds its metadata, and replays without the file.
+    let r = Rwd::load(&rwd).unwrap();
+    let path = big.to_str().unwrap();
+    assert!(
+        r.files.iter().any(|f| f.path == path
+            && matches!(f.node, WireNode::Unread { size, .. } if size == 4 << 30)),
+        "{:?}",
+        r.files
+            .iter()
+            .filter(|f| f.path == path)
+            .collect::<Vec<_>>()
+    );
+    std::fs::remove_file(&big).unwrap();
+    let replay = cli().arg("replay").arg(&rwd).output().unwrap();
+    assert_eq!(replay.status.code(), Some(0), "{}", stderr(&replay));
+}

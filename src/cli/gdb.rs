@@ -93,7 +93,9 @@ fn symbol_file(
     source: &SharedSource,
 ) -> Result<(String, Option<SymbolCopy>), UserError> {
     let recorded = match source.lock().unwrap().recording().get(exe) {
-        Some(HostNode::File { data, .. }) => data.clone(),
+        Some(HostNode::File {
+            data: Some(data), ..
+        }) => data.clone(),
         _ => return Ok((exe.to_string(), None)),
     };
     if std::fs::read(exe).is_ok_and(|d| d == *recorded) {

@@ -48,41 +48,90 @@ pub fn show(a: ShowArgs) -> Result<u8, UserError> {
     Ok(0)
 }
 
-/// Every file the reproducer holds, with its size and digest, and those
-/// left out of it: what handing it to someone hands them.
+/// Every host lookup the reproducer holds, what it found, and those left
+/// out of it: what handing it to someone hands them. Files with their
+/// size and digest, files whose metadata alone was recorded, symlinks with
+/// their targets, directory listings, paths found missing, and the bytes
+/// of mappings that no file entry names.
 fn files_table(r: &Rwd) -> String {
     use crate::rwd::format::WireNode;
     use std::fmt::Write;
     let mut out = String::new();
-    let (mut held, mut bytes, mut left_out) = (0usize, 0u64, 0usize);
-    let mut seen = std::collections::BTreeSet::new();
+    let (mut held, mut bytes, mut left_out, mut others) = (0usize, 0u64, 0usize, 0usize);
+    let mut named = std::collections::BTreeSet::new();
     let _ = writeln!(out, "{:>12}  {:<32}  path", "bytes", "xxh3-128");
     for f in &r.files {
-        if !seen.insert(f.path.as_str()) {
-            continue;
-        }
+        let how = if f.follow { "" } else { " (not followed)" };
         match &f.node {
             WireNode::File { content, mode } => {
                 let size = r.blob(*content).map_or(0, |b| b.len() as u64);
                 let private = if mode & 0o004 == 0 { "  (private)" } else { "" };
-                let _ = writeln!(out, "{size:>12}  {content:032x}  {}{private}", f.path);
-                held += 1;
-                bytes += size;
+                let _ = writeln!(out, "{size:>12}  {content:032x}  {}{how}{private}", f.path);
+                if named.insert(*content) {
+                    held += 1;
+                    bytes += size;
+                }
             }
             WireNode::Host => {
                 let _ = writeln!(
                     out,
-                    "{:>12}  {:<32}  {}",
+                    "{:>12}  {:<32}  {}{how}",
                     "-", "left out: read from the host", f.path
                 );
                 left_out += 1;
             }
-            _ => {}
+            WireNode::Unread { size, .. } => {
+                let _ = writeln!(out, "{size:>12}  {:<32}  {}{how}", "metadata only", f.path);
+                others += 1;
+            }
+            WireNode::Symlink { target } => {
+                let _ = writeln!(
+                    out,
+                    "{:>12}  {:<32}  {}{how} -> {target}",
+                    "-", "symlink", f.path
+                );
+                others += 1;
+            }
+            WireNode::Dir {
+                entries: Some(e), ..
+            } => {
+                let names: Vec<&str> = e.iter().map(|(n, _)| n.as_str()).collect();
+                let _ = writeln!(
+                    out,
+                    "{:>12}  {:<32}  {}/{how}: {}",
+                    "-",
+                    format!("directory of {}", e.len()),
+                    f.path.trim_end_matches('/'),
+                    names.join(" ")
+                );
+                others += 1;
+            }
+            WireNode::Dir { entries: None, .. } => {
+                let dir = f.path.trim_end_matches('/');
+                let _ = writeln!(out, "{:>12}  {:<32}  {dir}/{how}", "-", "directory");
+                others += 1;
+            }
+            WireNode::Missing => {
+                let _ = writeln!(out, "{:>12}  {:<32}  {}{how}", "-", "missing", f.path);
+                others += 1;
+            }
+        }
+    }
+    for m in &r.story.mappings {
+        if named.insert(m.content) {
+            let size = r.blob(m.content).map_or(0, |b| b.len() as u64);
+            let _ = writeln!(
+                out,
+                "{size:>12}  {:032x}  {} (mapped at {:#x})",
+                m.content, m.path, m.start
+            );
+            held += 1;
+            bytes += size;
         }
     }
     let _ = writeln!(
         out,
-        "{held} file(s) held ({bytes} bytes before compression), {left_out} left out; mapped code: {} mapping(s)",
+        "{held} file(s) held ({bytes} bytes before compression), {left_out} left out, {others} other lookup(s); mapped code: {} mapping(s)",
         r.story.mappings.len()
     );
     out

@@ -610,7 +610,9 @@ impl Session {
     fn recorded_file(&self, path: &str) -> Option<Arc<Vec<u8>>> {
         let src = self.source.lock().unwrap();
         match src.recording().get(path)? {
-            HostNode::File { data, .. } => Some(data.clone()),
+            HostNode::File {
+                data: Some(data), ..
+            } => Some(data.clone()),
             HostNode::Symlink { target } => {
                 let t = crate::kernel::vfs::parent_of(path);
                 let full = if target.starts_with('/') {
@@ -619,7 +621,9 @@ impl Session {
                     format!("{}/{target}", t.trim_end_matches('/'))
                 };
                 match src.recording().get(&full) {
-                    Some(HostNode::File { data, .. }) => Some(data.clone()),
+                    Some(HostNode::File {
+                        data: Some(data), ..
+                    }) => Some(data.clone()),
                     _ => None,
                 }
             }

@@ -93,6 +93,10 @@ pub struct FdTable {
     next_file: u32,
     /// `RLIMIT_NOFILE`'s soft limit.
     pub limit: i32,
+    /// Bumped by every change to which descriptions are open or what they
+    /// are, so that what is derived from all of them (which pipe ends are
+    /// open) is looked at again only after one.
+    version: u64,
 }
 
 impl FdTable {
@@ -124,6 +128,7 @@ impl FdTable {
     /// number at or above `min`.
     pub fn install(&mut self, f: OpenFile, cloexec: bool, min: i32) -> Result<i32, i32> {
         let fd = self.lowest_free(min)?;
+        self.version += 1;
         let id = self.next_file;
         self.next_file += 1;
         self.files.insert(id, f);
@@ -150,8 +155,20 @@ impl FdTable {
     }
 
     pub fn get_mut(&mut self, fd: i32) -> Option<&mut OpenFile> {
+        self.version += 1;
+        self.position_mut(fd)
+    }
+
+    /// A description, to change its offset or status flags alone (which
+    /// change nothing [`FdTable::version`] stands for).
+    pub fn position_mut(&mut self, fd: i32) -> Option<&mut OpenFile> {
         let id = self.fds.get(&fd)?.file;
         self.files.get_mut(&id)
+    }
+
+    /// See the field: equal versions of one table, equal descriptions.
+    pub fn version(&self) -> u64 {
+        self.version
     }
 
     pub fn fd(&self, fd: i32) -> Option<Fd> {
@@ -173,6 +190,7 @@ impl FdTable {
         let Some(d) = self.fds.remove(&fd) else {
             return false;
         };
+        self.version += 1;
         if !self.fds.values().any(|o| o.file == d.file) {
             self.files.remove(&d.file);
         }
@@ -184,6 +202,7 @@ impl FdTable {
         let d = self.fds.get(&fd).ok_or(libc::EBADF)?;
         let file = d.file;
         let new = self.lowest_free(min)?;
+        self.version += 1;
         self.fds.insert(new, Fd { file, cloexec });
         Ok(new)
     }
@@ -197,6 +216,7 @@ impl FdTable {
         if old != new {
             self.close(new);
         }
+        self.version += 1;
         self.fds.insert(new, Fd { file, cloexec });
         Ok(new)
     }
@@ -216,6 +236,7 @@ impl FdTable {
 
     /// Every description, to mark it shared (at fork).
     pub fn descriptions_mut(&mut self) -> impl Iterator<Item = &mut OpenFile> {
+        self.version += 1;
         self.files.values_mut()
     }
 

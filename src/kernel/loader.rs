@@ -59,8 +59,13 @@ fn open_elf(k: &mut Kernel, path: &str) -> Result<Arc<Vec<u8>>, LoadError> {
 pub fn read_program(k: &mut Kernel, path: &str) -> Result<Arc<Vec<u8>>, LoadError> {
     let p = k.vfs.normalize(None, path);
     let data = match k.vfs.resolve(&p, true) {
-        Resolved::HostFile { data, .. } => data,
-        Resolved::OverlayFile { .. } => Arc::new(k.file_bytes(&p).cloned().unwrap_or_default()),
+        Resolved::HostFile { .. } => k
+            .vfs
+            .host_contents(&p, true)
+            .ok_or_else(|| LoadError::NotFound(path.into()))?,
+        Resolved::OverlayFile { .. } => {
+            Arc::new(k.file_bytes(&p).map(|d| d.to_vec()).unwrap_or_default())
+        }
         Resolved::HostDir { .. } | Resolved::OverlayDir { .. } => {
             return Err(LoadError::IsDirectory(path.into()));
         }

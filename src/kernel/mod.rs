@@ -243,7 +243,9 @@ impl Kernel {
         source: SharedSource,
     ) -> Result<Kernel, MemError> {
         let mm = AddressSpace::new(&mem);
-        let vfs = Vfs::new(source, config.cwd.clone());
+        let mut vfs = Vfs::new(source, config.cwd.clone());
+        // The guest's files may hold as much as its memory, as a tmpfs may.
+        vfs.set_overlay_limit(mem.size());
         let rng = ChaCha20Rng::seed_from_u64(config.seed);
         let name = config
             .exe
@@ -445,7 +447,7 @@ impl Kernel {
 
     /// Moves descriptor `fd`'s offset (its description's, shared or not).
     pub(super) fn set_offset(&mut self, fd: i32, to: u64) {
-        let Some(f) = self.files.get_mut(fd) else {
+        let Some(f) = self.files.position_mut(fd) else {
             return;
         };
         match f.shared.and_then(|id| self.shared_files.get_mut(&id)) {
@@ -457,7 +459,7 @@ impl Kernel {
     /// Sets descriptor `fd`'s status flags (its description's, so every
     /// process sharing it sees them, as `fcntl(F_SETFL)` does on Linux).
     pub(super) fn set_flags(&mut self, fd: i32, flags: i32) {
-        let Some(f) = self.files.get_mut(fd) else {
+        let Some(f) = self.files.position_mut(fd) else {
             return;
         };
         f.flags = flags;

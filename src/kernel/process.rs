@@ -248,6 +248,20 @@ impl Kernel {
         self.files.list().map(|(_, f)| f).chain(parked)
     }
 
+    /// What the descriptor tables of the live processes are at: equal
+    /// between two steps, no description opened, closed or changed kind
+    /// in between (one pair per process, not per descriptor).
+    pub(super) fn descriptor_versions(&self) -> Vec<(Pid, u64)> {
+        self.procs
+            .values()
+            .filter(|p| p.ended.is_none())
+            .filter_map(|p| match &p.parked {
+                Some(s) => Some((p.pid, s.files.version())),
+                None => (p.pid == self.pid).then(|| (p.pid, self.files.version())),
+            })
+            .collect()
+    }
+
     /// Makes the open descriptions of overlay files at `from` (or under it)
     /// follow them to `to`, in every process, as descriptors follow an
     /// inode on Linux; whether there were any.

@@ -28,6 +28,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use super::Kernel;
+use super::vfs::{FileData, Space};
 use crate::arch::layout::PAGE_SIZE;
 use crate::memory::MemError;
 
@@ -74,8 +75,8 @@ impl Kernel {
             let alloc = self.mm.allocator_mut();
             let (pa, new) = alloc.object_page_or_new(&self.mem, object, index)?;
             if new {
-                let data = self.vfs.inode(ino).map_or(&[][..], |f| &f.data[..]);
-                self.mem.write(pa, &page_of_file(data, index));
+                let page = self.vfs.inode(ino).map(|f| page_of_file(&f.data, index));
+                self.mem.write(pa, &page.unwrap_or([0; PAGE_SIZE as usize]));
             }
         }
         Ok(object)
@@ -93,16 +94,17 @@ impl Kernel {
             return;
         };
         let pages = self.mm.allocator().object_pages(object);
-        let Some(file) = self.vfs.inode_mut(ino) else {
+        let Some((file, space)) = self.vfs.file_mut(ino) else {
             return;
         };
+        let mut page = [0u8; PAGE_SIZE as usize];
         for (index, pa) in pages {
-            let at = (index * PAGE_SIZE) as usize;
-            if at >= file.data.len() {
+            let at = index * PAGE_SIZE;
+            if at >= file.len() {
                 break;
             }
-            let n = (file.data.len() - at).min(PAGE_SIZE as usize);
-            self.mem.read(pa, &mut file.data[at..at + n]);
+            self.mem.read(pa, &mut page);
+            file.write_back(at, &page, space);
         }
     }
 
@@ -112,15 +114,17 @@ impl Kernel {
         let Some(&object) = self.shared.by_inode.get(&ino) else {
             return;
         };
-        let data = self.vfs.inode(ino).map_or(&[][..], |f| &f.data[..]);
+        let Some(file) = self.vfs.inode(ino) else {
+            return;
+        };
         for (index, pa) in self.mm.allocator().object_pages(object) {
-            self.mem.write(pa, &page_of_file(data, index));
+            self.mem.write(pa, &page_of_file(&file.data, index));
         }
     }
 
     /// The bytes of the overlay file at `path`, with what its shared
     /// mappings wrote.
-    pub(super) fn file_bytes(&mut self, path: &str) -> Option<&Vec<u8>> {
+    pub(super) fn file_bytes(&mut self, path: &str) -> Option<&FileData> {
         let ino = self.vfs.overlay_inode(path)?;
         self.write_back(ino);
         self.vfs.inode(ino).map(|f| &f.data)
@@ -131,11 +135,12 @@ impl Kernel {
     pub(super) fn change_file<R>(
         &mut self,
         path: &str,
-        f: impl FnOnce(&mut Vec<u8>) -> R,
+        f: impl FnOnce(&mut FileData, &mut Space) -> R,
     ) -> Option<R> {
         let ino = self.vfs.overlay_inode(path)?;
         self.write_back(ino);
-        let r = f(&mut self.vfs.inode_mut(ino)?.data);
+        let (file, space) = self.vfs.file_mut(ino)?;
+        let r = f(file, space);
         self.refill(ino);
         Some(r)
     }
@@ -184,12 +189,9 @@ impl Kernel {
 
 /// Page `index` of a file with bytes `data`: what it holds there, zeros
 /// past its end.
-fn page_of_file(data: &[u8], index: u64) -> [u8; PAGE_SIZE as usize] {
+fn page_of_file(data: &FileData, index: u64) -> [u8; PAGE_SIZE as usize] {
     let mut page = [0u8; PAGE_SIZE as usize];
-    let at = usize::try_from(index * PAGE_SIZE).unwrap_or(usize::MAX);
-    if at < data.len() {
-        let n = (data.len() - at).min(page.len());
-        page[..n].copy_from_slice(&data[at..at + n]);
-    }
+    let bytes = data.read(index.saturating_mul(PAGE_SIZE), page.len());
+    page[..bytes.len()].copy_from_slice(&bytes);
     page
 }

@@ -202,7 +202,7 @@ fn open(k: &mut Kernel, path: &str, flags: i32, mode: u32) -> Result<i64, i32> {
                 return Err(k.vfs.absent_errno(path));
             }
             let mode = mode & 0o7777 & !k.vfs.umask;
-            k.vfs.put_file(path, Vec::new(), mode);
+            k.vfs.put_file(path, &[], mode)?;
             FileKind::Overlay
         }
         Resolved::HostDir { .. } | Resolved::OverlayDir { .. } => {
@@ -214,23 +214,25 @@ fn open(k: &mut Kernel, path: &str, flags: i32, mode: u32) -> Result<i64, i32> {
         Resolved::Symlink { .. } => return Err(libc::ELOOP),
         // A socket is reached with connect, not open.
         Resolved::Socket { .. } => return Err(libc::ENXIO),
-        Resolved::HostFile { data, mode } => {
-            if writes {
-                // Copy up: the host's file stays untouched.
-                let bytes = if flags & libc::O_TRUNC != 0 {
-                    Vec::new()
-                } else {
-                    data.to_vec()
-                };
-                k.vfs.put_file(path, bytes, mode);
+        Resolved::HostFile { mode, .. } => {
+            let follow = flags & libc::O_NOFOLLOW == 0;
+            if writes && flags & libc::O_TRUNC != 0 {
+                k.vfs.put_file(path, &[], mode)?;
                 FileKind::Overlay
             } else {
-                FileKind::Host(data)
+                let data = k.vfs.host_contents(path, follow).ok_or(libc::EIO)?;
+                if writes {
+                    // Copy up: the host's file stays untouched.
+                    k.vfs.put_file(path, &data, mode)?;
+                    FileKind::Overlay
+                } else {
+                    FileKind::Host(data)
+                }
             }
         }
         Resolved::OverlayFile { .. } => {
             if flags & libc::O_TRUNC != 0 && acc != libc::O_RDONLY {
-                k.change_file(path, Vec::clear);
+                k.change_file(path, |d, space| d.set_len(0, space));
             }
             FileKind::Overlay
         }
@@ -309,7 +311,8 @@ fn read_bytes(k: &mut Kernel, fd: i32, len: usize, at: Option<u64>) -> Result<Ve
         FileKind::Host(d) | FileKind::Synthetic(d) => from_slice(d),
         FileKind::Overlay => {
             let path = f.path.clone();
-            from_slice(k.file_bytes(&path).map(|v| v.as_slice()).unwrap_or(&[]))
+            let data = k.file_bytes(&path);
+            data.map_or_else(Vec::new, |d| d.read(off, len))
         }
         FileKind::Dir(_) => return Err(libc::EISDIR),
         FileKind::Stdin | FileKind::Null => Vec::new(),
@@ -354,24 +357,17 @@ fn write_bytes(k: &mut Kernel, fd: i32, data: &[u8], at: Option<u64>) -> Result<
         FileKind::Overlay => {
             let current = k.offset_of(&f);
             let append = k.flags_of(&f) & libc::O_APPEND != 0;
-            let written = k.change_file(&f.path, |buf| {
+            let written = k.change_file(&f.path, |buf, space| {
                 let off = match at {
                     Some(o) => o,
-                    None if append => buf.len() as u64,
+                    None if append => buf.len(),
                     None => current,
-                } as usize;
-                if off.saturating_add(data.len()) > (1 << 30) {
-                    return Err(libc::EFBIG);
-                }
-                if buf.len() < off + data.len() {
-                    buf.resize(off + data.len(), 0);
-                }
-                buf[off..off + data.len()].copy_from_slice(data);
-                Ok(off)
+                };
+                buf.write_at(off, data, space).map(|()| off)
             });
             let off = written.ok_or(libc::EIO)??;
             if at.is_none() {
-                k.set_offset(fd, (off + data.len()) as u64);
+                k.set_offset(fd, off + data.len() as u64);
             }
             Ok(data.len())
         }
@@ -745,7 +741,7 @@ fn sys_pwritev(k: &mut Kernel, _: &mut dyn FpuAccess, a: [u64; 6]) -> SysResult 
 fn file_len(k: &Kernel, f: &OpenFile) -> Option<u64> {
     match &f.kind {
         FileKind::Host(d) | FileKind::Synthetic(d) => Some(d.len() as u64),
-        FileKind::Overlay => Some(k.vfs.overlay_data(&f.path).map_or(0, |d| d.len() as u64)),
+        FileKind::Overlay => Some(k.vfs.overlay_len(&f.path).unwrap_or(0)),
         FileKind::Dir(e) => Some(e.len() as u64 + 2),
         FileKind::Null | FileKind::Zero | FileKind::Random => Some(0),
         _ => None,

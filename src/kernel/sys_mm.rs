@@ -177,7 +177,7 @@ fn backing(
                 path,
             ));
         }
-        FileKind::Overlay => Arc::new(k.file_bytes(&path).cloned().unwrap_or_default()),
+        FileKind::Overlay => Arc::new(k.file_bytes(&path).map(|d| d.to_vec()).unwrap_or_default()),
         FileKind::Zero | FileKind::Null => return Ok((anon(k), String::new())),
         _ => return Err(libc::ENODEV),
     };

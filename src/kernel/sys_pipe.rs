@@ -69,6 +69,9 @@ pub struct Pipes {
     activity_count: u64,
     /// Pipes whose capacity `F_SETPIPE_SZ` changed from [`CAPACITY`].
     capacities: std::collections::BTreeMap<u64, usize>,
+    /// The descriptor tables (and listeners' queues) as `settle` last
+    /// counted ends and collected: until they change, neither can differ.
+    seen: Option<(Vec<(super::process::Pid, u64)>, usize)>,
 }
 
 impl Pipes {
@@ -433,13 +436,19 @@ pub fn settle(k: &mut Kernel) {
     {
         return;
     }
-    let ends = k
-        .all_open_files()
-        .filter(|f| matches!(f.kind, FileKind::Pipe { .. } | FileKind::SocketPair { .. }))
-        .count();
-    if ends != k.pipes.ends_open {
-        k.pipes.ends_open = ends;
-        k.pipes.note_activity();
+    // Counting ends and collecting look at every descriptor: only after
+    // the descriptors changed, so a step costs the same however many are open.
+    let now = (k.descriptor_versions(), k.sockets.queued_ends().count());
+    let changed = k.pipes.seen.as_ref() != Some(&now);
+    if changed {
+        let ends = k
+            .all_open_files()
+            .filter(|f| matches!(f.kind, FileKind::Pipe { .. } | FileKind::SocketPair { .. }))
+            .count();
+        if ends != k.pipes.ends_open {
+            k.pipes.ends_open = ends;
+            k.pipes.note_activity();
+        }
     }
     let activity = std::mem::take(&mut k.pipes.activity);
     let ready: Vec<(super::Tid, u64)> = k
@@ -471,8 +480,11 @@ pub fn settle(k: &mut Kernel) {
     for (tid, nr) in ready {
         k.restart(tid, nr);
     }
-    collect(k);
-    super::sys_epoll::collect(k);
+    if changed {
+        collect(k);
+        super::sys_epoll::collect(k);
+        k.pipes.seen = Some((k.descriptor_versions(), k.sockets.queued_ends().count()));
+    }
 }
 
 /// Forgets pipes with no end left open.

@@ -172,9 +172,9 @@ pub(super) fn meta_of_path(k: &mut Kernel, path: &str, follow: bool) -> Result<M
         }
     };
     let meta = match resolved {
-        Resolved::HostFile { data, mode } => Ok(Meta {
+        Resolved::HostFile { size, mode } => Ok(Meta {
             mode: S_IFREG | mode,
-            size: data.len() as u64,
+            size,
             ino,
             rdev: 0,
             nlink: 1,

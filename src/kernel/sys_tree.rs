@@ -95,7 +95,7 @@ fn remove(k: &mut Kernel, p: &str, dir: bool) -> Result<i64, i32> {
             // A file still open somewhere lives on, nameless, for the
             // descriptors that have it (tac writes to a temporary file it
             // has unlinked): its data moves to a path no guest path can be.
-            let hidden = format!("\0unlinked/{}", k.vfs.overlay_len());
+            let hidden = format!("\0unlinked/{}", k.vfs.overlay_paths());
             if !dir && k.retarget_descriptions(p, &hidden) {
                 k.vfs.rename(p, &hidden);
             }
@@ -121,9 +121,9 @@ fn sys_unlinkat(k: &mut Kernel, _: &mut dyn FpuAccess, a: [u64; 6]) -> SysResult
 /// Copies a host file into the overlay so it can be changed.
 fn copy_up(k: &mut Kernel, p: &str) -> Result<(), i32> {
     match k.vfs.resolve(p, false) {
-        Resolved::HostFile { data, mode } => {
-            k.vfs.put_file(p, data.to_vec(), mode);
-            Ok(())
+        Resolved::HostFile { mode, .. } => {
+            let data = k.vfs.host_contents(p, false).ok_or(libc::EIO)?;
+            k.vfs.put_file(p, &data, mode)
         }
         Resolved::Symlink { target } => {
             k.vfs.put_symlink(p, &target);
@@ -259,11 +259,8 @@ fn set_len(k: &mut Kernel, p: &str, len: u64) -> Result<i64, i32> {
     if (len as i64) < 0 {
         return Err(libc::EINVAL);
     }
-    if len > (1 << 30) {
-        return Err(libc::EFBIG);
-    }
-    k.change_file(p, |d| d.resize(len as usize, 0))
-        .ok_or(libc::EINVAL)?;
+    k.change_file(p, |d, space| d.set_len(len, space))
+        .ok_or(libc::EINVAL)??;
     Ok(0)
 }
 
@@ -297,7 +294,7 @@ fn sys_fallocate(k: &mut Kernel, _: &mut dyn FpuAccess, a: [u64; 6]) -> SysResul
         return err(libc::EBADF);
     }
     let want = a[2].saturating_add(a[3]);
-    let cur = k.vfs.overlay_data(&f.path).map_or(0, |d| d.len() as u64);
+    let cur = k.vfs.overlay_len(&f.path).unwrap_or(0);
     if want > cur {
         return ret(set_len(k, &f.path, want));
     }

@@ -25,11 +25,13 @@ pub enum NodeKind {
 }
 
 /// What a host path was found to be.
-#[derive(Clone, Debug, Serialize, Deserialize)]
+#[derive(Clone, Debug)]
 pub enum HostNode {
+    /// A regular file. Its bytes are read only when the guest reads it
+    /// (opens or runs it): a `stat` needs no more than its size.
     File {
-        #[serde(with = "arc_bytes")]
-        data: Arc<Vec<u8>>,
+        data: Option<Arc<Vec<u8>>>,
+        size: u64,
         mode: u32,
     },
     Dir {
@@ -41,53 +43,6 @@ pub enum HostNode {
         target: String,
     },
     Missing,
-}
-
-mod arc_bytes {
-    use std::sync::Arc;
-
-    use serde::{Deserialize, Deserializer, Serializer};
-
-    pub fn serialize<S: Serializer>(v: &Arc<Vec<u8>>, s: S) -> Result<S::Ok, S::Error> {
-        s.serialize_bytes(v)
-    }
-
-    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Arc<Vec<u8>>, D::Error> {
-        let v: serde_bytes_compat::Buf = Deserialize::deserialize(d)?;
-        Ok(Arc::new(v.0))
-    }
-
-    mod serde_bytes_compat {
-        use serde::de::{Deserialize, Deserializer, SeqAccess, Visitor};
-
-        pub struct Buf(pub Vec<u8>);
-
-        impl<'de> Deserialize<'de> for Buf {
-            fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Buf, D::Error> {
-                struct V;
-                impl<'de> Visitor<'de> for V {
-                    type Value = Buf;
-                    fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
-                        f.write_str("bytes")
-                    }
-                    fn visit_bytes<E: serde::de::Error>(self, v: &[u8]) -> Result<Buf, E> {
-                        Ok(Buf(v.to_vec()))
-                    }
-                    fn visit_byte_buf<E: serde::de::Error>(self, v: Vec<u8>) -> Result<Buf, E> {
-                        Ok(Buf(v))
-                    }
-                    fn visit_seq<A: SeqAccess<'de>>(self, mut a: A) -> Result<Buf, A::Error> {
-                        let mut out = Vec::new();
-                        while let Some(b) = a.next_element::<u8>()? {
-                            out.push(b);
-                        }
-                        Ok(Buf(out))
-                    }
-                }
-                d.deserialize_bytes(V)
-            }
-        }
-    }
 }
 
 /// What `stat` tells of a host file beyond its kind, mode and contents:
@@ -171,11 +126,19 @@ impl FileSource {
     /// like any host file. A recording that already holds the path keeps its
     /// own copy, so a reproducer replays with the shim it was made with.
     pub fn provide(&mut self, path: &str, data: Arc<Vec<u8>>, mode: u32) {
-        if matches!(self.nodes.get(path), Some(HostNode::File { .. })) {
+        if matches!(
+            self.nodes.get(path),
+            Some(HostNode::File { data: Some(_), .. })
+        ) {
             return;
         }
-        self.nodes
-            .insert(path.to_string(), HostNode::File { data, mode });
+        let size = data.len() as u64;
+        let node = HostNode::File {
+            data: Some(data),
+            size,
+            mode,
+        };
+        self.nodes.insert(path.to_string(), node);
         self.nodes.insert(
             super::vfs::parent_of(path),
             HostNode::Dir {
@@ -202,13 +165,16 @@ impl FileSource {
     }
 
     /// What `path` (absolute, normalized) is, following symlinks on the host
-    /// when `follow` is set.
+    /// when `follow` is set. A file's bytes are not read (see
+    /// [`FileSource::contents`]).
     pub fn lookup(&mut self, path: &str, follow: bool) -> HostNode {
         let key = key_of(path, follow);
         if let Some(n) = self.nodes.get(&key) {
             return n.clone();
         }
-        let (node, stat) = if self.live || self.from_host.contains(&key) {
+        let (node, stat) = if let Some(node) = made_up_dev(path) {
+            (node, None)
+        } else if self.live || self.from_host.contains(&key) {
             read_host(path, follow)
         } else {
             (HostNode::Missing, None)
@@ -218,6 +184,35 @@ impl FileSource {
         }
         self.nodes.insert(key, node.clone());
         node
+    }
+
+    /// The bytes of the file at `path`, read (and recorded) the first time
+    /// they are needed; none when it is no file, or when a recording holds
+    /// only its metadata (the run it was made from never read it).
+    pub fn contents(&mut self, path: &str, follow: bool) -> Option<Arc<Vec<u8>>> {
+        let key = key_of(path, follow);
+        let HostNode::File { data, size, mode } = self.lookup(path, follow) else {
+            return None;
+        };
+        if let Some(d) = data {
+            return Some(d);
+        }
+        if !(self.live || self.from_host.contains(&key)) {
+            return None;
+        }
+        let real = host_real(path, follow)?;
+        // The bytes the run sees are those of the size it was told: a file
+        // that changes on the host afterwards does not change the run.
+        let mut bytes = std::fs::read(real).ok()?;
+        bytes.resize(size as usize, 0);
+        let data = Arc::new(bytes);
+        let node = HostNode::File {
+            data: Some(data.clone()),
+            size,
+            mode,
+        };
+        self.nodes.insert(key, node);
+        Some(data)
     }
 
     /// The entries of directory `path`.
@@ -269,70 +264,138 @@ fn key_of(path: &str, follow: bool) -> String {
 }
 
 fn read_host(path: &str, follow: bool) -> (HostNode, Option<HostStat>) {
-    let node = read_host_node(path, follow);
-    if matches!(node, HostNode::Missing) {
-        return (node, None);
-    }
-    let meta = if follow {
-        std::fs::metadata(path)
-    } else {
-        std::fs::symlink_metadata(path)
+    let Some(real) = host_real(path, follow) else {
+        return (HostNode::Missing, None);
     };
-    (node, meta.ok().map(|m| HostStat::of(&m)))
-}
-
-fn read_host_node(path: &str, follow: bool) -> HostNode {
-    // The host's /proc and /sys describe the monitor, not the guest (the
-    // guest's are made up): a path there, or a link that leads there, is
-    // not part of the guest's world.
-    let monitors_own =
-        |p: &Path| p.starts_with("/proc") || p.starts_with("/sys") || p.starts_with("/dev/fd");
-    if monitors_own(Path::new(path))
-        || (follow && std::fs::canonicalize(path).is_ok_and(|c| monitors_own(&c)))
-    {
-        return HostNode::Missing;
-    }
-    let meta = if follow {
-        std::fs::metadata(path)
-    } else {
-        std::fs::symlink_metadata(path)
-    };
-    let Ok(meta) = meta else {
-        return HostNode::Missing;
+    // No link is left in `real` but the last when `follow` is not set.
+    let Ok(meta) = std::fs::symlink_metadata(&real) else {
+        return (HostNode::Missing, None);
     };
     let mode = meta.permissions().mode() & 0o7777;
-    if meta.file_type().is_symlink() {
-        return match std::fs::read_link(path) {
+    let node = if meta.file_type().is_symlink() {
+        match std::fs::read_link(&real) {
             Ok(t) => HostNode::Symlink {
                 target: t.to_string_lossy().into_owned(),
             },
             Err(_) => HostNode::Missing,
-        };
-    }
-    if meta.is_dir() {
-        return HostNode::Dir {
+        }
+    } else if meta.is_dir() {
+        HostNode::Dir {
             mode,
             entries: None,
-        };
-    }
-    if !meta.is_file() {
-        // Devices, sockets and FIFOs of the host are not part of the guest's world.
-        return HostNode::Missing;
-    }
-    match std::fs::read(path) {
-        Ok(data) => HostNode::File {
-            data: Arc::new(data),
+        }
+    } else if meta.is_file() {
+        use std::os::unix::fs::MetadataExt;
+        HostNode::File {
+            data: None,
+            size: meta.size(),
             mode,
-        },
-        Err(_) => HostNode::Missing,
+        }
+    } else {
+        // Devices, sockets and FIFOs of the host are not part of the guest's world.
+        HostNode::Missing
+    };
+    if matches!(node, HostNode::Missing) {
+        return (node, None);
     }
+    (node, Some(HostStat::of(&meta)))
+}
+
+/// Whether a host path lies in a tree that describes the monitor or the
+/// host's devices rather than files: the guest's `/proc`, `/sys` and
+/// `/dev` are made up, and the host's are never looked at for it.
+fn monitors_own(p: &Path) -> bool {
+    p.starts_with("/proc") || p.starts_with("/sys") || p.starts_with("/dev")
+}
+
+/// The guest's `/dev` directories (its devices are made up by the kernel
+/// before a lookup gets here; `/dev/shm` holds POSIX shared memory, in
+/// the overlay).
+fn made_up_dev(path: &str) -> Option<HostNode> {
+    let names: &[(&str, NodeKind)] = match path {
+        "/dev" => &[
+            ("fd", NodeKind::Symlink),
+            ("null", NodeKind::File),
+            ("random", NodeKind::File),
+            ("shm", NodeKind::Dir),
+            ("stderr", NodeKind::Symlink),
+            ("stdin", NodeKind::Symlink),
+            ("stdout", NodeKind::Symlink),
+            ("urandom", NodeKind::File),
+            ("zero", NodeKind::File),
+        ],
+        "/dev/shm" => &[],
+        p if monitors_own(Path::new(p)) && p.starts_with("/dev") => return Some(HostNode::Missing),
+        _ => return None,
+    };
+    let entries = names.iter().map(|(n, k)| (n.to_string(), *k)).collect();
+    let mode = if path == "/dev" { 0o755 } else { 0o1777 };
+    Some(HostNode::Dir {
+        mode,
+        entries: Some(entries),
+    })
+}
+
+/// The host path that `path` (absolute) names, resolved one component at
+/// a time with every symlink on the way (and the last one too when
+/// `follow` is set) replaced by its target, so that nothing but the last
+/// component can be a link. None when it leads into the host's `/proc`,
+/// `/sys` or `/dev` by any way (`/tmp/x -> /proc`, `l -> /proc/self`),
+/// through a loop, or through a part that is missing or no directory.
+fn host_real(path: &str, follow: bool) -> Option<std::path::PathBuf> {
+    use std::path::PathBuf;
+    let mut todo: Vec<String> = path.split('/').rev().map(String::from).collect();
+    let mut done = PathBuf::from("/");
+    let mut links = 0;
+    while let Some(c) = todo.pop() {
+        match c.as_str() {
+            "" | "." => continue,
+            ".." => {
+                done.pop();
+                continue;
+            }
+            _ => {}
+        }
+        let here = done.join(&c);
+        if monitors_own(&here) {
+            return None;
+        }
+        let last = todo.iter().all(|t| t.is_empty() || t == ".");
+        if last && !follow {
+            return Some(here);
+        }
+        let meta = match std::fs::symlink_metadata(&here) {
+            Ok(m) => m,
+            // A missing last part is the answer; a missing directory on
+            // the way means the path is missing too.
+            Err(_) if last => return Some(here),
+            Err(_) => return None,
+        };
+        if meta.file_type().is_symlink() {
+            links += 1;
+            if links > 40 {
+                return None;
+            }
+            let target = std::fs::read_link(&here).ok()?;
+            let target = target.to_str()?;
+            if target.starts_with('/') {
+                done = PathBuf::from("/");
+            }
+            todo.extend(target.split('/').rev().map(String::from));
+        } else if !last && !meta.is_dir() {
+            return None;
+        } else {
+            done = here;
+        }
+    }
+    (!monitors_own(&done)).then_some(done)
 }
 
 /// A file of the guest's private overlay: its bytes and mode, shared by
 /// every name linked to it (hard links), as an inode is.
 #[derive(Clone, Debug)]
 pub struct Inode {
-    pub data: Vec<u8>,
+    pub data: FileData,
     pub mode: u32,
     /// Names linked to it, and how many of them are hidden: the names
     /// unlinked files that are still open live under (see `sys_tree`).
@@ -341,6 +404,162 @@ pub struct Inode {
     /// What `stat` reports as its inode number: made from the path it was
     /// created at, so a file keeps its number across renames and links.
     pub number: u64,
+}
+
+/// The largest file the overlay holds (EFBIG past it).
+pub const MAX_FILE_SIZE: u64 = 1 << 30;
+/// What the overlay's files may hold together unless the run sets it (the
+/// kernel makes it the guest's memory, as a tmpfs may grow to).
+pub const DEFAULT_OVERLAY_LIMIT: u64 = 1 << 30;
+/// The unit a file's bytes are kept in: a block of zeros is not kept.
+const BLOCK: u64 = 4096;
+
+/// The bytes the overlay's files hold together, and how many they may:
+/// counted in whole blocks, from what the guest wrote alone, so a write
+/// that finds no room fails the same way on every machine.
+#[derive(Clone, Copy, Debug)]
+pub struct Space {
+    used: u64,
+    limit: u64,
+}
+
+impl Space {
+    /// Takes `bytes` more, or ENOSPC.
+    fn take(&mut self, bytes: u64) -> Result<(), i32> {
+        if self.used.saturating_add(bytes) > self.limit {
+            return Err(libc::ENOSPC);
+        }
+        self.used += bytes;
+        Ok(())
+    }
+}
+
+/// A file's bytes, sparse: blocks that were never written (or were cut off
+/// by a truncation) are absent and read as zeros, so `ftruncate` to a GiB
+/// costs nothing. Blocks are shared between copies (snapshots) until one
+/// is written.
+#[derive(Clone, Debug, Default)]
+pub struct FileData {
+    blocks: BTreeMap<u64, Arc<[u8; BLOCK as usize]>>,
+    len: u64,
+}
+
+impl FileData {
+    /// Its size.
+    pub fn len(&self) -> u64 {
+        self.len
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// The bytes its blocks take.
+    fn stored(&self) -> u64 {
+        self.blocks.len() as u64 * BLOCK
+    }
+
+    /// Up to `n` bytes from `off`, as many as lie before its end.
+    pub fn read(&self, off: u64, n: usize) -> Vec<u8> {
+        let end = off.saturating_add(n as u64).min(self.len);
+        let mut out = vec![0; end.saturating_sub(off) as usize];
+        if out.is_empty() {
+            return out;
+        }
+        for (&b, block) in self.blocks.range(off / BLOCK..=(end - 1) / BLOCK) {
+            let start = (b * BLOCK).max(off);
+            let stop = ((b + 1) * BLOCK).min(end);
+            out[(start - off) as usize..(stop - off) as usize]
+                .copy_from_slice(&block[(start - b * BLOCK) as usize..(stop - b * BLOCK) as usize]);
+        }
+        out
+    }
+
+    /// All its bytes.
+    pub fn to_vec(&self) -> Vec<u8> {
+        self.read(0, self.len as usize)
+    }
+
+    /// Writes `data` at `off`, growing the file; ENOSPC (and nothing
+    /// written) when the blocks it needs do not fit in `space`.
+    pub fn write_at(&mut self, off: u64, data: &[u8], space: &mut Space) -> Result<(), i32> {
+        self.write(off, data, space, true)
+    }
+
+    /// Writes back what a shared mapping changed: never refused, since the
+    /// pages it comes from are the guest's memory already; the blocks it
+    /// adds count all the same.
+    pub fn write_back(&mut self, off: u64, data: &[u8], space: &mut Space) {
+        // A page of zeros over a hole changes nothing.
+        let end = (off + data.len() as u64).min(self.len);
+        if end <= off {
+            return;
+        }
+        let data = &data[..(end - off) as usize];
+        let b = off / BLOCK;
+        if !self.blocks.contains_key(&b) && data.iter().all(|&x| x == 0) {
+            return;
+        }
+        let _ = self.write(off, data, space, false);
+    }
+
+    fn write(
+        &mut self,
+        off: u64,
+        data: &[u8],
+        space: &mut Space,
+        enforce: bool,
+    ) -> Result<(), i32> {
+        let end = off.checked_add(data.len() as u64).ok_or(libc::EFBIG)?;
+        if end > MAX_FILE_SIZE {
+            return Err(libc::EFBIG);
+        }
+        if data.is_empty() {
+            return Ok(());
+        }
+        let (first, last) = (off / BLOCK, (end - 1) / BLOCK);
+        let new = (first..=last)
+            .filter(|b| !self.blocks.contains_key(b))
+            .count() as u64;
+        match enforce {
+            true => space.take(new * BLOCK)?,
+            false => space.used += new * BLOCK,
+        }
+        for b in first..=last {
+            let block = Arc::make_mut(
+                self.blocks
+                    .entry(b)
+                    .or_insert_with(|| Arc::new([0; BLOCK as usize])),
+            );
+            let start = (b * BLOCK).max(off);
+            let stop = ((b + 1) * BLOCK).min(end);
+            block[(start - b * BLOCK) as usize..(stop - b * BLOCK) as usize]
+                .copy_from_slice(&data[(start - off) as usize..(stop - off) as usize]);
+        }
+        self.len = self.len.max(end);
+        Ok(())
+    }
+
+    /// Sets its size: growing adds a hole, shrinking drops what lies past
+    /// the new end (and gives its blocks back).
+    pub fn set_len(&mut self, len: u64, space: &mut Space) -> Result<(), i32> {
+        if len > MAX_FILE_SIZE {
+            return Err(libc::EFBIG);
+        }
+        if len < self.len {
+            let keep = len.div_ceil(BLOCK);
+            let dropped = self.blocks.split_off(&keep);
+            space.used -= dropped.len() as u64 * BLOCK;
+            // The tail of the last block kept reads as zeros again.
+            if len % BLOCK != 0 {
+                if let Some(block) = self.blocks.get_mut(&(len / BLOCK)) {
+                    Arc::make_mut(block)[(len % BLOCK) as usize..].fill(0);
+                }
+            }
+        }
+        self.len = len;
+        Ok(())
+    }
 }
 
 /// A node of the guest's private overlay.
@@ -368,8 +587,9 @@ pub enum OverlayNode {
 /// What a path resolves to for the guest.
 #[derive(Clone, Debug)]
 pub enum Resolved {
+    /// A host file; [`Vfs::host_contents`] reads its bytes.
     HostFile {
-        data: Arc<Vec<u8>>,
+        size: u64,
         mode: u32,
     },
     HostDir {
@@ -414,6 +634,8 @@ pub struct Vfs {
     /// The overlay's files, by inode.
     inodes: BTreeMap<u64, Inode>,
     next_ino: u64,
+    /// What the overlay's files hold, against its limit.
+    space: Space,
     pub cwd: String,
     pub umask: u32,
 }
@@ -425,6 +647,10 @@ impl Vfs {
             overlay: BTreeMap::new(),
             inodes: BTreeMap::new(),
             next_ino: 1,
+            space: Space {
+                used: 0,
+                limit: DEFAULT_OVERLAY_LIMIT,
+            },
             cwd,
             umask: 0o022,
         }
@@ -433,6 +659,17 @@ impl Vfs {
     /// The source behind the overlay.
     pub fn source(&self) -> &SharedSource {
         &self.source
+    }
+
+    /// Sets how many bytes the overlay's files may hold together.
+    pub fn set_overlay_limit(&mut self, limit: u64) {
+        self.space.limit = limit;
+    }
+
+    /// The bytes of the host file at `path` (as [`Vfs::resolve`] found it
+    /// with the same `follow`), read on first use.
+    pub fn host_contents(&mut self, path: &str, follow: bool) -> Option<Arc<Vec<u8>>> {
+        self.source.lock().unwrap().contents(path, follow)
     }
 
     /// Makes `path` absolute (against `base`, or the cwd) and removes `.`,
@@ -474,7 +711,7 @@ impl Vfs {
                     let f = &self.inodes[ino];
                     let r = Resolved::OverlayFile {
                         mode: f.mode,
-                        size: f.data.len() as u64,
+                        size: f.data.len(),
                         ino: *ino,
                         number: f.number,
                         links: f.links - f.hidden,
@@ -512,7 +749,7 @@ impl Vfs {
             let node = source.lookup(&path, follow);
             let stat = source.stat(&path, follow);
             let r = match node {
-                HostNode::File { data, mode } => Resolved::HostFile { data, mode },
+                HostNode::File { size, mode, .. } => Resolved::HostFile { size, mode },
                 HostNode::Dir { mode, .. } => Resolved::HostDir { mode },
                 HostNode::Symlink { target } => Resolved::Symlink { target },
                 HostNode::Missing => Resolved::Missing,
@@ -618,31 +855,36 @@ impl Vfs {
         self.inodes.get(&ino)
     }
 
-    /// An inode of the overlay, writable.
-    pub fn inode_mut(&mut self, ino: u64) -> Option<&mut Inode> {
-        self.inodes.get_mut(&ino)
+    /// The bytes of a file in the overlay (holes read as zeros).
+    pub fn overlay_data(&self, path: &str) -> Option<Vec<u8>> {
+        self.inode(self.overlay_inode(path)?)
+            .map(|f| f.data.to_vec())
     }
 
-    /// The bytes of a file in the overlay.
-    pub fn overlay_data(&self, path: &str) -> Option<&Vec<u8>> {
-        self.inode(self.overlay_inode(path)?).map(|f| &f.data)
+    /// The size of a file in the overlay.
+    pub fn overlay_len(&self, path: &str) -> Option<u64> {
+        self.inode(self.overlay_inode(path)?).map(|f| f.data.len())
     }
 
-    /// The bytes of a file in the overlay, writable.
-    pub fn overlay_data_mut(&mut self, path: &str) -> Option<&mut Vec<u8>> {
-        let ino = self.overlay_inode(path)?;
-        self.inode_mut(ino).map(|f| &mut f.data)
+    /// An inode's bytes, writable, with the overlay's space they count
+    /// against.
+    pub fn file_mut(&mut self, ino: u64) -> Option<(&mut FileData, &mut Space)> {
+        let f = self.inodes.get_mut(&ino)?;
+        Some((&mut f.data, &mut self.space))
     }
 
-    /// Creates or replaces a file in the overlay: a new inode.
-    pub fn put_file(&mut self, path: &str, data: Vec<u8>, mode: u32) {
+    /// Creates or replaces a file in the overlay: a new inode holding
+    /// `data`; ENOSPC when the overlay has no room for it.
+    pub fn put_file(&mut self, path: &str, data: &[u8], mode: u32) -> Result<(), i32> {
+        let mut file = FileData::default();
+        file.write_at(0, data, &mut self.space)?;
         let ino = self.next_ino;
         self.next_ino += 1;
         let number = inode_of(path);
         self.inodes.insert(
             ino,
             Inode {
-                data,
+                data: file,
                 mode,
                 links: 0,
                 hidden: 0,
@@ -650,6 +892,7 @@ impl Vfs {
             },
         );
         self.name(path, OverlayNode::File { ino });
+        Ok(())
     }
 
     /// Links the overlay file at `from` under the name `to` too (a hard
@@ -684,7 +927,8 @@ impl Vfs {
             f.links -= 1;
             f.hidden -= hidden;
             if f.links == 0 {
-                self.inodes.remove(&ino);
+                let gone = self.inodes.remove(&ino).expect("a live inode");
+                self.space.used -= gone.data.stored();
             }
         }
     }
@@ -706,7 +950,7 @@ impl Vfs {
     }
 
     /// How many paths the overlay holds (a fresh suffix for a hidden one).
-    pub fn overlay_len(&self) -> usize {
+    pub fn overlay_paths(&self) -> usize {
         self.overlay.len()
     }
 
@@ -821,9 +1065,11 @@ mod tests {
     fn hard_links_name_one_inode_that_lives_while_a_name_does() {
         let mut v = vfs();
         v.put_dir("/work", 0o755);
-        v.put_file("/work/a", b"one".to_vec(), 0o644);
+        v.put_file("/work/a", b"one", 0o644).unwrap();
         assert!(v.link_file("/work/a", "/work/b"));
-        v.overlay_data_mut("/work/b").unwrap().push(b'!');
+        let ino = v.overlay_inode("/work/b").unwrap();
+        let (data, space) = v.file_mut(ino).unwrap();
+        data.write_at(3, b"!", space).unwrap();
         assert_eq!(v.overlay_data("/work/a").unwrap(), b"one!");
         let Resolved::OverlayFile {
             ino, links, number, ..
@@ -841,7 +1087,7 @@ mod tests {
         assert!(v.inode(ino).is_some(), "b still names it");
         v.rename("/work/b", "/work/c");
         assert_eq!(v.overlay_inode("/work/c"), Some(ino));
-        v.put_file("/work/c", Vec::new(), 0o644);
+        v.put_file("/work/c", &[], 0o644).unwrap();
         assert!(v.inode(ino).is_none(), "replaced: no name is left");
     }
 
@@ -850,7 +1096,7 @@ mod tests {
         let mut v = vfs();
         v.put_dir("/usr", 0o755);
         v.put_dir("/usr/bin", 0o755);
-        v.put_file("/usr/bin/dash", Vec::new(), 0o755);
+        v.put_file("/usr/bin/dash", &[], 0o755).unwrap();
         v.put_symlink("/bin", "usr/bin");
         v.put_symlink("/usr/bin/sh", "dash");
         assert_eq!(v.canonical("/bin/sh"), "/usr/bin/dash");
@@ -864,7 +1110,7 @@ mod tests {
     fn overlay_files_shadow_and_deletions_hide() {
         let mut v = vfs();
         v.put_dir("/work", 0o755);
-        v.put_file("/work/f", b"hi".to_vec(), 0o644);
+        v.put_file("/work/f", b"hi", 0o644).unwrap();
         assert!(matches!(
             v.resolve("/work/f", true),
             Resolved::OverlayFile { size: 2, .. }

@@ -32,10 +32,11 @@ use crate::sched::{Decision, Schedule};
 
 /// The first four bytes of every reproducer.
 pub const MAGIC: [u8; 4] = *b"RWD\0";
-/// The format version this code writes; it reads 1 to 4 too. Version 2
+/// The format version this code writes; it reads 1 to 5 too. Version 2
 /// added the sync-point level, 3 files left out (`WireNode::Host`), 4 the
 /// host's metadata of the recorded files (`Rwd::stats`), 5 the output
-/// oracle (`Rwd::oracle`, `WireOutcome::WrongOutput`), 6 where sync
+/// oracle (`Rwd::oracle`, `WireOutcome::WrongOutput`), 6 files whose
+/// metadata alone the run looked at (`WireNode::Unread`) and where sync
 /// sites are reported (`Rwd::sites_at`).
 pub const VERSION: u32 = 6;
 /// Bytes before the compressed payload.
@@ -282,6 +283,12 @@ pub enum WireNode {
     /// Left out by `--exclude-files` (version 3): a replay reads it from
     /// its own host.
     Host,
+    /// A regular file the run only looked at (`stat`, `access`), never
+    /// read (version 6): its size and mode, no contents.
+    Unread {
+        size: u64,
+        mode: u32,
+    },
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -786,6 +793,7 @@ impl Rwd {
                         return Err(format!("the symlink {:?} has a bad target", f.path));
                     }
                 }
+                WireNode::Unread { mode, .. } => check_mode(*mode)?,
                 WireNode::Missing | WireNode::Host => {}
             }
         }
@@ -856,10 +864,16 @@ impl Rwd {
                     // Validation makes sure the contents are there.
                     WireNode::File { content, mode } => match blobs.get(content) {
                         Some(data) => HostNode::File {
-                            data: data.clone(),
+                            data: Some(data.clone()),
+                            size: data.len() as u64,
                             mode: *mode,
                         },
                         None => HostNode::Missing,
+                    },
+                    WireNode::Unread { size, mode } => HostNode::File {
+                        data: None,
+                        size: *size,
+                        mode: *mode,
                     },
                     WireNode::Dir { mode, entries } => HostNode::Dir {
                         mode: *mode,

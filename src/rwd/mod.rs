@@ -100,8 +100,20 @@ pub fn from_run(cfg: &RunConfig, vm: &Vm, report: &RunReport) -> Option<Rwd> {
         }
         let node = match node {
             HostNode::File { .. } if excluded(&path) => WireNode::Host,
-            HostNode::File { data, mode } => WireNode::File {
+            HostNode::File {
+                data: Some(data),
+                mode,
+                ..
+            } => WireNode::File {
                 content: add_blob(data),
+                mode: *mode & 0o7777,
+            },
+            HostNode::File {
+                data: None,
+                size,
+                mode,
+            } => WireNode::Unread {
+                size: *size,
                 mode: *mode & 0o7777,
             },
             HostNode::Dir { mode, entries } => WireNode::Dir {

@@ -55,7 +55,8 @@ struct Bench {
 /// The host tree the bench serves: a few files, a directory, a symlink.
 fn tree() -> BTreeMap<String, HostNode> {
     let file = |s: &str| HostNode::File {
-        data: Arc::new(s.as_bytes().to_vec()),
+        data: Some(Arc::new(s.as_bytes().to_vec())),
+        size: s.len() as u64,
         mode: 0o644,
     };
     let dir = |entries: &[(&str, NodeKind)]| HostNode::Dir {
