@@ -18,6 +18,12 @@
 # space limit of one rewind-fuzz run, default 8: a run above it aborts instead
 # of running the host out of memory), FILTER (a regex on "crate/binary").
 #
+# CHECK=N (and STRATEGY, default pct:3) instead runs `rewind-fuzz check
+# --per-test --schedules N` on each binary and tabulates the outcomes over
+# all its tests: on these well-tested suites every finding (a deadlock, a
+# potential deadlock, a crash) would be false; `hung` is a test that ran
+# out of steps, counted apart.
+#
 # "tests" is the number of tests that pass natively. "same result" compares
 # the exit code and stdout, with libtest's "finished in X s" removed. Times
 # include starting the machine and loading the program.
@@ -33,7 +39,7 @@ export CARGO_TARGET_DIR=$CACHE/target
 export RUSTUP_TOOLCHAIN=${RUSTUP_TOOLCHAIN:-stable}
 
 CRATES="crossbeam-channel@0.5.17 crossbeam-deque@0.8.8 crossbeam-utils@0.8.23
-parking_lot@0.13.0 once_cell@1.21.4 dashmap@6.2.1 flume@0.12.0
+crossbeam-epoch@0.9.18 crossbeam-queue@0.3.12 parking_lot@0.13.0 once_cell@1.21.4 dashmap@6.2.1 flume@0.12.0
 rayon-core@1.13.0 spin@0.12.3 arc-swap@1.9.5"
 
 # Sources: one dummy project pinning every crate, `cargo fetch`, then a copy
@@ -160,6 +166,58 @@ print(f"| {label} | {tests} | {kind} | {'yes' if same else 'NO'} | {native_time:
 sys.exit(0 if same else 1)
 PY
 }
+
+# check_row NAME BIN: the outcomes of `check --per-test` over every test.
+check_row() {
+  local name=$1 bin=$2 crate=${1%%/*}
+  local out=$CACHE/runs/${name//\//__}.check
+  cd "$CACHE/src/$crate" || return 1
+  local t0 t1
+  t0=$(date +%s)
+  (
+    ulimit -v $((MEM_CAP_GIB * 1024 * 1024))
+    exec timeout "$TIMEOUT" "$RF" check --per-test --json --jobs 2 --schedules "$CHECK" \
+      --strategy "${STRATEGY:-pct:3}" --target "$bin"
+  ) > "$out.json" 2> "$out.err" < /dev/null
+  local mcode=$?
+  t1=$(date +%s)
+  python3 - "$name" "$out.json" "$mcode" $((t1 - t0)) <<'PY'
+import json, sys
+name, path, mcode, secs = sys.argv[1], sys.argv[2], int(sys.argv[3]), sys.argv[4]
+text = open(path, errors="replace").read()
+dec, i, docs = json.JSONDecoder(), 0, []
+while True:
+    while i < len(text) and text[i].isspace():
+        i += 1
+    if i >= len(text):
+        break
+    try:
+        v, i = dec.raw_decode(text, i)
+    except ValueError:
+        break
+    docs.append(v)
+counts = {}
+for d in docs:
+    for k, n in d.get("outcomes", {}).items():
+        counts[k] = counts.get(k, 0) + n
+runs = sum(counts.values())
+findings = sum(n for k, n in counts.items() if k not in ("exited(0)", "hung") and not k.startswith("exited("))
+hung = counts.get("hung", 0)
+shown = ", ".join(f"{k} {n}" for k, n in sorted(counts.items()))
+end = "" if mcode in (0, 1) else (" (stopped at the time limit)" if mcode == 124 else f" (exit {mcode})")
+print(f"| {name} | {len(docs)} | {runs} | {shown}{end} | {findings} | {hung} | {secs} s |")
+PY
+}
+
+if [ -n "${CHECK:-}" ]; then
+  echo "| test binary | tests | schedules | outcomes | findings | hung | time |"
+  echo "| --- | --- | --- | --- | --- | --- | --- |"
+  while IFS=$'\t' read -r name bin; do
+    [ -n "$FILTER" ] && ! [[ $name =~ $FILTER ]] && continue
+    check_row "$name" "$bin"
+  done < "$BINS"
+  exit 0
+fi
 
 echo "| test binary | tests | outcome in the machine | same result as natively | native | in the machine | slowdown | steps |"
 echo "| --- | --- | --- | --- | --- | --- | --- | --- |"
