@@ -659,6 +659,14 @@ impl LockTracker {
         self.reported.contains(&lock) || self.words.get(&lock).is_some_and(Word::is_lock)
     }
 
+    /// Whether a hold or wait on `lock` is one on a lock: reported by the
+    /// shim, or a word the code takes as a lock and nothing refuted, even
+    /// before its holder first released it (a deadlock's locks may never
+    /// be released).
+    pub fn taken_as_lock(&self, lock: u64) -> bool {
+        self.reported.contains(&lock) || self.words.get(&lock).is_some_and(Word::is_waited_for)
+    }
+
     fn release(&mut self, tid: Tid, lock: u64) {
         if let Some(t) = self.threads.get_mut(&tid) {
             if let Some(i) = t.held.iter().rposition(|h| h.lock == lock) {

@@ -77,11 +77,15 @@ impl Symbols {
     /// A lock or other object by its symbol (`forks+0x28`,
     /// `accounts[1].lock`), else its address.
     pub fn object(&mut self, a: u64) -> String {
+        self.data_name(a).unwrap_or_else(|| format!("{a:#x}"))
+    }
+
+    /// An object's symbol, if it has one (not one on the heap).
+    pub fn data_name(&mut self, a: u64) -> Option<String> {
         let maps = &self.maps;
         self.data
             .get_or_insert_with(|| DataSymbols::new(maps))
             .name(a)
-            .unwrap_or_else(|| format!("{a:#x}"))
     }
 
     /// Where a blocked thread stopped, and when that is inside a library,
