@@ -673,3 +673,160 @@ fn a_memory_read_longer_than_the_packet_size_is_refused_at_once() {
     let reply = request(&mut conn, &format!("m{libc:x},8"));
     assert_eq!(reply.len(), 16, "{reply}");
 }
+
+/// What gdb printed from `from` on to `to` (or the end). gdb prints what
+/// `monitor` commands say on its stderr, apart from its `echo`es.
+fn between<'a>(text: &'a str, from: &str, to: &str) -> &'a str {
+    let start = text
+        .find(from)
+        .unwrap_or_else(|| panic!("no {from:?} in {text}"));
+    let rest = &text[start..];
+    &rest[..rest.find(to).unwrap_or(rest.len())]
+}
+
+/// The lines of a `monitor locks` output that say `what`.
+fn lock_lines<'a>(text: &'a str, what: &str) -> Vec<&'a str> {
+    text.lines()
+        .filter(|l| l.starts_with("thread ") && l.contains(what))
+        .collect()
+}
+
+#[test]
+fn monitor_locks_names_the_philosophers_forks_their_holders_and_their_waiters() {
+    let (cfg, schedule) =
+        failing_schedule("philosophers", |o| matches!(o, Outcome::Deadlocked { .. }));
+    let dir = tempfile::tempdir().unwrap();
+    let (rwd, _) = rewind_fuzz::rwd::record(&cfg, FileSource::host(), &schedule).unwrap();
+    let file = dir.path().join("philosophers.rwd");
+    rwd.save(&file).unwrap();
+
+    let mut server = Server::start(&["gdb", &file.to_string_lossy(), "--at", "0"]);
+    let attach = server.attach_command();
+    let out = gdb(
+        &attach,
+        &[
+            "monitor locks",
+            "monitor goto end",
+            "monitor locks",
+            "monitor help",
+        ],
+    );
+    assert!(
+        out.split("now at step")
+            .next()
+            .unwrap()
+            .contains("no thread holds or waits for a lock here"),
+        "at the first instruction: {out}"
+    );
+    let end = between(&out, "now at step", "rewind-fuzz monitor commands:");
+    let end = between(end, "\nthread ", "rewind-fuzz monitor commands:");
+    // Each philosopher holds its left fork and waits for its right one.
+    let holds = lock_lines(end, " holds forks[");
+    assert_eq!(holds.len(), 5, "{end}");
+    for h in &holds {
+        assert!(
+            h.contains("(taken at ") && h.contains("philosophers.c:"),
+            "{h}"
+        );
+    }
+    let waits = lock_lines(end, " waits for forks[");
+    assert_eq!(waits.len(), 5, "{end}");
+    for w in &waits {
+        assert!(
+            w.contains("philosophers.c:") && w.contains(", held by thread "),
+            "{w}"
+        );
+        // The holder named is the thread that says it holds that fork.
+        let fork = w
+            .split(" waits for ")
+            .nth(1)
+            .unwrap()
+            .split(' ')
+            .next()
+            .unwrap();
+        let holder = w.rsplit("held by thread ").next().unwrap().trim();
+        assert!(
+            holds
+                .iter()
+                .any(|h| h.starts_with(&format!("thread {holder} holds {fork} "))),
+            "{w}: not held by thread {holder} in {end}"
+        );
+    }
+    assert!(!end.contains(" 0x"), "every lock has its name: {end}");
+    assert!(
+        between(&out, "rewind-fuzz monitor commands:", "\n\n").contains("monitor locks"),
+        "{out}"
+    );
+}
+
+/// This package's example `name`, built in the tests' profile.
+fn example(name: &str) -> PathBuf {
+    let deps = std::env::current_exe().unwrap();
+    let profile_dir = deps.parent().unwrap().parent().unwrap();
+    let path = profile_dir.join("examples").join(name);
+    if !path.exists() {
+        let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+        let mut build = Command::new(cargo);
+        build
+            .args(["build", "--example", name])
+            .current_dir(env!("CARGO_MANIFEST_DIR"));
+        if profile_dir.file_name().is_some_and(|n| n == "release") {
+            build.arg("--release");
+        }
+        let out = build.output().unwrap();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+    path
+}
+
+#[test]
+fn monitor_locks_names_rust_locks_on_the_heap_by_where_the_program_made_them() {
+    common::require_kvm();
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("inversion.rwd");
+    let exe = example("mutex_inversions");
+    let checked = common::cli()
+        .env("XDG_CACHE_HOME", dir.path())
+        .args([
+            "check",
+            "--jobs",
+            "2",
+            "--strategy",
+            "pct:3",
+            "--schedules",
+            "200",
+        ])
+        .arg("--save-rwd")
+        .arg(&file)
+        .arg("--target")
+        .arg(&exe)
+        .args(["--", "std"])
+        .output()
+        .unwrap();
+    assert!(
+        file.exists(),
+        "check finds the deadlock: {}",
+        String::from_utf8_lossy(&checked.stderr)
+    );
+
+    let mut server = Server::start(&["gdb", &file.to_string_lossy(), "--at", "0"]);
+    let attach = server.attach_command();
+    let out = gdb(&attach, &["monitor goto end", "monitor locks"]);
+    let end = between(&out, "now at step", "\n\n");
+    let end = between(end, "\nthread ", "\n\n");
+    let holds = lock_lines(end, " holds ");
+    let waits = lock_lines(end, " waits for ");
+    assert_eq!(holds.len(), 2, "each thread holds one account: {end}");
+    assert_eq!(waits.len(), 2, "and waits for the other: {end}");
+    for l in holds.iter().chain(&waits) {
+        assert!(l.contains("Arc made at mutex_inversions.rs:3"), "{l}");
+        assert!(!l.contains(" 0x"), "named, not an address: {l}");
+    }
+    for w in &waits {
+        assert!(w.contains(", held by thread "), "{w}");
+    }
+}

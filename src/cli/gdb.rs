@@ -47,7 +47,8 @@ pub fn gdb(a: GdbArgs) -> Result<u8, UserError> {
     let source = rwd.source();
     // The guard keeps the copy for as long as gdb may read it.
     let (symbols, _copy) = symbol_file(&cfg.kernel.exe, &source)?;
-    serve(&cfg, source, rwd.schedule(), a.at, listener, &symbols)
+    let schedule = rwd.schedule();
+    serve(&cfg, source, schedule, a.at, listener, &symbols, Some(rwd))
 }
 
 /// The gdb server's socket on `addr`. An address other hosts can reach
@@ -184,6 +185,7 @@ fn remove_on_signals() {
 
 /// Replays `schedule` to `at`, serves gdb on `listener` until it detaches
 /// (the run then goes on to its end) or kills the run; says how it ended.
+/// `rwd` is the reproducer the run comes from, if any.
 pub fn serve(
     cfg: &RunConfig,
     source: SharedSource,
@@ -191,11 +193,12 @@ pub fn serve(
     at: StartAt,
     listener: TcpListener,
     symbols: &str,
+    rwd: Option<crate::rwd::Rwd>,
 ) -> Result<u8, UserError> {
     let mut cfg = cfg.clone();
     // Replays after a jump back would print the same output again.
     cfg.stream_output = false;
-    let session = crate::gdb::prepare(&cfg, source, schedule, at).map_err(vm_error)?;
+    let session = crate::gdb::prepare(&cfg, source, schedule, at, rwd).map_err(vm_error)?;
     let ending = crate::gdb::serve(session, listener, |addr, s| {
         let k = s.timeline_ref().vm().debug_kernel();
         let at = match k.outcome() {
@@ -254,5 +257,5 @@ pub fn run_under_gdb(
         }
     };
     let exe = cfg.kernel.exe.clone();
-    serve(cfg, source, schedule, at, listener, &exe)
+    serve(cfg, source, schedule, at, listener, &exe, None)
 }

@@ -15,6 +15,7 @@
 //! exactly as it would have without the debugger.
 
 pub mod arch;
+pub mod locks;
 pub mod target;
 pub mod timeline;
 
@@ -24,10 +25,12 @@ use gdbstub::conn::ConnectionExt;
 use gdbstub::stub::run_blocking::{BlockingEventLoop, Event, WaitForStopReasonError};
 use gdbstub::stub::{DisconnectReason, GdbStub};
 
+use locks::HeapNames;
 pub use target::Session;
 pub use timeline::{Halt, Leg, Position, Timeline};
 
 use crate::kernel::vfs::SharedSource;
+use crate::rwd::Rwd;
 use crate::sched::{Replay, Schedule};
 use crate::vm::{RunConfig, RunReport, SnapshotAt, Vm, VmError};
 
@@ -67,13 +70,20 @@ pub fn debug_config(cfg: &RunConfig) -> RunConfig {
     c
 }
 
-/// Loads the program, replays `schedule` to `at` and makes the session.
+/// Loads the program, replays `schedule` to `at` and makes the session;
+/// `rwd` is the reproducer it comes from, if any (heap locks are named by
+/// replaying it, else by recording one from the run's inputs).
 pub fn prepare(
     cfg: &RunConfig,
     source: SharedSource,
     schedule: Schedule,
     at: StartAt,
+    rwd: Option<Rwd>,
 ) -> Result<Session, VmError> {
+    let heap = match rwd {
+        Some(rwd) => HeapNames::of_reproducer(rwd),
+        None => HeapNames::of_run(cfg, source.clone(), schedule.clone()),
+    };
     let mut vm = Vm::new(&debug_config(cfg), source.clone())?;
     vm.set_strategy(Box::new(Replay::new(schedule)));
     let mut tl = Timeline::new(vm)?;
@@ -83,7 +93,7 @@ pub fn prepare(
         }
         StartAt::End => tl.goto_end()?,
     }
-    Ok(Session::new(tl, source, cfg.kernel.exe.clone()))
+    Ok(Session::new(tl, source, cfg.kernel.exe.clone(), heap))
 }
 
 /// The command that attaches gdb: the program's own file for symbols, the

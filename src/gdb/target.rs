@@ -43,6 +43,7 @@ use gdbstub::target::ext::thread_extra_info::{ThreadExtraInfo, ThreadExtraInfoOp
 use gdbstub::target::{Target, TargetError, TargetResult};
 
 use super::arch::{LinuxRegs, X86_64Linux};
+use super::locks::HeapNames;
 use super::timeline::{Halt, Position, Timeline};
 use crate::ids::Tid;
 use crate::kernel::vfs::{HostNode, SharedSource};
@@ -97,10 +98,12 @@ pub struct Session {
     next_fd: u32,
     /// Whether the ending signal of a crashed run was reported already.
     crash_reported: bool,
+    /// Names of heap locks for `monitor locks`, found once per session.
+    heap: HeapNames,
 }
 
 impl Session {
-    pub fn new(tl: Timeline, source: SharedSource, exe: String) -> Session {
+    pub fn new(tl: Timeline, source: SharedSource, exe: String, heap: HeapNames) -> Session {
         Session {
             tl,
             breakpoints: BTreeSet::new(),
@@ -110,6 +113,7 @@ impl Session {
             open_files: BTreeMap::new(),
             next_fd: 3,
             crash_reported: false,
+            heap,
         }
     }
 
@@ -540,6 +544,11 @@ impl MonitorCmd for Session {
                 }
                 Err(_) => gdbstub::outputln!(out, "goto wants a step number or `end`"),
             },
+            ["locks"] => {
+                for line in super::locks::lines(self.tl.vm(), &mut self.heap) {
+                    gdbstub::outputln!(out, "{line}");
+                }
+            }
             _ => {
                 gdbstub::outputln!(out, "rewind-fuzz monitor commands:");
                 gdbstub::outputln!(
@@ -551,6 +560,10 @@ impl MonitorCmd for Session {
                     "  monitor goto STEP  jump to the start of the stretch after STEP"
                 );
                 gdbstub::outputln!(out, "  monitor goto end   jump to the end of the run");
+                gdbstub::outputln!(
+                    out,
+                    "  monitor locks      the locks each thread holds and the one it waits for"
+                );
             }
         }
         Ok(())
