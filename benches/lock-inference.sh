@@ -6,6 +6,8 @@
 #
 #   benches/lock-inference.sh [path/to/rewind-fuzz] [schedules per strategy, default 1000]
 #
+# FILTER (a regex on the program's name) runs some of the rows.
+#
 # The C programs are tests/programs/locks/*.c built with gcc at -O0 and -O2
 # (-O1 and -O2 for the published index, whose -O0 spin loop is no spin
 # site); the Rust ones are this package's `channels` and `mutex_inversions`
@@ -21,12 +23,14 @@ export XDG_CACHE_HOME=$WORK/cache
 
 build() { gcc -g "$2" -pthread -o "$WORK/$1$2" "$ROOT/tests/programs/locks/$1.c" && echo "$WORK/$1$2"; }
 
-# name|program|args|what is right
+# name|program|args|what is right|check's options
 cases=()
 for o in -O0 -O2; do
   cases+=("treiber $o|$(build treiber $o)||none")
   cases+=("chase_lev $o|$(build chase_lev $o)||none")
   cases+=("futex_inversion $o|$(build futex_inversion $o)||found")
+  # Threads spinning for each other end when the step budget does.
+  cases+=("spin_inversion $o|$(build spin_inversion $o)||found|--max-steps 5000")
 done
 for o in -O1 -O2; do
   cases+=("index_publish $o|$(build index_publish $o)||none")
@@ -39,12 +43,13 @@ done
 
 printf '| program | right | random | pct:3 | pos | time |\n|---|---|---|---|---|---|\n'
 for c in "${cases[@]}"; do
-  IFS='|' read -r name prog args right <<< "$c"
+  IFS='|' read -r name prog args right opts <<< "$c"
+  [ -n "${FILTER:-}" ] && ! [[ $name =~ $FILTER ]] && continue
   row="| $name | $right |"
   start=$(date +%s)
   for s in random pct:3 pos; do
     # shellcheck disable=SC2086
-    v=$("$RF" check --json --strategy "$s" --schedules "$N" --target "$prog" -- $args 2>/dev/null)
+    v=$("$RF" check --json --strategy "$s" --schedules "$N" $opts --target "$prog" -- $args 2>/dev/null)
     row+=" $(python3 -c 'import json, sys
 v = json.loads(sys.stdin.read())
 o = v["outcomes"]

@@ -739,7 +739,16 @@ int main(void) {
     let r = cli()
         .args(["fuzz", "--target"])
         .arg(&exe)
-        .args(["--time", "2s", "--jobs", "1", "-q", "-o"])
+        .args([
+            "--time",
+            "10s",
+            "--minimize-execs",
+            "0",
+            "--jobs",
+            "1",
+            "-q",
+            "-o",
+        ])
         .arg(&out)
         .output()
         .unwrap();

@@ -372,7 +372,6 @@ pub fn discover(elf: &[u8], level: SyncPoints) -> SiteTable {
         bytes_at: &bytes_at,
         in_writable: &in_writable,
         code_as_data: &code_as_data,
-        code: Some(&code),
         sites: BTreeMap::new(),
         counts: SiteCounts::default(),
         reads_own_code: false,
@@ -383,7 +382,21 @@ pub fn discover(elf: &[u8], level: SyncPoints) -> SiteTable {
     }
     table.counts = finder.counts;
     table.reads_own_code = finder.reads_own_code;
-    table.sites = finder.sites.into_values().collect();
+    let mut sites: Vec<Site> = finder.sites.into_values().collect();
+    // What the code around each atomic says about locks; an object left
+    // unpatched (it reads its own code) takes no steps at its sites.
+    if !table.reads_own_code {
+        for site in sites.iter_mut().filter(|s| s.kind == SiteKind::AtomicRmw) {
+            let Some(ip) = table.vaddr_of(site.offset) else {
+                continue;
+            };
+            let bytes = &site.bytes[..usize::from(site.len)];
+            let instr =
+                iced_x86::Decoder::with_ip(64, bytes, ip, iced_x86::DecoderOptions::NONE).decode();
+            site.acquires = acquire::site_evidence(&code, &instr);
+        }
+    }
+    table.sites = sites;
     for site in &mut table.sites {
         let va = site.offset;
         site.fast = super::out_of_line::plan(site, va, crate::arch::abi::SITES_STUBS_VA).is_some();
@@ -636,8 +649,6 @@ struct Finder<'f, 'd> {
     bytes_at: BytesAt<'f, 'd>,
     in_writable: &'f dyn Fn(u64) -> bool,
     code_as_data: &'f dyn Fn(u64) -> bool,
-    /// The object's code for the acquisition analysis.
-    code: Option<&'f dyn acquire::Code>,
     sites: BTreeMap<u64, Site>,
     counts: SiteCounts,
     reads_own_code: bool,
@@ -679,10 +690,8 @@ impl Finder<'_, '_> {
         let len = d.instr.len();
         let mut b = [0u8; 15];
         b[..len].copy_from_slice(&bytes[..len]);
-        let acquires = match (kind, self.code) {
-            (SiteKind::AtomicRmw, Some(code)) => acquire::site_evidence(code, &d.instr),
-            _ => None,
-        };
+        // Found once the scan is over: only for objects whose sites are used.
+        let acquires = None;
         let site = Site {
             offset: d.offset,
             kind,
@@ -958,7 +967,6 @@ mod tests {
             bytes_at: &bytes_at,
             in_writable: &in_writable,
             code_as_data: &|_| false,
-            code: None,
             sites: BTreeMap::new(),
             counts: SiteCounts::default(),
             reads_own_code: false,

@@ -451,7 +451,9 @@ impl Machine {
                 return Ok(Exit::TimedOut);
             }
             self.exits += 1;
+            self.watchdog.in_guest(true);
             let result = self.vcpu.run();
+            self.watchdog.in_guest(false);
             let outcome = match result {
                 Ok(VcpuExit::IoOut(port, _)) => Ok(Some(port)),
                 Ok(VcpuExit::Intr) => Ok(None),

@@ -86,6 +86,27 @@ struct Shared {
     /// Whether the last firing was a cancellation, not a timeout.
     cancelled: AtomicBool,
     progress: AtomicU64,
+    /// Only the guest's time counts: the monitor's own work between two
+    /// entries into `KVM_RUN` (loading a 150 MB library's sync sites on a
+    /// busy host) is no guest computing without a scheduling point. The
+    /// vCPU is in the guest, when it left it last (ns since `epoch`), and
+    /// the monitor's time so far, in ns.
+    in_guest: AtomicBool,
+    left_at: AtomicU64,
+    monitor_ns: AtomicU64,
+    epoch: Instant,
+}
+
+impl Shared {
+    /// The monitor's time so far, the stretch it is in included.
+    fn monitor_time(&self) -> Duration {
+        let mut ns = self.monitor_ns.load(Ordering::SeqCst);
+        if !self.in_guest.load(Ordering::SeqCst) {
+            let now = self.epoch.elapsed().as_nanos() as u64;
+            ns += now.saturating_sub(self.left_at.load(Ordering::SeqCst));
+        }
+        Duration::from_nanos(ns)
+    }
 }
 
 /// A per-machine watchdog.
@@ -103,6 +124,10 @@ impl Watchdog {
             fired: AtomicBool::new(false),
             cancelled: AtomicBool::new(false),
             progress: AtomicU64::new(0),
+            in_guest: AtomicBool::new(false),
+            left_at: AtomicU64::new(0),
+            monitor_ns: AtomicU64::new(0),
+            epoch: Instant::now(),
         });
         let s = shared.clone();
         let thread = std::thread::Builder::new()
@@ -127,6 +152,19 @@ impl Watchdog {
         st.target = Some(unsafe { libc::pthread_self() });
         st.generation += 1;
         self.shared.wake.notify_all();
+    }
+
+    /// The vCPU enters (`true`) or leaves (`false`) the guest.
+    pub fn in_guest(&self, yes: bool) {
+        let s = &self.shared;
+        let now = s.epoch.elapsed().as_nanos() as u64;
+        if yes {
+            let away = now.saturating_sub(s.left_at.load(Ordering::SeqCst));
+            s.monitor_ns.fetch_add(away, Ordering::SeqCst);
+        } else {
+            s.left_at.store(now, Ordering::SeqCst);
+        }
+        s.in_guest.store(yes, Ordering::SeqCst);
     }
 
     /// Records that the guest made progress.
@@ -170,6 +208,7 @@ fn watch(s: &Shared) {
         let tick = (limit / 4).clamp(Duration::from_millis(1), Duration::from_millis(50));
         let mut seen = s.progress.load(Ordering::Relaxed);
         let mut since = Instant::now();
+        let mut monitor_since = s.monitor_time();
         while st.generation == generation && !st.shutdown {
             st = s.wake.wait_timeout(st, tick).unwrap().0;
             let now = s.progress.load(Ordering::Relaxed);
@@ -177,10 +216,16 @@ fn watch(s: &Shared) {
             if cancelled {
                 s.cancelled.store(true, Ordering::SeqCst);
             }
+            // The guest's time since its last progress.
+            let monitor = s.monitor_time();
+            let guest = since
+                .elapsed()
+                .saturating_sub(monitor.saturating_sub(monitor_since));
             if now != seen && !cancelled {
                 seen = now;
                 since = Instant::now();
-            } else if cancelled || since.elapsed() >= limit {
+                monitor_since = monitor;
+            } else if cancelled || guest >= limit {
                 s.fired.store(true, Ordering::SeqCst);
                 // Kick until the owner disarms or re-arms.
                 while st.generation == generation && !st.shutdown {
