@@ -314,9 +314,17 @@ impl Kernel {
     /// told. The first process ending ends the run (the caller says how).
     pub(super) fn end_process(&mut self, how: Ended) {
         let pid = self.pid;
-        for t in self.threads.values_mut().filter(|t| t.pid == pid) {
-            t.state = ThreadState::Exited;
-            t.pending.clear();
+        let ending: Vec<super::Tid> = self
+            .threads
+            .values()
+            .filter(|t| t.pid == pid)
+            .map(|t| t.tid)
+            .collect();
+        for tid in ending {
+            self.threads.set_state(tid, ThreadState::Exited);
+            if let Some(t) = self.threads.get_mut(&tid) {
+                t.pending.clear();
+            }
         }
         self.files = FdTable::default();
         self.timers.forget(pid);
@@ -388,7 +396,7 @@ impl Kernel {
             .threads
             .values()
             .filter(|t| t.pid == parent)
-            .filter_map(|t| match t.state {
+            .filter_map(|t| match *t.state() {
                 ThreadState::Blocked(Wait::Child { nr }) => Some((t.tid, nr)),
                 _ => None,
             })

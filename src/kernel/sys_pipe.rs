@@ -453,8 +453,8 @@ pub fn settle(k: &mut Kernel) {
     let activity = std::mem::take(&mut k.pipes.activity);
     let ready: Vec<(super::Tid, u64)> = k
         .threads
-        .values()
-        .filter_map(|t| match &t.state {
+        .io_waiters()
+        .filter_map(|t| match t.state() {
             ThreadState::Blocked(Wait::Pipe { id, write, len, nr }) if id & COUNTER != 0 => {
                 let value = k.pipes.counters.get(&(id & !COUNTER)).copied().unwrap_or(0);
                 let go = if *write {
