@@ -248,18 +248,30 @@ impl Kernel {
         self.files.list().map(|(_, f)| f).chain(parked)
     }
 
-    /// What the descriptor tables of the live processes are at: equal
-    /// between two steps, no description opened, closed or changed kind
-    /// in between (one pair per process, not per descriptor).
-    pub(super) fn descriptor_versions(&self) -> Vec<(Pid, u64)> {
+    /// What the descriptor tables of the live processes are at, counting
+    /// only closes and kind changes: equal between two steps, no pipe,
+    /// epoll or socket can have lost its last descriptor in between.
+    pub(super) fn removal_versions(&self) -> Vec<(Pid, u64)> {
         self.procs
             .values()
             .filter(|p| p.ended.is_none())
             .filter_map(|p| match &p.parked {
-                Some(s) => Some((p.pid, s.files.version())),
-                None => (p.pid == self.pid).then(|| (p.pid, self.files.version())),
+                Some(s) => Some((p.pid, s.files.removals())),
+                None => (p.pid == self.pid).then(|| (p.pid, self.files.removals())),
             })
             .collect()
+    }
+
+    /// Descriptors of pipe and socket-pair ends in the live processes.
+    pub(super) fn pipe_ends(&self) -> usize {
+        let parked: usize = self
+            .procs
+            .values()
+            .filter(|p| p.ended.is_none())
+            .filter_map(|p| p.parked.as_ref())
+            .map(|s| s.files.pipe_ends())
+            .sum();
+        self.files.pipe_ends() + parked
     }
 
     /// Makes the open descriptions of overlay files at `from` (or under it)
