@@ -1018,3 +1018,35 @@ fn opening_eight_times_the_descriptors_costs_about_eight_times_as_much() {
         "2,000 descriptors {few:.2} s, 16,000 {many:.2} s"
     );
 }
+
+#[test]
+fn a_hostile_corpus_file_name_is_warned_about_escaped() {
+    let dir = tempfile::tempdir().unwrap();
+    let input = dir.path().join("in");
+    std::fs::create_dir(&input).unwrap();
+    std::fs::write(input.join("evil\x1b]0;owned\x07\r.json"), b"{\"no").unwrap();
+    let out = cli()
+        .args([
+            "fuzz",
+            "--target",
+            "harness:hello",
+            "-j",
+            "1",
+            "-q",
+            "--time",
+            "1s",
+        ])
+        .arg("-i")
+        .arg(&input)
+        .arg("-o")
+        .arg(dir.path().join("out"))
+        .output()
+        .unwrap();
+    let err = stderr(&out);
+    assert!(err.contains("skipping"), "{err}");
+    assert!(err.contains("evil\\e]0;owned\\x07\\r.json"), "{err}");
+    assert!(
+        !err.contains('\x1b') && !err.contains('\x07') && !err.contains('\r'),
+        "{err:?}"
+    );
+}
