@@ -143,15 +143,36 @@ pub fn is_writable_dir(dir: &Path) -> bool {
     if std::fs::create_dir_all(dir).is_err() {
         return false;
     }
-    let probe = dir.join(format!(".write-test-{}", std::process::id()));
-    let ok = std::fs::File::create(&probe).is_ok();
-    let _ = std::fs::remove_file(&probe);
-    ok
+    // A new file of a random name (O_CREAT | O_EXCL, which follows no
+    // link and truncates nothing), removed when dropped.
+    tempfile::Builder::new()
+        .prefix(".write-test-")
+        .tempfile_in(dir)
+        .is_ok()
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn probing_a_directory_leaves_what_its_names_point_at_alone() {
+        let dir = tempfile::tempdir().unwrap();
+        let kept = dir.path().join("kept");
+        std::fs::write(&kept, "keep me").unwrap();
+        let old = dir
+            .path()
+            .join(format!(".write-test-{}", std::process::id()));
+        std::os::unix::fs::symlink(&kept, &old).unwrap();
+        assert!(is_writable_dir(dir.path()));
+        assert_eq!(std::fs::read_to_string(&kept).unwrap(), "keep me");
+        let mut names: Vec<_> = std::fs::read_dir(dir.path())
+            .unwrap()
+            .map(|e| e.unwrap().file_name())
+            .collect();
+        names.sort();
+        assert_eq!(names.len(), 2, "the probe is gone: {names:?}");
+    }
 
     #[test]
     fn only_missing_paths_and_regular_files_are_replaced() {

@@ -991,3 +991,71 @@ fn looking_at_a_large_file_never_reads_it() {
     let replay = cli().arg("replay").arg(&rwd).output().unwrap();
     assert_eq!(replay.status.code(), Some(0), "{}", stderr(&replay));
 }
+
+/// Seconds a run of `exe` with `args` takes, its outcome checked.
+fn timed_run(exe: &Path, args: &[&str]) -> f64 {
+    let start = std::time::Instant::now();
+    let mut c = common::config(exe, args);
+    c.kernel.max_steps = 100_000_000;
+    let r = common::run_config(&c);
+    assert!(
+        matches!(
+            r.outcome,
+            rewind_fuzz::observe::outcome::Outcome::Exited { code: 0 }
+        ),
+        "{:?}",
+        r.outcome
+    );
+    start.elapsed().as_secs_f64()
+}
+
+#[test]
+fn opening_eight_times_the_descriptors_costs_about_eight_times_as_much() {
+    let dir = tempfile::tempdir().unwrap();
+    let source = std::fs::read_to_string(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/benches/programs/many_fds.c"
+    ))
+    .unwrap();
+    let exe = common::build_c_with(dir.path(), "many_fds", &source, &[]);
+    let few = timed_run(&exe, &["2000", "10"]);
+    let many = timed_run(&exe, &["16000", "10"]);
+    // Each open once looked at every descriptor (about 60 times as long);
+    // a run's fixed cost makes linear growth show as less than 8.
+    assert!(
+        many < few * 16.0,
+        "2,000 descriptors {few:.2} s, 16,000 {many:.2} s"
+    );
+}
+
+#[test]
+fn a_hostile_corpus_file_name_is_warned_about_escaped() {
+    let dir = tempfile::tempdir().unwrap();
+    let input = dir.path().join("in");
+    std::fs::create_dir(&input).unwrap();
+    std::fs::write(input.join("evil\x1b]0;owned\x07\r.json"), b"{\"no").unwrap();
+    let out = cli()
+        .args([
+            "fuzz",
+            "--target",
+            "harness:hello",
+            "-j",
+            "1",
+            "-q",
+            "--time",
+            "1s",
+        ])
+        .arg("-i")
+        .arg(&input)
+        .arg("-o")
+        .arg(dir.path().join("out"))
+        .output()
+        .unwrap();
+    let err = stderr(&out);
+    assert!(err.contains("skipping"), "{err}");
+    assert!(err.contains("evil\\e]0;owned\\x07\\r.json"), "{err}");
+    assert!(
+        !err.contains('\x1b') && !err.contains('\x07') && !err.contains('\r'),
+        "{err:?}"
+    );
+}

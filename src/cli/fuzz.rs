@@ -87,7 +87,12 @@ fn load_dir(dir: &Path, target: u64, what: &str) -> Result<Vec<ScheduleInput>, U
             .and_then(|b| ScheduleInput::parse(&b, target))
         {
             Ok(i) => out.push(i),
-            Err(e) => eprintln!("rewind-fuzz: warning: skipping {}: {e}", p.display()),
+            // The name and what the file held are anyone's: shown escaped.
+            Err(e) => eprintln!(
+                "rewind-fuzz: warning: skipping {}: {}",
+                crate::escape::line(&p.display().to_string()),
+                crate::escape::line(&e)
+            ),
         }
     }
     Ok(out)

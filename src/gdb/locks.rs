@@ -157,7 +157,7 @@ pub fn lines(vm: &Vm, heap: &mut HeapNames) -> Vec<String> {
                 });
             }
         }
-        let blocked = matches!(t.state, ThreadState::Blocked(_));
+        let blocked = matches!(t.state(), ThreadState::Blocked(_));
         let wanted = if blocked {
             blocked_on.get(&t.tid.0).copied()
         } else {

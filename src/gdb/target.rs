@@ -484,7 +484,7 @@ impl ThreadExtraInfo for Session {
         let Some(t) = k.threads().get(&tid) else {
             return Ok(0);
         };
-        let state = match &t.state {
+        let state = match t.state() {
             ThreadState::Runnable if tid == k.current() && k.outcome().is_none() => {
                 "running".into()
             }

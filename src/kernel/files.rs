@@ -4,6 +4,7 @@
 //! descriptors share an offset and a plain `clone` of the table (a snapshot)
 //! keeps that sharing.
 
+use std::cell::Cell;
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
@@ -93,10 +94,25 @@ pub struct FdTable {
     next_file: u32,
     /// `RLIMIT_NOFILE`'s soft limit.
     pub limit: i32,
-    /// Bumped by every change to which descriptions are open or what they
-    /// are, so that what is derived from all of them (which pipe ends are
-    /// open) is looked at again only after one.
-    version: u64,
+    /// Bumped when a descriptor goes or a description may have changed
+    /// kind: only then can a pipe, an epoll or a socket lose its last
+    /// descriptor.
+    removals: u64,
+    /// Descriptors per description, so closing one needs no look at the
+    /// others.
+    refs: BTreeMap<u32, u32>,
+    /// Free numbers below `high`, as ranges (start to end, exclusive), so
+    /// the lowest free one is found without walking the table.
+    gaps: BTreeMap<i32, i32>,
+    /// One past the highest open descriptor.
+    high: i32,
+    /// Descriptors of pipe or socket-pair ends; `None` after a description
+    /// was handed out to change (it may have become one).
+    pipe_ends: Cell<Option<usize>>,
+}
+
+fn is_pipe_end(f: &OpenFile) -> bool {
+    matches!(f.kind, FileKind::Pipe { .. } | FileKind::SocketPair { .. })
 }
 
 impl FdTable {
@@ -128,26 +144,103 @@ impl FdTable {
     /// number at or above `min`.
     pub fn install(&mut self, f: OpenFile, cloexec: bool, min: i32) -> Result<i32, i32> {
         let fd = self.lowest_free(min)?;
-        self.version += 1;
         let id = self.next_file;
         self.next_file += 1;
         self.files.insert(id, f);
-        self.fds.insert(fd, Fd { file: id, cloexec });
+        self.occupy(fd, id, cloexec);
         Ok(fd)
     }
 
     fn lowest_free(&self, min: i32) -> Result<i32, i32> {
-        let mut fd = min;
-        for (&k, _) in self.fds.range(min..) {
-            if k != fd {
-                break;
-            }
-            fd += 1;
-        }
+        let fd = match self.gaps.range(..=min).next_back() {
+            Some((_, &end)) if end > min => min,
+            _ => match self.gaps.range(min..).next() {
+                Some((&start, _)) => start,
+                None => min.max(self.high),
+            },
+        };
         if fd >= self.limit {
             return Err(libc::EMFILE);
         }
         Ok(fd)
+    }
+
+    /// Points free number `fd` at description `file`.
+    fn occupy(&mut self, fd: i32, file: u32, cloexec: bool) {
+        debug_assert!(!self.fds.contains_key(&fd));
+        if fd >= self.high {
+            if fd > self.high {
+                self.gaps.insert(self.high, fd);
+            }
+            self.high = fd + 1;
+        } else {
+            let (&start, &end) = self
+                .gaps
+                .range(..=fd)
+                .next_back()
+                .expect("a free number below the top lies in a gap");
+            self.gaps.remove(&start);
+            if start < fd {
+                self.gaps.insert(start, fd);
+            }
+            if fd + 1 < end {
+                self.gaps.insert(fd + 1, end);
+            }
+        }
+        *self.refs.entry(file).or_default() += 1;
+        self.fds.insert(fd, Fd { file, cloexec });
+        if let Some(n) = self.pipe_ends.get() {
+            let end = self.files.get(&file).is_some_and(is_pipe_end);
+            self.pipe_ends.set(Some(n + usize::from(end)));
+        }
+    }
+
+    /// Frees number `fd`; returns its description's id.
+    fn release(&mut self, fd: i32) -> Option<u32> {
+        let d = self.fds.remove(&fd)?;
+        if let Some(n) = self.pipe_ends.get() {
+            let end = self.files.get(&d.file).is_some_and(is_pipe_end);
+            self.pipe_ends.set(Some(n - usize::from(end)));
+        }
+        let (mut start, mut end) = (fd, fd + 1);
+        if let Some((&s, &e)) = self.gaps.range(..fd).next_back() {
+            if e == fd {
+                self.gaps.remove(&s);
+                start = s;
+            }
+        }
+        if let Some(e) = self.gaps.remove(&end) {
+            end = e;
+        }
+        if end >= self.high {
+            self.high = start;
+        } else {
+            self.gaps.insert(start, end);
+        }
+        let refs = self.refs.get_mut(&d.file).expect("counted");
+        *refs -= 1;
+        if *refs == 0 {
+            self.refs.remove(&d.file);
+            self.files.remove(&d.file);
+        }
+        self.removals += 1;
+        Some(d.file)
+    }
+
+    /// How many descriptors are pipe or socket-pair ends.
+    pub fn pipe_ends(&self) -> usize {
+        if let Some(n) = self.pipe_ends.get() {
+            return n;
+        }
+        let n = self.list().filter(|(_, f)| is_pipe_end(f)).count();
+        self.pipe_ends.set(Some(n));
+        n
+    }
+
+    /// Bumped when a descriptor closed or a description may have changed
+    /// kind.
+    pub fn removals(&self) -> u64 {
+        self.removals
     }
 
     pub fn get(&self, fd: i32) -> Option<&OpenFile> {
@@ -155,20 +248,16 @@ impl FdTable {
     }
 
     pub fn get_mut(&mut self, fd: i32) -> Option<&mut OpenFile> {
-        self.version += 1;
+        self.removals += 1;
+        self.pipe_ends.set(None);
         self.position_mut(fd)
     }
 
     /// A description, to change its offset or status flags alone (which
-    /// change nothing [`FdTable::version`] stands for).
+    /// change nothing [`FdTable::removals`] stands for).
     pub fn position_mut(&mut self, fd: i32) -> Option<&mut OpenFile> {
         let id = self.fds.get(&fd)?.file;
         self.files.get_mut(&id)
-    }
-
-    /// See the field: equal versions of one table, equal descriptions.
-    pub fn version(&self) -> u64 {
-        self.version
     }
 
     pub fn fd(&self, fd: i32) -> Option<Fd> {
@@ -187,12 +276,8 @@ impl FdTable {
 
     /// Closes a descriptor; its description goes when no descriptor is left.
     pub fn close(&mut self, fd: i32) -> bool {
-        let Some(d) = self.fds.remove(&fd) else {
+        if self.release(fd).is_none() {
             return false;
-        };
-        self.version += 1;
-        if !self.fds.values().any(|o| o.file == d.file) {
-            self.files.remove(&d.file);
         }
         true
     }
@@ -202,8 +287,7 @@ impl FdTable {
         let d = self.fds.get(&fd).ok_or(libc::EBADF)?;
         let file = d.file;
         let new = self.lowest_free(min)?;
-        self.version += 1;
-        self.fds.insert(new, Fd { file, cloexec });
+        self.occupy(new, file, cloexec);
         Ok(new)
     }
 
@@ -213,11 +297,14 @@ impl FdTable {
         if new < 0 || new >= self.limit {
             return Err(libc::EBADF);
         }
-        if old != new {
+        if old == new {
+            if let Some(d) = self.fds.get_mut(&new) {
+                d.cloexec = cloexec;
+            }
+        } else {
             self.close(new);
+            self.occupy(new, file, cloexec);
         }
-        self.version += 1;
-        self.fds.insert(new, Fd { file, cloexec });
         Ok(new)
     }
 
@@ -236,7 +323,8 @@ impl FdTable {
 
     /// Every description, to mark it shared (at fork).
     pub fn descriptions_mut(&mut self) -> impl Iterator<Item = &mut OpenFile> {
-        self.version += 1;
+        self.removals += 1;
+        self.pipe_ends.set(None);
         self.files.values_mut()
     }
 
@@ -269,6 +357,36 @@ mod tests {
         assert_eq!(t.install(file(), false, 0), Ok(4));
         t.close(3);
         assert_eq!(t.install(file(), false, 0), Ok(3));
+    }
+
+    #[test]
+    fn the_lowest_free_number_is_found_among_gaps_above_and_below() {
+        let mut t = FdTable::with_stdio();
+        for want in 3..10 {
+            assert_eq!(t.install(file(), false, 0), Ok(want));
+        }
+        for fd in [4, 5, 7] {
+            assert!(t.close(fd));
+        }
+        assert_eq!(t.install(file(), false, 6), Ok(7));
+        assert_eq!(t.install(file(), false, 0), Ok(4));
+        assert_eq!(t.dup_to(0, 20, false), Ok(20));
+        assert_eq!(t.install(file(), false, 10), Ok(10));
+        assert!(t.close(20));
+        assert!(t.close(9));
+        assert_eq!(t.install(file(), false, 9), Ok(9));
+        assert_eq!(t.dup(0, 11, false), Ok(11));
+        assert_eq!(t.install(file(), false, 0), Ok(5));
+        assert_eq!(t.install(file(), false, 0), Ok(12));
+        let open: Vec<i32> = t.list().map(|(fd, _)| fd).collect();
+        assert_eq!(open, (0..13).collect::<Vec<_>>());
+        // A description lives as long as any descriptor does.
+        assert_eq!(t.dup(3, 0, false), Ok(13));
+        assert!(t.close(3));
+        assert!(t.get(13).is_some());
+        t.limit = 14;
+        assert_eq!(t.install(file(), false, 0), Ok(3));
+        assert_eq!(t.install(file(), false, 0), Err(libc::EMFILE));
     }
 
     #[test]

@@ -162,7 +162,7 @@ pub struct Kernel {
     mem: Arc<PhysMemory>,
     config: Arc<KernelConfig>,
     mm: AddressSpace,
-    threads: BTreeMap<Tid, Thread>,
+    threads: thread::Threads,
     current: Tid,
     futex: FutexTable,
     vfs: Vfs,
@@ -259,7 +259,7 @@ impl Kernel {
             mem,
             config: Arc::new(config),
             mm,
-            threads: BTreeMap::new(),
+            threads: thread::Threads::default(),
             current: MAIN_TID,
             futex: FutexTable::default(),
             vfs,
@@ -563,7 +563,7 @@ impl Kernel {
                 if let Wait::Futex { key, bitset, .. } = wait {
                     self.futex.enqueue(key, tid, bitset);
                 }
-                self.cur().state = ThreadState::Blocked(wait);
+                self.threads.set_state(tid, ThreadState::Blocked(wait));
                 i64::MIN
             }
             SysResult::NoReturn => 0,
@@ -676,11 +676,8 @@ impl Kernel {
     /// The first step at whose end a sleeping thread's timer fires, if any.
     pub fn next_timer_step(&self) -> Option<u64> {
         self.threads
-            .values()
-            .filter_map(|t| match &t.state {
-                ThreadState::Blocked(w) => w.deadline(),
-                _ => None,
-            })
+            .next_deadline()
+            .into_iter()
             .chain(self.timers.next_deadline())
             .min()
             .map(|d| self.obs.step() + d.saturating_sub(self.now).div_ceil(STEP_QUANTUM_NS).max(1))
@@ -831,11 +828,7 @@ impl Kernel {
 
     /// Threads that can run now, in thread-id order.
     pub fn runnable(&self) -> Vec<Tid> {
-        self.threads
-            .values()
-            .filter(|t| t.is_runnable())
-            .map(|t| t.tid)
-            .collect()
+        self.threads.runnable().iter().copied().collect()
     }
 
     /// Makes `tid` the running thread.
@@ -850,9 +843,10 @@ impl Kernel {
     /// re-executes its `syscall` instruction (two bytes) with `nr` in rax,
     /// as Linux restarts a call.
     pub fn restart(&mut self, tid: Tid, nr: u64) {
-        if let Some(t) = self.threads.get_mut(&tid) {
-            if matches!(t.state, ThreadState::Blocked(_)) {
-                t.state = ThreadState::Runnable;
+        if let Some(t) = self.threads.get(&tid) {
+            if matches!(t.state(), ThreadState::Blocked(_)) {
+                self.threads.set_state(tid, ThreadState::Runnable);
+                let t = self.threads.get_mut(&tid).expect("looked up");
                 // The call sets its own mask again when it runs again.
                 t.restore_saved_mask();
                 t.regs.rax = nr;
@@ -866,14 +860,14 @@ impl Kernel {
         let Some(t) = self.threads.get(&tid) else {
             return;
         };
-        let ThreadState::Blocked(w) = &t.state else {
+        let ThreadState::Blocked(w) = t.state() else {
             return;
         };
         if let Wait::Futex { key, .. } = w {
             self.futex.remove(*key, tid);
         }
+        self.threads.set_state(tid, ThreadState::Runnable);
         let t = self.threads.get_mut(&tid).expect("looked up");
-        t.state = ThreadState::Runnable;
         t.regs.rax = result as u64;
         // A call with its own mask gets the old one back as it returns,
         // unless a signal interrupted it: that signal's frame takes it.
@@ -889,11 +883,10 @@ impl Kernel {
         self.fire_timers();
         let due: Vec<(Tid, i64)> = self
             .threads
-            .values()
-            .filter_map(|t| match &t.state {
-                ThreadState::Blocked(w) if w.deadline().is_some_and(|d| d <= self.now) => {
-                    Some((t.tid, w.timeout_result()))
-                }
+            .due(self.now)
+            .into_iter()
+            .filter_map(|tid| match self.threads[&tid].state() {
+                ThreadState::Blocked(w) => Some((tid, w.timeout_result())),
                 _ => None,
             })
             .collect();
@@ -908,11 +901,8 @@ impl Kernel {
     pub fn idle(&mut self) -> bool {
         let next = self
             .threads
-            .values()
-            .filter_map(|t| match &t.state {
-                ThreadState::Blocked(w) => w.deadline(),
-                _ => None,
-            })
+            .next_deadline()
+            .into_iter()
             .chain(self.timers.next_deadline())
             .min();
         match next {
@@ -922,7 +912,7 @@ impl Kernel {
                 true
             }
             None => {
-                if self.threads.values().any(|t| t.is_alive()) {
+                if self.threads.alive() > 0 {
                     let threads = self.blocked_threads();
                     let cycle = crate::observe::outcome::wait_cycle(&threads);
                     self.end(Outcome::Deadlocked { threads, cycle });
@@ -985,7 +975,7 @@ impl Kernel {
         self.threads
             .values()
             .filter_map(|t| {
-                let ThreadState::Blocked(w) = &t.state else {
+                let ThreadState::Blocked(w) = t.state() else {
                     return None;
                 };
                 let futex = match w {
@@ -1110,7 +1100,7 @@ impl Kernel {
 
     /// Live threads.
     pub fn live_threads(&self) -> usize {
-        self.threads.values().filter(|t| t.is_alive()).count()
+        self.threads.alive()
     }
 }
 

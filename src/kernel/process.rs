@@ -248,18 +248,30 @@ impl Kernel {
         self.files.list().map(|(_, f)| f).chain(parked)
     }
 
-    /// What the descriptor tables of the live processes are at: equal
-    /// between two steps, no description opened, closed or changed kind
-    /// in between (one pair per process, not per descriptor).
-    pub(super) fn descriptor_versions(&self) -> Vec<(Pid, u64)> {
+    /// What the descriptor tables of the live processes are at, counting
+    /// only closes and kind changes: equal between two steps, no pipe,
+    /// epoll or socket can have lost its last descriptor in between.
+    pub(super) fn removal_versions(&self) -> Vec<(Pid, u64)> {
         self.procs
             .values()
             .filter(|p| p.ended.is_none())
             .filter_map(|p| match &p.parked {
-                Some(s) => Some((p.pid, s.files.version())),
-                None => (p.pid == self.pid).then(|| (p.pid, self.files.version())),
+                Some(s) => Some((p.pid, s.files.removals())),
+                None => (p.pid == self.pid).then(|| (p.pid, self.files.removals())),
             })
             .collect()
+    }
+
+    /// Descriptors of pipe and socket-pair ends in the live processes.
+    pub(super) fn pipe_ends(&self) -> usize {
+        let parked: usize = self
+            .procs
+            .values()
+            .filter(|p| p.ended.is_none())
+            .filter_map(|p| p.parked.as_ref())
+            .map(|s| s.files.pipe_ends())
+            .sum();
+        self.files.pipe_ends() + parked
     }
 
     /// Makes the open descriptions of overlay files at `from` (or under it)
@@ -314,9 +326,17 @@ impl Kernel {
     /// told. The first process ending ends the run (the caller says how).
     pub(super) fn end_process(&mut self, how: Ended) {
         let pid = self.pid;
-        for t in self.threads.values_mut().filter(|t| t.pid == pid) {
-            t.state = ThreadState::Exited;
-            t.pending.clear();
+        let ending: Vec<super::Tid> = self
+            .threads
+            .values()
+            .filter(|t| t.pid == pid)
+            .map(|t| t.tid)
+            .collect();
+        for tid in ending {
+            self.threads.set_state(tid, ThreadState::Exited);
+            if let Some(t) = self.threads.get_mut(&tid) {
+                t.pending.clear();
+            }
         }
         self.files = FdTable::default();
         self.timers.forget(pid);
@@ -388,7 +408,7 @@ impl Kernel {
             .threads
             .values()
             .filter(|t| t.pid == parent)
-            .filter_map(|t| match t.state {
+            .filter_map(|t| match *t.state() {
                 ThreadState::Blocked(Wait::Child { nr }) => Some((t.tid, nr)),
                 _ => None,
             })

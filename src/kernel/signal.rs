@@ -100,7 +100,7 @@ pub fn send_to_thread(k: &mut Kernel, tid: Tid, s: PendingSignal) {
     };
     // A thread waiting for this very signal takes it, blocked or not: its
     // call returns the signal, as Linux dequeues it for the waiter.
-    if let ThreadState::Blocked(Wait::SigWait { set, info, .. }) = t.state {
+    if let ThreadState::Blocked(Wait::SigWait { set, info, .. }) = *t.state() {
         if set & bit(s.signo) != 0 {
             t.pending.pop();
             let pid = t.pid;
@@ -116,7 +116,7 @@ pub fn send_to_thread(k: &mut Kernel, tid: Tid, s: PendingSignal) {
     }
     let blocked = t.sigmask & bit(s.signo) != 0;
     if !blocked {
-        if let ThreadState::Blocked(w) = &t.state {
+        if let ThreadState::Blocked(w) = t.state() {
             if matches!(w, Wait::Vfork { .. }) {
                 // Linux lets only a fatal signal end a vfork parent's wait.
                 return;

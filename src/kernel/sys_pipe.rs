@@ -436,25 +436,21 @@ pub fn settle(k: &mut Kernel) {
     {
         return;
     }
-    // Counting ends and collecting look at every descriptor: only after
-    // the descriptors changed, so a step costs the same however many are open.
-    let now = (k.descriptor_versions(), k.sockets.queued_ends().count());
-    let changed = k.pipes.seen.as_ref() != Some(&now);
-    if changed {
-        let ends = k
-            .all_open_files()
-            .filter(|f| matches!(f.kind, FileKind::Pipe { .. } | FileKind::SocketPair { .. }))
-            .count();
-        if ends != k.pipes.ends_open {
-            k.pipes.ends_open = ends;
-            k.pipes.note_activity();
-        }
+    // Ends are counted as descriptors come and go; collecting looks at
+    // every descriptor, so only after one closed: a step, or opening one,
+    // costs the same however many are open.
+    let ends = k.pipe_ends();
+    if ends != k.pipes.ends_open {
+        k.pipes.ends_open = ends;
+        k.pipes.note_activity();
     }
+    let now = (k.removal_versions(), k.sockets.queued_ends().count());
+    let changed = k.pipes.seen.as_ref() != Some(&now);
     let activity = std::mem::take(&mut k.pipes.activity);
     let ready: Vec<(super::Tid, u64)> = k
         .threads
-        .values()
-        .filter_map(|t| match &t.state {
+        .io_waiters()
+        .filter_map(|t| match t.state() {
             ThreadState::Blocked(Wait::Pipe { id, write, len, nr }) if id & COUNTER != 0 => {
                 let value = k.pipes.counters.get(&(id & !COUNTER)).copied().unwrap_or(0);
                 let go = if *write {
@@ -483,7 +479,7 @@ pub fn settle(k: &mut Kernel) {
     if changed {
         collect(k);
         super::sys_epoll::collect(k);
-        k.pipes.seen = Some((k.descriptor_versions(), k.sockets.queued_ends().count()));
+        k.pipes.seen = Some((k.removal_versions(), k.sockets.queued_ends().count()));
     }
 }
 

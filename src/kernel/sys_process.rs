@@ -283,9 +283,15 @@ fn exec(
     // No way back from here: the old program is gone.
     let pid = k.pid;
     let me = k.current;
-    for t in k.threads.values_mut() {
-        if t.pid == pid && t.tid != me && t.is_alive() {
-            t.state = super::ThreadState::Exited;
+    let others: Vec<super::Tid> = k
+        .threads
+        .values()
+        .filter(|t| t.pid == pid && t.tid != me && t.is_alive())
+        .map(|t| t.tid)
+        .collect();
+    for tid in others {
+        k.threads.set_state(tid, super::ThreadState::Exited);
+        if let Some(t) = k.threads.get_mut(&tid) {
             t.pending.clear();
         }
     }

@@ -193,17 +193,13 @@ pub fn exit_thread(k: &mut Kernel, code: i32) {
         futex_wake(k, ctid, false, 1, u32::MAX);
     }
     let pid = k.pid;
-    let last = !k
-        .threads
-        .values()
-        .any(|t| t.pid == pid && t.tid != tid && t.is_alive());
-    if last {
+    let others = k.threads.alive_in(pid) - usize::from(k.cur().is_alive());
+    if others == 0 {
         exit_process(k, code);
         return;
     }
-    let t = k.cur();
-    t.state = ThreadState::Exited;
-    t.pending.clear();
+    k.threads.set_state(tid, ThreadState::Exited);
+    k.cur().pending.clear();
 }
 
 fn sys_exit(k: &mut Kernel, _: &mut dyn FpuAccess, a: [u64; 6]) -> SysResult {
@@ -624,11 +620,9 @@ fn sys_futex(k: &mut Kernel, _: &mut dyn FpuAccess, a: [u64; 6]) -> SysResult {
             let (from, to) = (k.futex_key(uaddr, private), k.futex_key(uaddr2, private));
             let moved = k.futex.requeue(from, to, timeout as u32 as usize);
             for t in &moved {
-                if let Some(th) = k.threads.get_mut(t) {
-                    if let ThreadState::Blocked(Wait::Futex { addr, key, .. }) = &mut th.state {
-                        *addr = uaddr2;
-                        *key = to;
-                    }
+                if let Some((addr, key)) = k.threads.get_mut(t).and_then(|th| th.futex_wait_mut()) {
+                    *addr = uaddr2;
+                    *key = to;
                 }
             }
             SysResult::Ret((woken + moved.len()) as i64)

@@ -1,5 +1,7 @@
 //! Guest threads and what they wait on.
 
+use std::collections::{BTreeMap, BTreeSet};
+
 use serde::{Deserialize, Serialize};
 
 use crate::arch::cpu::{ExtendedState, UserRegs};
@@ -68,6 +70,15 @@ impl Wait {
         }
     }
 
+    /// Whether a pipe, a counter or a descriptor becoming ready ends the
+    /// wait (the call is taken up again).
+    fn ends_by_io(&self) -> bool {
+        matches!(
+            self,
+            Wait::Pipe { .. } | Wait::Poll { .. } | Wait::Readable { .. }
+        )
+    }
+
     /// The result the blocked call returns when its timer ends it.
     pub fn timeout_result(&self) -> i64 {
         match self {
@@ -123,7 +134,9 @@ pub struct Thread {
     /// The extended register state while the thread is not loaded in the
     /// CPU; `None` while it is (the CPU holds the only copy).
     pub fpu: Option<ExtendedState>,
-    pub state: ThreadState,
+    /// Changed only through [`Threads::set_state`], which keeps the
+    /// indexes the scheduler and the timers read.
+    state: ThreadState,
     /// `CLONE_CHILD_CLEARTID` / `set_tid_address`: zeroed and woken at exit.
     pub clear_child_tid: u64,
     pub robust_list: u64,
@@ -191,6 +204,19 @@ impl Thread {
         }
     }
 
+    pub fn state(&self) -> &ThreadState {
+        &self.state
+    }
+
+    /// The futex word and key a futex wait is on, which a requeue moves
+    /// (nothing the indexes hold).
+    pub fn futex_wait_mut(&mut self) -> Option<(&mut u64, &mut super::futex::FutexKey)> {
+        match &mut self.state {
+            ThreadState::Blocked(Wait::Futex { addr, key, .. }) => Some((addr, key)),
+            _ => None,
+        }
+    }
+
     pub fn is_runnable(&self) -> bool {
         self.state == ThreadState::Runnable
     }
@@ -204,5 +230,146 @@ impl Thread {
         if let Some(m) = self.saved_mask.take() {
             self.sigmask = m;
         }
+    }
+}
+
+/// Every thread by id, with what the scheduler, the timers and the pipes
+/// ask about every step kept apart, so a step costs the same however many
+/// threads sleep. Threads are never removed (an exited one stays, as its id
+/// is not reused).
+#[derive(Clone, Debug, Default)]
+pub struct Threads {
+    map: BTreeMap<Tid, Thread>,
+    index: Index,
+}
+
+/// What [`Threads`] keeps apart, all of it a function of the threads'
+/// states and pids.
+#[derive(Clone, Debug, Default)]
+struct Index {
+    runnable: BTreeSet<Tid>,
+    /// Blocked threads whose wait ends at a time: (deadline, thread).
+    deadlines: BTreeSet<(Nanos, Tid)>,
+    /// Threads waiting on a pipe, an event counter, a poll or a readable
+    /// descriptor: what [`super::sys_pipe::settle`] looks at.
+    io_waits: BTreeSet<Tid>,
+    /// Live threads by process.
+    alive: BTreeMap<u32, usize>,
+}
+
+impl Index {
+    fn add(&mut self, tid: Tid, pid: u32, state: &ThreadState) {
+        match state {
+            ThreadState::Runnable => {
+                self.runnable.insert(tid);
+            }
+            ThreadState::Blocked(w) => {
+                if let Some(d) = w.deadline() {
+                    self.deadlines.insert((d, tid));
+                }
+                if w.ends_by_io() {
+                    self.io_waits.insert(tid);
+                }
+            }
+            ThreadState::Exited => return,
+        }
+        *self.alive.entry(pid).or_default() += 1;
+    }
+
+    fn remove(&mut self, tid: Tid, pid: u32, state: &ThreadState) {
+        match state {
+            ThreadState::Runnable => {
+                self.runnable.remove(&tid);
+            }
+            ThreadState::Blocked(w) => {
+                if let Some(d) = w.deadline() {
+                    self.deadlines.remove(&(d, tid));
+                }
+                self.io_waits.remove(&tid);
+            }
+            ThreadState::Exited => return,
+        }
+        if let Some(n) = self.alive.get_mut(&pid) {
+            *n -= 1;
+            if *n == 0 {
+                self.alive.remove(&pid);
+            }
+        }
+    }
+}
+
+impl std::ops::Deref for Threads {
+    type Target = BTreeMap<Tid, Thread>;
+
+    fn deref(&self) -> &Self::Target {
+        &self.map
+    }
+}
+
+impl Threads {
+    /// Adds a thread, its `pid` set (it never changes).
+    pub fn insert(&mut self, tid: Tid, t: Thread) {
+        self.index.add(tid, t.pid, &t.state);
+        if let Some(old) = self.map.insert(tid, t) {
+            self.index.remove(tid, old.pid, &old.state);
+        }
+    }
+
+    /// A thread to change; its state changes only by [`Threads::set_state`].
+    pub fn get_mut(&mut self, tid: &Tid) -> Option<&mut Thread> {
+        self.map.get_mut(tid)
+    }
+
+    pub fn values_mut(&mut self) -> impl Iterator<Item = &mut Thread> {
+        self.map.values_mut()
+    }
+
+    /// Gives `tid` a new state.
+    pub fn set_state(&mut self, tid: Tid, state: ThreadState) {
+        let Some(t) = self.map.get_mut(&tid) else {
+            return;
+        };
+        self.index.remove(tid, t.pid, &t.state);
+        self.index.add(tid, t.pid, &state);
+        t.state = state;
+    }
+
+    /// Threads that can run, in id order.
+    pub fn runnable(&self) -> &BTreeSet<Tid> {
+        &self.index.runnable
+    }
+
+    /// The earliest time a blocked thread's wait ends.
+    pub fn next_deadline(&self) -> Option<Nanos> {
+        self.index.deadlines.first().map(|(d, _)| *d)
+    }
+
+    /// Threads whose waits end by `now`, in id order.
+    pub fn due(&self, now: Nanos) -> Vec<Tid> {
+        let mut due: Vec<Tid> = self
+            .index
+            .deadlines
+            .iter()
+            .take_while(|(d, _)| *d <= now)
+            .map(|(_, t)| *t)
+            .collect();
+        due.sort_unstable();
+        due
+    }
+
+    /// Threads waiting on pipes, counters, polls or readable descriptors,
+    /// in id order.
+    pub fn io_waiters(&self) -> impl Iterator<Item = &Thread> {
+        self.index.io_waits.iter().map(|t| &self.map[t])
+    }
+
+    /// Live threads of process `pid`.
+    pub fn alive_in(&self, pid: u32) -> usize {
+        self.index.alive.get(&pid).copied().unwrap_or(0)
+    }
+
+    /// Live threads.
+    pub fn alive(&self) -> usize {
+        self.index.alive.values().sum()
     }
 }

@@ -57,7 +57,7 @@ impl Symbols {
             .kernel()
             .threads()
             .values()
-            .filter(|t| matches!(t.state, crate::kernel::thread::ThreadState::Blocked(_)))
+            .filter(|t| matches!(t.state(), crate::kernel::thread::ThreadState::Blocked(_)))
             .map(|t| t.tid.0);
         s.stacks = facts::stacks(vm, &s.maps, blocked);
         s.exe_object = facts::base_name(vm.kernel().program()).to_string();

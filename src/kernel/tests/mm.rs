@@ -209,7 +209,7 @@ cases! {
         let crate::kernel::SysResult::Block(w) = r else { panic!("{r:?}") };
         let crate::kernel::Wait::Futex { key, bitset, .. } = w.clone() else { panic!() };
         b.k.futex.enqueue(key, crate::kernel::Tid(child), bitset);
-        b.k.cur().state = crate::kernel::ThreadState::Blocked(w);
+        b.k.threads.set_state(b.k.current, crate::kernel::ThreadState::Blocked(w));
         b.k.switch_to(crate::kernel::Tid(1));
         [here, FUTEX_WAKE as u64, 1, 0, 0, 0]
     }, Want::Ret(1), then |b| assert!(b.k.threads()[&crate::kernel::Tid(2)].is_runnable());
