@@ -10,11 +10,12 @@ use std::sync::{Arc, Mutex, OnceLock};
 
 use object::{Object, ObjectSection};
 
+/// The DWARF reader: section contents copied out of the file, shared.
 type Reader = gimli::EndianArcSlice<gimli::RunTimeEndian>;
 
 /// One object's DWARF, and the answers it gave, by address.
 struct Inlines {
-    dwarf: Option<addr2line::Context<Reader>>,
+    dwarf: Option<DwarfContext>,
     answers: HashMap<u64, bool>,
 }
 
@@ -56,7 +57,7 @@ pub fn is_users_call(data: &Arc<Vec<u8>>, vaddr: u64) -> bool {
     answer
 }
 
-fn users_frame(ctx: &addr2line::Context<Reader>, probe: u64) -> bool {
+fn users_frame(ctx: &DwarfContext, probe: u64) -> bool {
     let Ok(mut frames) = ctx.find_frames(probe).skip_all_loads() else {
         return false;
     };
@@ -109,9 +110,19 @@ pub fn is_runtime_code(function: Option<&str>, file: Option<&str>) -> bool {
     by_name || by_file
 }
 
-/// The DWARF of an ELF object, when it has any.
-fn context(data: &[u8]) -> Option<addr2line::Context<Reader>> {
-    let file = object::File::parse(data).ok()?;
+/// The DWARF of an object, when it has any: the line tables and inlined
+/// frames symbolizers look addresses up in.
+pub type DwarfContext = addr2line::Context<Reader>;
+
+/// The DWARF of an ELF object's bytes, when it has any.
+fn context(data: &[u8]) -> Option<DwarfContext> {
+    dwarf_of(&object::File::parse(data).ok()?)
+}
+
+/// The DWARF of a parsed object, when it has any. A section that is
+/// missing, or compressed in a way not read here, is empty: the rest may
+/// still answer.
+pub fn dwarf_of<'d>(file: &impl Object<'d>) -> Option<DwarfContext> {
     if file
         .section_by_name(".debug_info")
         .is_none_or(|s| s.size() == 0)

@@ -244,9 +244,6 @@ fn base_name(path: &str) -> &str {
     path.rsplit('/').next().unwrap_or(path)
 }
 
-/// The DWARF reader: section contents copied out of the file, shared.
-type Reader = gimli::EndianArcSlice<gimli::RunTimeEndian>;
-
 /// A `PT_LOAD` program header.
 #[derive(Clone, Copy, Debug)]
 struct Segment {
@@ -277,7 +274,7 @@ struct ObjectInfo {
     segments: Vec<Segment>,
     /// Function symbols sorted by start, at most one per start address.
     symbols: Vec<Symbol>,
-    dwarf: Option<addr2line::Context<Reader>>,
+    dwarf: Option<crate::code::inline::DwarfContext>,
     /// Answers already given, by object-relative address.
     answers: HashMap<u64, Arc<[Frame]>>,
 }
@@ -300,7 +297,7 @@ impl ObjectInfo {
             ObjectInfo {
                 segments: segments(&file),
                 symbols: symbols(&file),
-                dwarf: dwarf(&file),
+                dwarf: crate::code::inline::dwarf_of(&file),
                 answers: HashMap::new(),
             }
         }))
@@ -592,30 +589,4 @@ struct Candidate {
     /// (hidden version, binding, leading underscores): lowest wins.
     rank: (bool, u8, usize),
     name: Box<str>,
-}
-/// The DWARF of the file itself, when it has any.
-fn dwarf(file: &ElfFile<'_>) -> Option<addr2line::Context<Reader>> {
-    let has_info = file
-        .section_by_name(".debug_info")
-        .is_some_and(|s| s.size() > 0);
-    if !has_info {
-        return None;
-    }
-    let endian = if file.is_little_endian() {
-        gimli::RunTimeEndian::Little
-    } else {
-        gimli::RunTimeEndian::Big
-    };
-    let load = |id: gimli::SectionId| -> Result<Reader, gimli::Error> {
-        // A section that is missing, or compressed in a way we do not read,
-        // is empty: the rest may still answer.
-        let data: Arc<[u8]> = file
-            .section_by_name(id.name())
-            .and_then(|section| section.uncompressed_data().ok())
-            .map(|data| Arc::from(data.as_ref()))
-            .unwrap_or_else(|| Arc::from(&[][..]));
-        Ok(Reader::new(data, endian))
-    };
-    let dwarf = gimli::Dwarf::load(load).ok()?;
-    addr2line::Context::from_dwarf(dwarf).ok()
 }
