@@ -1059,3 +1059,41 @@ fn a_hostile_corpus_file_name_is_warned_about_escaped() {
         "{err:?}"
     );
 }
+
+#[test]
+fn run_and_check_keep_to_their_time_budget() {
+    require_kvm();
+    let dir = tempfile::tempdir().unwrap();
+    // Computes for ever without a scheduling point: only --time (or the
+    // minute-long watchdog, which says `timed-out`) ends it.
+    let exe = common::build_c_with(
+        dir.path(),
+        "forever",
+        "int main(void) { volatile unsigned long x = 0; for (;;) x++; }\n",
+        &[],
+    );
+    let saved = dir.path().join("forever.rwd");
+    let r = cli()
+        .args(["run", "--time", "2s", "--timeout", "10m", "--save-rwd"])
+        .arg(&saved)
+        .arg("--target")
+        .arg(&exe)
+        .output()
+        .unwrap();
+    let err = stderr(&r);
+    assert_eq!(r.status.code(), Some(1), "{err}");
+    assert!(err.contains("past --time 2s"), "{err}");
+    assert!(!saved.exists(), "nothing is written");
+    // check starts no schedule once its time is up.
+    let cache = tempfile::tempdir().unwrap();
+    let r = cli()
+        .env("XDG_CACHE_HOME", cache.path())
+        .args(["check", "--json", "--time", "2s", "--schedules", "1000000"])
+        .args(["--target", "harness:hello"])
+        .output()
+        .unwrap();
+    let v: serde_json::Value = serde_json::from_slice(&r.stdout).unwrap();
+    let ran = v["schedules"].as_u64().unwrap();
+    assert!((1..1_000_000).contains(&ran), "{v}");
+    assert_eq!(r.status.code(), Some(0), "{}", stderr(&r));
+}

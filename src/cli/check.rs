@@ -32,6 +32,10 @@ pub struct CheckArgs {
     /// Machines running schedules in parallel (default: every core).
     #[arg(long, short = 'j')]
     pub jobs: Option<usize>,
+    /// Start no schedule after this long (e.g. 60s, 10m): the results are
+    /// those of the schedules run by then.
+    #[arg(long = "time", short = 'V', value_parser = super::common::parse_duration)]
+    pub time: Option<std::time::Duration>,
     /// Where to save the first failing schedule (default:
     /// <target>.schedule.json in rewind-fuzz's cache directory,
     /// $XDG_CACHE_HOME/rewind-fuzz/check or ~/.cache/rewind-fuzz/check).
@@ -141,6 +145,7 @@ pub fn check(a: CheckArgs) -> Result<u8, UserError> {
         .expect("valid template"),
     );
     let start = Instant::now();
+    let deadline = a.time.map(|t| start + t);
     let mut failures_seen = 0u64;
     let mut trials: Vec<Trial> = Vec::with_capacity(a.schedules as usize);
     let spec = &a.strategy;
@@ -164,6 +169,9 @@ pub fn check(a: CheckArgs) -> Result<u8, UserError> {
             }
             trials.push(t);
             bar.inc(1);
+            if deadline.is_some_and(|d| Instant::now() >= d) {
+                return ControlFlow::Break(());
+            }
             ControlFlow::Continue(())
         },
     );

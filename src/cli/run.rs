@@ -25,6 +25,10 @@ pub struct RunArgs {
     /// another --target, re-tests a fix against the schedule that broke it.
     #[arg(long, value_name = "FILE", conflicts_with = "strategy")]
     pub schedule: Option<PathBuf>,
+    /// Stop the run after this long (e.g. 30s, 5m) of wall-clock time:
+    /// nothing is written then.
+    #[arg(long = "time", short = 'V', value_parser = super::common::parse_duration)]
+    pub time: Option<std::time::Duration>,
     /// Save the decisions this run took, so --schedule FILE replays it.
     #[arg(long, value_name = "FILE")]
     pub save_schedule: Option<PathBuf>,
@@ -87,6 +91,12 @@ pub fn run(a: RunArgs) -> Result<u8, UserError> {
     check_output("--save-schedule", a.save_schedule.as_deref())?;
     let mut cfg = a.target.config()?;
     cfg.stream_output = !a.json;
+    if let Some(t) = a.time {
+        cfg.cancel = cfg
+            .cancel
+            .clone()
+            .with_deadline(std::time::Instant::now() + t);
+    }
     let spec = match (&a.schedule, &a.strategy) {
         (Some(f), _) | (None, StrategySpec::Schedule(f)) => schedule_spec(f, &cfg.kernel.exe)?,
         (None, other) => other.clone(),
@@ -123,7 +133,16 @@ pub fn run(a: RunArgs) -> Result<u8, UserError> {
     if a.trace || a.save_rwd.is_some() {
         vm.record_events();
     }
-    let mut report = vm.run().map_err(vm_error)?;
+    let mut report = vm.run().map_err(|e| match (e, a.time) {
+        (crate::vm::VmError::Cancelled, Some(t)) if !super::common::interrupted() => UserError {
+            message: format!(
+                "the run went on past --time {}; it was stopped and nothing was written",
+                humantime::format_duration(t)
+            ),
+            code: 1,
+        },
+        (e, _) => vm_error(e),
+    })?;
     report.schedule.origin = format!("{spec} seed {}", a.target.seed);
     // Files told from a private reproducer are private too.
     let mut readers = if cfg.exclude_files.is_empty() {
