@@ -2,6 +2,7 @@
 //! reaches a patched instruction, and the instruction's execution when the
 //! thread runs again (see `code::sites` and `code::emulate`).
 
+use std::ops::ControlFlow;
 use std::sync::Arc;
 
 use super::thread::{PendingSignal, PendingSite};
@@ -16,6 +17,25 @@ use crate::observe::trace::{Event, Operation};
 
 /// Frames a report looks through for the caller outside the runtime.
 const MAX_RUNTIME_FRAMES: usize = 12;
+
+/// One frame of the unwinding from a sync site (see `walk_callers`).
+struct Frame<'a> {
+    /// 0 for the site itself, then one more per caller.
+    depth: usize,
+    /// The site's address, or a return address.
+    pc: u64,
+    /// The file offset of the instruction (a return address's call).
+    at: u64,
+    data: &'a Arc<Vec<u8>>,
+    sites: Option<&'a SiteTable>,
+}
+
+impl Frame<'_> {
+    /// Whether the frame's function is a language runtime's, by symbol.
+    fn runtime(&self) -> bool {
+        self.sites.and_then(|t| t.is_runtime(self.at)) == Some(true)
+    }
+}
 
 /// Guest memory as a thread sees it, for the emulator.
 struct ThreadMemory<'k>(&'k mut Kernel);
@@ -143,54 +163,28 @@ impl Kernel {
         }
         let mut found = own;
         let mut site = None;
-        let (mut pc, mut rsp, mut rbp) = (va, regs.rsp, regs.rbp);
-        for depth in 0..MAX_RUNTIME_FRAMES {
-            let Some(v) = self.mm.vma_at(pc) else {
-                break;
-            };
-            let Backing::File {
-                data,
-                offset,
-                sites,
-            } = &v.backing
-            else {
-                break;
-            };
-            let (data, start, file_offset) = (data.clone(), v.start, *offset);
-            let at = file_offset + (if depth == 0 { pc } else { pc - 1 } - start);
-            let mut runtime = sites.as_ref().and_then(|t| t.is_runtime(at)) == Some(true);
-            let lock_function = sites.as_ref().and_then(|t| t.lock_role(at));
-            if depth > 0 {
-                // A runtime function's call may be the program's code
-                // inlined into it (a thread's closure into `std::thread`'s).
-                if runtime {
-                    let vaddr = sites.as_ref().and_then(|t| t.vaddr_of(at + 1));
-                    runtime = !vaddr.is_some_and(|a| crate::code::inline::is_users_call(&data, a));
-                }
-                found.role = found.role.or(lock_function);
-                if !runtime && site.is_none() {
-                    site = Some(pc);
-                }
-                if !runtime && lock_function.is_none() {
-                    found.lock_site = pc;
-                    break;
-                }
+        self.walk_callers(va, regs, stack, &mut |f| {
+            if f.depth == 0 {
+                return ControlFlow::Continue(());
             }
-            let mut read = |a: u64| stack(a);
-            let Some(step) = unwind::caller(
-                &data,
-                start,
-                file_offset,
-                pc,
-                depth == 0,
-                rsp,
-                rbp,
-                &mut read,
-            ) else {
-                break;
-            };
-            (pc, rsp, rbp) = (step.ra, step.cfa, step.rbp);
-        }
+            let lock_function = f.sites.and_then(|t| t.lock_role(f.at));
+            // A runtime function's call may be the program's code inlined
+            // into it (a thread's closure into `std::thread`'s).
+            let runtime = f.runtime()
+                && !f
+                    .sites
+                    .and_then(|t| t.vaddr_of(f.at + 1))
+                    .is_some_and(|a| crate::code::inline::is_users_call(f.data, a));
+            found.role = found.role.or(lock_function);
+            if !runtime && site.is_none() {
+                site = Some(f.pc);
+            }
+            if !runtime && lock_function.is_none() {
+                found.lock_site = f.pc;
+                return ControlFlow::Break(());
+            }
+            ControlFlow::Continue(())
+        });
         // A runtime site whose caller could not be found is its own; a
         // lock function's whose caller could not, the site's.
         found.site = site.unwrap_or(own.site);
@@ -215,10 +209,32 @@ impl Kernel {
         if table.is_runtime(off) != Some(true) {
             return own;
         }
+        let mut caller = None;
+        self.walk_callers(va, regs, stack, &mut |f| {
+            if f.depth > 0 && !f.runtime() {
+                caller = Some(f.pc);
+                return ControlFlow::Break(());
+            }
+            ControlFlow::Continue(())
+        });
+        caller.unwrap_or(own)
+    }
+
+    /// Unwinds from the site at `va` through at most [`MAX_RUNTIME_FRAMES`]
+    /// frames of file-backed code, showing each to `visit` (the site's own
+    /// at depth 0, then return addresses) until it breaks, a frame is not
+    /// in a file's code, or unwinding fails.
+    fn walk_callers(
+        &self,
+        va: u64,
+        regs: &UserRegs,
+        stack: &dyn Fn(u64) -> Option<u64>,
+        visit: &mut dyn FnMut(&Frame<'_>) -> ControlFlow<()>,
+    ) {
         let (mut pc, mut rsp, mut rbp) = (va, regs.rsp, regs.rbp);
         for depth in 0..MAX_RUNTIME_FRAMES {
             let Some(v) = self.mm.vma_at(pc) else {
-                return own;
+                return;
             };
             let Backing::File {
                 data,
@@ -226,29 +242,28 @@ impl Kernel {
                 sites,
             } = &v.backing
             else {
-                return own;
+                return;
             };
-            let (data, start, file_offset) = (data.clone(), v.start, *offset);
-            let at = file_offset + (if depth == 0 { pc } else { pc - 1 } - start);
-            if depth > 0 && sites.as_ref().and_then(|t| t.is_runtime(at)) != Some(true) {
-                return pc;
+            // A return address is looked up at its call instruction.
+            let at = offset + (if depth == 0 { pc } else { pc - 1 } - v.start);
+            let frame = Frame {
+                depth,
+                pc,
+                at,
+                data,
+                sites: sites.as_deref(),
+            };
+            if visit(&frame).is_break() {
+                return;
             }
             let mut read = |a: u64| stack(a);
-            let Some(step) = unwind::caller(
-                &data,
-                start,
-                file_offset,
-                pc,
-                depth == 0,
-                rsp,
-                rbp,
-                &mut read,
-            ) else {
-                return own;
+            let Some(step) =
+                unwind::caller(data, v.start, *offset, pc, depth == 0, rsp, rbp, &mut read)
+            else {
+                return;
             };
             (pc, rsp, rbp) = (step.ra, step.cfa, step.rbp);
         }
-        own
     }
 
     /// Executes the instruction of the sync site the current thread stopped
