@@ -759,36 +759,12 @@ fn monitor_locks_names_the_philosophers_forks_their_holders_and_their_waiters() 
     );
 }
 
-/// This package's example `name`, built in the tests' profile.
-fn example(name: &str) -> PathBuf {
-    let deps = std::env::current_exe().unwrap();
-    let profile_dir = deps.parent().unwrap().parent().unwrap();
-    let path = profile_dir.join("examples").join(name);
-    if !path.exists() {
-        let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
-        let mut build = Command::new(cargo);
-        build
-            .args(["build", "--example", name])
-            .current_dir(env!("CARGO_MANIFEST_DIR"));
-        if profile_dir.file_name().is_some_and(|n| n == "release") {
-            build.arg("--release");
-        }
-        let out = build.output().unwrap();
-        assert!(
-            out.status.success(),
-            "{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-    }
-    path
-}
-
 #[test]
 fn monitor_locks_names_rust_locks_on_the_heap_by_where_the_program_made_them() {
     common::require_kvm();
     let dir = tempfile::tempdir().unwrap();
     let file = dir.path().join("inversion.rwd");
-    let exe = example("mutex_inversions");
+    let exe = common::example("mutex_inversions");
     let checked = common::cli()
         .env("XDG_CACHE_HOME", dir.path())
         .args([

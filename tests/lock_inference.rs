@@ -9,7 +9,7 @@ mod common;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use common::{cli, harness, require_kvm};
+use common::{cli, example, harness, require_kvm};
 use serde_json::Value;
 
 /// One of the C programs of `tests/programs/locks/`, built with gcc at
@@ -31,30 +31,6 @@ fn program(dir: &Path, name: &str, opt: &str) -> PathBuf {
         String::from_utf8_lossy(&out.stderr)
     );
     exe
-}
-
-/// An example program of this package, built in the tests' own profile.
-fn example(name: &str) -> PathBuf {
-    let deps = std::env::current_exe().unwrap();
-    let profile_dir = deps.parent().unwrap().parent().unwrap();
-    let path = profile_dir.join("examples").join(name);
-    if !path.exists() {
-        let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
-        let mut build = Command::new(cargo);
-        build
-            .args(["build", "--example", name])
-            .current_dir(env!("CARGO_MANIFEST_DIR"));
-        if profile_dir.file_name().is_some_and(|n| n == "release") {
-            build.arg("--release");
-        }
-        let out = build.output().unwrap();
-        assert!(
-            out.status.success(),
-            "{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-    }
-    path
 }
 
 /// `rewind-fuzz check --json` of `exe` with `strategy` over `schedules`.

@@ -7,7 +7,7 @@ mod common;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use common::cli;
+use common::{cli, example};
 use serde_json::Value;
 
 fn build_c(dir: &Path, name: &str, source: &str, defines: &[&str]) -> PathBuf {
@@ -250,31 +250,6 @@ asyncio.run(main())
         v["stdout"],
         "0 hi from child\ngot abc 4\n['one', 'two'] 0\n"
     );
-}
-
-/// An example program of this package, built in the tests' own profile
-/// (a full test build has built it already; a filtered one may not have).
-fn example(name: &str) -> PathBuf {
-    let deps = std::env::current_exe().unwrap();
-    let profile_dir = deps.parent().unwrap().parent().unwrap();
-    let path = profile_dir.join("examples").join(name);
-    if !path.exists() {
-        let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
-        let mut build = Command::new(cargo);
-        build
-            .args(["build", "--example", name])
-            .current_dir(env!("CARGO_MANIFEST_DIR"));
-        if profile_dir.file_name().is_some_and(|n| n == "release") {
-            build.arg("--release");
-        }
-        let out = build.output().unwrap();
-        assert!(
-            out.status.success(),
-            "{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-    }
-    path
 }
 
 #[test]

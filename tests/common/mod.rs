@@ -88,6 +88,31 @@ pub fn cli() -> Command {
     Command::new(env!("CARGO_BIN_EXE_rewind-fuzz"))
 }
 
+/// An example program of this package, built in the tests' own profile
+/// (a full test build has built it already; a filtered one may not have).
+pub fn example(name: &str) -> PathBuf {
+    let deps = std::env::current_exe().unwrap();
+    let profile_dir = deps.parent().unwrap().parent().unwrap();
+    let path = profile_dir.join("examples").join(name);
+    if !path.exists() {
+        let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+        let mut build = Command::new(cargo);
+        build
+            .args(["build", "--example", name])
+            .current_dir(env!("CARGO_MANIFEST_DIR"));
+        if profile_dir.file_name().is_some_and(|n| n == "release") {
+            build.arg("--release");
+        }
+        let out = build.output().unwrap();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+    path
+}
+
 /// A reproducer of a run of the `hello` harness, written by
 /// `run --save-rwd` into `dir`.
 pub fn hello_rwd(dir: &std::path::Path) -> PathBuf {
