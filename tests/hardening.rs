@@ -944,6 +944,47 @@ fn the_overlay_is_sparse_and_full_at_the_guests_memory_never_the_hosts() {
 }
 
 #[test]
+fn pipe_and_socket_buffers_stop_at_the_guests_memory_never_the_hosts() {
+    require_kvm();
+    let dir = tempfile::tempdir().unwrap();
+    let exe = program(dir.path(), "pipe_fill");
+    let run = || {
+        let out = cli()
+            .args(["run", "--memory", "256", "--target"])
+            .arg(&exe)
+            .output()
+            .unwrap();
+        assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+        let text = String::from_utf8_lossy(&out.stdout).into_owned();
+        let trace = stderr(&out)
+            .lines()
+            .find(|l| l.contains("trace"))
+            .unwrap()
+            .to_string();
+        (text, trace)
+    };
+    let (text, trace) = run();
+    // Past a quarter of the guest's memory new pipes are small, past half
+    // none is made; a unix datagram queue holds Linux's default.
+    for want in [
+        "1024 pipes of 64 KiB, 8192 of 8 KiB, 128 MiB held, then errno 23 (ENFILE)",
+        "F_SETPIPE_SZ past the limit: EPERM",
+        "room again",
+        "212 datagrams queued, then errno 11 (EAGAIN)",
+        "a read makes room",
+    ] {
+        assert!(text.contains(want), "{want:?} not in {text}");
+    }
+    let peak = children_peak_rss_mib();
+    assert!(peak < 800, "the monitor took {peak} MiB");
+    assert_eq!(
+        run().1,
+        trace,
+        "where the buffers are full is deterministic"
+    );
+}
+
+#[test]
 fn looking_at_a_large_file_never_reads_it() {
     use rewind_fuzz::rwd::Rwd;
     use rewind_fuzz::rwd::format::WireNode;

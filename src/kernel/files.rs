@@ -79,6 +79,44 @@ impl OpenFile {
     }
 }
 
+/// A kernel object a description keeps alive: what must go once no
+/// description anywhere holds it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum Held {
+    /// A pipe's read or write end (a socket pair's holds two).
+    PipeEnd { id: u64, write: bool },
+    /// An event counter.
+    Counter(u64),
+    /// An epoll instance.
+    Epoll(u64),
+    /// A bound socket.
+    Bound(u64),
+}
+
+impl FileKind {
+    /// The objects a description of this kind holds.
+    pub fn held(&self) -> impl Iterator<Item = Held> {
+        let (one, two) = match *self {
+            FileKind::Pipe { id, write } => (Some(Held::PipeEnd { id, write }), None),
+            FileKind::SocketPair { rx, tx } => (
+                Some(Held::PipeEnd {
+                    id: rx,
+                    write: false,
+                }),
+                Some(Held::PipeEnd {
+                    id: tx,
+                    write: true,
+                }),
+            ),
+            FileKind::EventFd { id, .. } => (Some(Held::Counter(id)), None),
+            FileKind::Epoll { id } => (Some(Held::Epoll(id)), None),
+            FileKind::BoundSocket { id, .. } => (Some(Held::Bound(id)), None),
+            _ => (None, None),
+        };
+        one.into_iter().chain(two)
+    }
+}
+
 /// A descriptor slot.
 #[derive(Clone, Copy, Debug)]
 pub struct Fd {
@@ -107,8 +145,14 @@ pub struct FdTable {
     /// One past the highest open descriptor.
     high: i32,
     /// Descriptors of pipe or socket-pair ends; `None` after a description
-    /// was handed out to change (it may have become one).
+    /// changed kind (it may have become one).
     pipe_ends: Cell<Option<usize>>,
+    /// How many descriptions hold each object: whether one is still open
+    /// is a lookup, not a walk over every descriptor.
+    held: BTreeMap<Held, u32>,
+    /// Objects whose last description here went, since the kernel last
+    /// took them ([`FdTable::take_dropped`]) to see whether any is gone.
+    dropped: Vec<Held>,
 }
 
 fn is_pipe_end(f: &OpenFile) -> bool {
@@ -146,9 +190,45 @@ impl FdTable {
         let fd = self.lowest_free(min)?;
         let id = self.next_file;
         self.next_file += 1;
+        self.hold(&f.kind);
         self.files.insert(id, f);
         self.occupy(fd, id, cloexec);
         Ok(fd)
+    }
+
+    /// Counts the objects a new (or changed) description of `kind` holds.
+    fn hold(&mut self, kind: &FileKind) {
+        for h in kind.held() {
+            *self.held.entry(h).or_default() += 1;
+        }
+    }
+
+    /// Uncounts them when a description of `kind` goes or changes.
+    fn let_go(&mut self, kind: &FileKind) {
+        for h in kind.held() {
+            let n = self.held.get_mut(&h).expect("held objects are counted");
+            *n -= 1;
+            if *n == 0 {
+                self.held.remove(&h);
+                self.dropped.push(h);
+            }
+        }
+    }
+
+    /// Whether any description here holds `h`.
+    pub fn holds(&self, h: Held) -> bool {
+        self.held.contains_key(&h)
+    }
+
+    /// The objects that lost their last description here since the last
+    /// call (some may have been held again since).
+    pub fn take_dropped(&mut self) -> Vec<Held> {
+        std::mem::take(&mut self.dropped)
+    }
+
+    /// Every object held here.
+    pub fn all_held(&self) -> impl Iterator<Item = Held> + '_ {
+        self.held.keys().copied()
     }
 
     fn lowest_free(&self, min: i32) -> Result<i32, i32> {
@@ -221,7 +301,9 @@ impl FdTable {
         *refs -= 1;
         if *refs == 0 {
             self.refs.remove(&d.file);
-            self.files.remove(&d.file);
+            if let Some(f) = self.files.remove(&d.file) {
+                self.let_go(&f.kind);
+            }
         }
         self.removals += 1;
         Some(d.file)
@@ -247,14 +329,25 @@ impl FdTable {
         self.fds.get(&fd).and_then(|d| self.files.get(&d.file))
     }
 
-    pub fn get_mut(&mut self, fd: i32) -> Option<&mut OpenFile> {
+    /// Makes descriptor `fd`'s description one of `kind` (a socket bound
+    /// or connected, a direction shut down); whether `fd` is open.
+    pub fn set_kind(&mut self, fd: i32, kind: FileKind) -> bool {
+        let Some(id) = self.fds.get(&fd).map(|d| d.file) else {
+            return false;
+        };
+        self.hold(&kind);
+        let old = match self.files.get_mut(&id) {
+            Some(f) => std::mem::replace(&mut f.kind, kind),
+            None => return false,
+        };
+        self.let_go(&old);
         self.removals += 1;
         self.pipe_ends.set(None);
-        self.position_mut(fd)
+        true
     }
 
-    /// A description, to change its offset or status flags alone (which
-    /// change nothing [`FdTable::removals`] stands for).
+    /// A description, to change its offset, status flags or path: never
+    /// its kind ([`FdTable::set_kind`] does that).
     pub fn position_mut(&mut self, fd: i32) -> Option<&mut OpenFile> {
         let id = self.fds.get(&fd)?.file;
         self.files.get_mut(&id)
@@ -321,10 +414,9 @@ impl FdTable {
         }
     }
 
-    /// Every description, to mark it shared (at fork).
+    /// Every description, to mark it shared (at fork) or move its path:
+    /// never to change its kind.
     pub fn descriptions_mut(&mut self) -> impl Iterator<Item = &mut OpenFile> {
-        self.removals += 1;
-        self.pipe_ends.set(None);
         self.files.values_mut()
     }
 
@@ -394,7 +486,7 @@ mod tests {
         let mut t = FdTable::with_stdio();
         let a = t.install(file(), false, 0).unwrap();
         let b = t.dup(a, 0, false).unwrap();
-        t.get_mut(a).unwrap().offset = 7;
+        t.position_mut(a).unwrap().offset = 7;
         assert_eq!(t.get(b).unwrap().offset, 7);
         t.close(a);
         assert_eq!(t.get(b).unwrap().offset, 7);

@@ -246,6 +246,8 @@ impl Kernel {
         let mut vfs = Vfs::new(source, config.cwd.clone());
         // The guest's files may hold as much as its memory, as a tmpfs may.
         vfs.set_overlay_limit(mem.size());
+        let mut pipes = sys_pipe::Pipes::default();
+        pipes.set_memory(mem.size());
         let rng = ChaCha20Rng::seed_from_u64(config.seed);
         let name = config
             .exe
@@ -271,7 +273,7 @@ impl Kernel {
             next_tid: MAIN_TID.0 + 1,
             obs: Observer::new(OUTPUT_CAP),
             notes: Vec::new(),
-            pipes: Default::default(),
+            pipes,
             epolls: Default::default(),
             procs: BTreeMap::new(),
             pid: MAIN_TID.0,
@@ -1045,7 +1047,9 @@ impl Kernel {
                     (Wait::SigWait { .. }, ..) => "a signal (sigtimedwait)".into(),
                     (Wait::Child { .. }, ..) => "a child process to end".into(),
                     (Wait::Readable { fd, .. }, ..) => {
-                        format!("a read of descriptor {fd} (a timer or signal descriptor)")
+                        format!(
+                            "descriptor {fd} to be ready (a timer, signal descriptor or socket)"
+                        )
                     }
                     (Wait::Vfork { child }, ..) => {
                         format!("its vfork child {child} to exec or exit")

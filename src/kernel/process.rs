@@ -248,6 +248,28 @@ impl Kernel {
         self.files.list().map(|(_, f)| f).chain(parked)
     }
 
+    /// Whether a description in a live process holds `h`.
+    pub(super) fn held_anywhere(&self, h: super::files::Held) -> bool {
+        self.files.holds(h)
+            || self
+                .procs
+                .values()
+                .filter(|p| p.ended.is_none())
+                .filter_map(|p| p.parked.as_ref())
+                .any(|s| s.files.holds(h))
+    }
+
+    /// The objects any table let go of since the last call.
+    pub(super) fn take_dropped(&mut self) -> Vec<super::files::Held> {
+        let mut dropped = self.files.take_dropped();
+        for p in self.procs.values_mut() {
+            if let Some(s) = p.parked.as_mut() {
+                dropped.extend(s.files.take_dropped());
+            }
+        }
+        dropped
+    }
+
     /// What the descriptor tables of the live processes are at, counting
     /// only closes and kind changes: equal between two steps, no pipe,
     /// epoll or socket can have lost its last descriptor in between.

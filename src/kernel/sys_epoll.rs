@@ -62,6 +62,13 @@ pub struct Instances {
     next: u64,
 }
 
+impl Instances {
+    /// Whether there is none.
+    pub fn is_empty(&self) -> bool {
+        self.lists.is_empty()
+    }
+}
+
 fn sys_epoll_create(k: &mut Kernel, cpu: &mut dyn FpuAccess, a: [u64; 6]) -> SysResult {
     if a[0] as i32 <= 0 {
         return err(libc::EINVAL);
@@ -273,6 +280,11 @@ fn sys_epoll_pwait2(k: &mut Kernel, _: &mut dyn FpuAccess, a: [u64; 6]) -> SysRe
 }
 
 /// Forgets instances with no descriptor left.
+/// Epoll `id` goes (its last description closed).
+pub fn forget(k: &mut Kernel, id: u64) {
+    k.epolls.lists.remove(&id);
+}
+
 pub fn collect(k: &mut Kernel) {
     let open: std::collections::BTreeSet<u64> = k
         .all_open_files()

@@ -108,8 +108,17 @@ struct Bound {
     /// names) and the peer `connect` gave it.
     datagram: bool,
     datagrams: VecDeque<(Vec<u8>, Option<Name>)>,
+    /// The bytes `datagrams` hold.
+    datagram_bytes: usize,
     peer: Option<Name>,
 }
+
+/// What a datagram socket's receive queue holds at most, as Linux's
+/// defaults (`rmem_default`, `net.unix.max_dgram_qlen`): past either, a
+/// unix datagram waits for room (EAGAIN when it may not) and a UDP one is
+/// lost, so nothing a guest sends grows without bound.
+const DATAGRAM_QUEUE_BYTES: usize = 212_992;
+const DATAGRAM_QUEUE_LEN: usize = 512;
 
 /// Every bound socket, and the names they hold.
 #[derive(Clone, Debug, Default)]
@@ -164,6 +173,18 @@ pub fn collect(k: &mut Kernel) {
         if let Some(b) = k.sockets.bound.remove(&id) {
             k.sockets.names.remove(&b.name);
         }
+    }
+}
+
+/// Bound socket `id` goes (its last description closed): its name is
+/// free again. The connections it never accepted, whose pipes go too.
+pub fn forget(k: &mut Kernel, id: u64) -> Vec<(u64, u64)> {
+    match k.sockets.bound.remove(&id) {
+        Some(b) => {
+            k.sockets.names.remove(&b.name);
+            b.queue.into_iter().collect()
+        }
+        None => Vec::new(),
     }
 }
 
@@ -317,12 +338,12 @@ fn bind_to(k: &mut Kernel, fd: u64, domain: i32, kind: i32, name: Name) -> SysRe
             queue: VecDeque::new(),
             datagram: kind == libc::SOCK_DGRAM,
             datagrams: VecDeque::new(),
+            datagram_bytes: 0,
             peer: None,
         },
     );
-    if let Some(f) = k.files.get_mut(fd as i32) {
-        f.kind = FileKind::BoundSocket { domain, kind, id };
-    }
+    k.files
+        .set_kind(fd as i32, FileKind::BoundSocket { domain, kind, id });
     SysResult::Ret(0)
 }
 
@@ -430,16 +451,20 @@ fn accept(k: &mut Kernel, _: &mut dyn FpuAccess, a: [u64; 6], nr: u64) -> SysRes
 /// Connects the stream socket at `fd` to listener `id`: a pair of pipes,
 /// one end the socket, the other queued for `accept`.
 fn connect_to(k: &mut Kernel, fd: u64, id: u64) -> SysResult {
-    let (to_server, to_client) = super::sys_pipe::new_connection(k);
+    let (to_server, to_client) = match super::sys_pipe::new_connection(k) {
+        Ok(ends) => ends,
+        Err(e) => return err(e),
+    };
     if let Some(b) = k.sockets.bound.get_mut(&id) {
         b.queue.push_back((to_server, to_client));
     }
-    if let Some(f) = k.files.get_mut(fd as i32) {
-        f.kind = FileKind::SocketPair {
+    k.files.set_kind(
+        fd as i32,
+        FileKind::SocketPair {
             rx: to_client,
             tx: to_server,
-        };
-    }
+        },
+    );
     SysResult::Ret(0)
 }
 
@@ -585,10 +610,11 @@ fn autobind(k: &mut Kernel, fd: u64) -> Result<u64, i32> {
     }
 }
 
-/// Sends `data` as one datagram from socket `fd` to `to` (or its peer).
+/// Sends `data` as one datagram from socket `fd` to `to` (or its peer);
+/// a send that waits for room is system call `nr` re-executed.
 fn send_datagram(
     k: &mut Kernel,
-    fd: u64,
+    (fd, flags, nr): (u64, u64, u64),
     domain: i32,
     data: Vec<u8>,
     to: Option<Name>,
@@ -605,9 +631,24 @@ fn send_datagram(
     let n = data.len() as i64;
     match receiver {
         Some(id) => {
-            if let Some(b) = k.sockets.bound.get_mut(&id) {
-                b.datagrams.push_back((data, sender));
+            let nonblock = k.files.get(fd as i32).is_some_and(|f| k.nonblocking(f))
+                || flags as i32 & libc::MSG_DONTWAIT != 0;
+            let Some(b) = k.sockets.bound.get_mut(&id) else {
+                return SysResult::Ret(n);
+            };
+            if data.len() > DATAGRAM_QUEUE_BYTES {
+                return err(libc::EMSGSIZE);
             }
+            let full = b.datagrams.len() >= DATAGRAM_QUEUE_LEN
+                || b.datagram_bytes + data.len() > DATAGRAM_QUEUE_BYTES;
+            match (full, domain == libc::AF_UNIX) {
+                (true, false) => return SysResult::Ret(n),
+                (true, true) if nonblock => return err(libc::EAGAIN),
+                (true, true) => return SysResult::Block(Wait::Readable { fd: fd as i32, nr }),
+                (false, _) => {}
+            }
+            b.datagram_bytes += data.len();
+            b.datagrams.push_back((data, sender));
             k.pipes.note_activity();
             SysResult::Ret(n)
         }
@@ -629,17 +670,18 @@ fn receive_datagram(
     (addr, len_at): (u64, u64),
     nr: u64,
 ) -> Result<(usize, bool), SysResult> {
-    let Some((data, from)) = k
-        .sockets
-        .bound
-        .get_mut(&id)
-        .and_then(|b| b.datagrams.pop_front())
-    else {
+    let Some((data, from)) = k.sockets.bound.get_mut(&id).and_then(|b| {
+        let d = b.datagrams.pop_front()?;
+        b.datagram_bytes -= d.0.len();
+        Some(d)
+    }) else {
         if nonblock {
             return Err(err(libc::EAGAIN));
         }
         return Err(SysResult::Block(Wait::Readable { fd: fd as i32, nr }));
     };
+    // A sender waiting for room may go on.
+    k.pipes.note_activity();
     let mut done = 0usize;
     for (base, len) in bufs {
         let n = (*len as usize).min(data.len() - done);
@@ -707,7 +749,7 @@ fn send(
             } else {
                 None
             };
-            send_datagram(k, fd, domain, data, to)
+            send_datagram(k, (fd, flags, nr), domain, data, to)
         }
         Ok(_) => err(libc::ENOTCONN),
         Err(e) => err(e),
@@ -773,6 +815,7 @@ pub fn read_datagram(k: &mut Kernel, fd: u64, buf: u64, len: u64) -> Option<SysR
 
 /// `write` on a datagram socket: one datagram to its peer.
 pub fn write_datagram(k: &mut Kernel, fd: u64, data: &[u8]) -> Option<SysResult> {
+    let write = libc::SYS_write as u64;
     match k.files.get(fd as i32)?.kind {
         FileKind::BoundSocket {
             domain,
@@ -782,7 +825,13 @@ pub fn write_datagram(k: &mut Kernel, fd: u64, data: &[u8]) -> Option<SysResult>
         | FileKind::Socket {
             domain,
             kind: libc::SOCK_DGRAM,
-        } => Some(send_datagram(k, fd, domain, data.to_vec(), None)),
+        } => Some(send_datagram(
+            k,
+            (fd, 0, write),
+            domain,
+            data.to_vec(),
+            None,
+        )),
         _ => None,
     }
 }
@@ -889,17 +938,13 @@ fn sys_shutdown(k: &mut Kernel, _: &mut dyn FpuAccess, a: [u64; 6]) -> SysResult
     if a[1] > 2 {
         return err(libc::EINVAL);
     }
-    if let Some(f) = k.files.get_mut(a[0] as i32) {
-        if let FileKind::SocketPair { rx, tx } = &mut f.kind {
-            if a[1] != 1 {
-                *rx = SHUT;
-            }
-            if a[1] != 0 {
-                *tx = SHUT;
-            }
-            k.pipes.note_activity();
-            return SysResult::Ret(0);
-        }
+    if let Some(&FileKind::SocketPair { rx, tx }) = k.files.get(a[0] as i32).map(|f| &f.kind) {
+        let rx = if a[1] != 1 { SHUT } else { rx };
+        let tx = if a[1] != 0 { SHUT } else { tx };
+        k.files
+            .set_kind(a[0] as i32, FileKind::SocketPair { rx, tx });
+        k.pipes.note_activity();
+        return SysResult::Ret(0);
     }
     match socket_of(k, a[0]) {
         Ok(_) => err(libc::ENOTCONN),

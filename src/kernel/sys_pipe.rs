@@ -13,7 +13,7 @@
 
 use std::collections::VecDeque;
 
-use super::files::{FileKind, OpenFile};
+use super::files::{FileKind, Held, OpenFile};
 use super::signal;
 use super::table::{SyscallDef, def};
 use super::thread::{PendingSignal, ThreadState, Wait};
@@ -50,6 +50,55 @@ pub const CAPACITY: usize = 65536;
 const MAX_CAPACITY: u64 = 64 << 20;
 /// Writes up to this size are atomic (all or nothing).
 const PIPE_BUF: usize = 4096;
+/// The capacity a new pipe gets once pipes hold more than their soft
+/// limit (Linux's `PIPE_MIN_DEF_BUFFERS` pages).
+const SMALL_CAPACITY: usize = 2 * 4096;
+
+/// What the pipes may hold together. Their capacities are counted (what
+/// they may hold, not what they hold now, as Linux counts a user's pipe
+/// pages), against limits made from the guest's memory rather than the
+/// host's: past the soft limit a new pipe gets [`SMALL_CAPACITY`] and
+/// `F_SETPIPE_SZ` may not grow one (EPERM), as past Linux's
+/// `pipe-user-pages-soft`; past the hard limit no pipe, socket pair or
+/// connection is made (ENFILE, ENOBUFS). So buffers never hold more than
+/// half the guest's memory, the same on every machine.
+#[derive(Clone, Copy, Debug)]
+pub struct Room {
+    held: u64,
+    soft: u64,
+    hard: u64,
+}
+
+impl Room {
+    /// Limits for a guest of `memory` bytes: a quarter of it soft, half
+    /// of it hard.
+    pub fn for_memory(memory: u64) -> Room {
+        Room {
+            held: 0,
+            soft: memory / 4,
+            hard: memory / 2,
+        }
+    }
+
+    /// The capacity `count` new pipes each get, or ENFILE.
+    fn for_new(&self, count: u64) -> Result<usize, i32> {
+        let capacity = if self.held + count * CAPACITY as u64 > self.soft {
+            SMALL_CAPACITY
+        } else {
+            CAPACITY
+        };
+        if self.held + count * capacity as u64 > self.hard {
+            return Err(libc::ENFILE);
+        }
+        Ok(capacity)
+    }
+}
+
+impl Default for Room {
+    fn default() -> Room {
+        Room::for_memory(crate::kernel::vfs::DEFAULT_OVERLAY_LIMIT)
+    }
+}
 
 /// The pipes of the process, by id.
 #[derive(Clone, Debug, Default)]
@@ -67,8 +116,11 @@ pub struct Pipes {
     /// How often data moved or ends closed: what edge-triggered epoll
     /// interests compare against.
     activity_count: u64,
-    /// Pipes whose capacity `F_SETPIPE_SZ` changed from [`CAPACITY`].
+    /// Pipes whose capacity is not [`CAPACITY`] (`F_SETPIPE_SZ` changed
+    /// it, or they were made past the soft limit).
     capacities: std::collections::BTreeMap<u64, usize>,
+    /// What their capacities add up to, and its limits.
+    room: Room,
     /// The descriptor tables (and listeners' queues) as `settle` last
     /// counted ends and collected: until they change, neither can differ.
     seen: Option<(Vec<(super::process::Pid, u64)>, usize)>,
@@ -85,6 +137,23 @@ impl Pipes {
     pub fn activity_count(&self) -> u64 {
         self.activity_count
     }
+
+    /// Bounds what the pipes hold by a guest of `memory` bytes.
+    pub fn set_memory(&mut self, memory: u64) {
+        self.room = Room {
+            held: self.room.held,
+            ..Room::for_memory(memory)
+        };
+    }
+
+    /// Makes pipe `id` with `capacity` (from [`Room::for_new`]), counted.
+    fn create(&mut self, id: u64, capacity: usize) {
+        self.buffers.insert(id, VecDeque::new());
+        if capacity != CAPACITY {
+            self.capacities.insert(id, capacity);
+        }
+        self.room.held += capacity as u64;
+    }
 }
 
 fn sys_pipe(k: &mut Kernel, cpu: &mut dyn FpuAccess, a: [u64; 6]) -> SysResult {
@@ -96,6 +165,10 @@ fn sys_pipe2(k: &mut Kernel, _: &mut dyn FpuAccess, a: [u64; 6]) -> SysResult {
     if flags & !(libc::O_CLOEXEC | libc::O_NONBLOCK) != 0 {
         return err(libc::EINVAL);
     }
+    let capacity = match k.pipes.room.for_new(1) {
+        Ok(c) => c,
+        Err(e) => return err(e),
+    };
     let id = k.pipes.next;
     let end = |write: bool| OpenFile {
         kind: FileKind::Pipe { id, write },
@@ -128,7 +201,7 @@ fn sys_pipe2(k: &mut Kernel, _: &mut dyn FpuAccess, a: [u64; 6]) -> SysResult {
         return err(libc::EFAULT);
     }
     k.pipes.next += 1;
-    k.pipes.buffers.insert(id, VecDeque::new());
+    k.pipes.create(id, capacity);
     SysResult::Ret(0)
 }
 
@@ -144,6 +217,10 @@ fn sys_socketpair(k: &mut Kernel, _: &mut dyn FpuAccess, a: [u64; 6]) -> SysResu
     ) {
         return err(libc::EINVAL);
     }
+    let capacity = match k.pipes.room.for_new(2) {
+        Ok(c) => c,
+        Err(e) => return err(e),
+    };
     let (one, two) = (k.pipes.next, k.pipes.next + 1);
     let end = |rx: u64, tx: u64| OpenFile {
         kind: FileKind::SocketPair { rx, tx },
@@ -172,8 +249,8 @@ fn sys_socketpair(k: &mut Kernel, _: &mut dyn FpuAccess, a: [u64; 6]) -> SysResu
         return err(libc::EFAULT);
     }
     k.pipes.next += 2;
-    k.pipes.buffers.insert(one, VecDeque::new());
-    k.pipes.buffers.insert(two, VecDeque::new());
+    k.pipes.create(one, capacity);
+    k.pipes.create(two, capacity);
     SysResult::Ret(0)
 }
 
@@ -285,14 +362,10 @@ fn wait_unless(nonblock: bool, id: u64, write: bool, len: usize, nr: u64) -> Sys
 /// Whether any description of pipe `id`'s read (or write) end is open
 /// (a connection waiting in a listener's queue holds its ends too).
 fn end_open(k: &Kernel, id: u64, write: bool) -> bool {
-    k.all_open_files().any(|f| match f.kind {
-        FileKind::Pipe { id: i, write: w } => i == id && w == write,
-        FileKind::SocketPair { rx, tx } => (if write { tx } else { rx }) == id,
-        _ => false,
-    }) || k
-        .sockets
-        .queued_ends()
-        .any(|(rx, tx)| (if write { tx } else { rx }) == id)
+    k.held_anywhere(Held::PipeEnd { id, write })
+        || k.sockets
+            .queued_ends()
+            .any(|(rx, tx)| (if write { tx } else { rx }) == id)
 }
 
 /// Bytes pipe `id` holds at most (`F_GETPIPE_SZ`).
@@ -310,23 +383,31 @@ pub fn resize(k: &mut Kernel, id: u64, want: u64) -> Result<usize, i32> {
         _ if want > (1 << 31) => return Err(libc::EINVAL),
         _ => return Err(libc::EPERM),
     };
+    let old = capacity(k, id);
+    let room = k.pipes.room;
+    if size > old && room.held - old as u64 + size as u64 > room.soft {
+        return Err(libc::EPERM);
+    }
     if buffered(k, id) > size {
         return Err(libc::EBUSY);
     }
     k.pipes.capacities.insert(id, size);
+    k.pipes.room.held = room.held - old as u64 + size as u64;
     // A writer waiting for room may fit now.
     k.pipes.note_activity();
     Ok(size)
 }
 
-/// Two new pipes, one each way: the ends of a connection.
-pub fn new_connection(k: &mut Kernel) -> (u64, u64) {
+/// Two new pipes, one each way: the ends of a connection (ENOBUFS when
+/// the pipes have no room for them).
+pub fn new_connection(k: &mut Kernel) -> Result<(u64, u64), i32> {
+    let capacity = k.pipes.room.for_new(2).map_err(|_| libc::ENOBUFS)?;
     let (one, two) = (k.pipes.next, k.pipes.next + 1);
     k.pipes.next += 2;
-    k.pipes.buffers.insert(one, VecDeque::new());
-    k.pipes.buffers.insert(two, VecDeque::new());
+    k.pipes.create(one, capacity);
+    k.pipes.create(two, capacity);
     k.pipes.note_activity();
-    (one, two)
+    Ok((one, two))
 }
 
 /// Bytes waiting in pipe `id`.
@@ -433,6 +514,7 @@ pub fn settle(k: &mut Kernel) {
         && k.pipes.counters.is_empty()
         && !k.pipes.activity
         && k.sockets.is_empty()
+        && k.epolls.is_empty()
     {
         return;
     }
@@ -477,14 +559,76 @@ pub fn settle(k: &mut Kernel) {
         k.restart(tid, nr);
     }
     if changed {
-        collect(k);
-        super::sys_epoll::collect(k);
+        let processes =
+            |v: &[(super::process::Pid, u64)]| v.iter().map(|(p, _)| *p).collect::<Vec<_>>();
+        let everything = k
+            .pipes
+            .seen
+            .as_ref()
+            .is_none_or(|(seen, _)| processes(seen) != processes(&now.0));
+        collect(k, everything);
         k.pipes.seen = Some((k.removal_versions(), k.sockets.queued_ends().count()));
     }
 }
 
-/// Forgets pipes with no end left open.
-fn collect(k: &mut Kernel) {
+/// Forgets the pipes, counters, epolls and bound sockets whose last
+/// description went: only those that lost one since the last look, unless
+/// `everything` (a process came or went), so a close costs the same
+/// however many descriptors are open.
+fn collect(k: &mut Kernel, everything: bool) {
+    let dropped = k.take_dropped();
+    if everything {
+        collect_all(k);
+        return;
+    }
+    let mut candidates = dropped;
+    while let Some(h) = candidates.pop() {
+        if k.held_anywhere(h) {
+            continue;
+        }
+        match h {
+            Held::PipeEnd { id, write } => {
+                if end_open(k, id, !write) || queued(k, id) {
+                    continue;
+                }
+                forget_pipe(k, id);
+            }
+            Held::Counter(id) => {
+                k.pipes.counters.remove(&id);
+            }
+            Held::Epoll(id) => super::sys_epoll::forget(k, id),
+            Held::Bound(id) => {
+                // Connections it never accepted go with it.
+                for (rx, tx) in super::sys_net::forget(k, id) {
+                    candidates.push(Held::PipeEnd {
+                        id: rx,
+                        write: false,
+                    });
+                    candidates.push(Held::PipeEnd {
+                        id: tx,
+                        write: true,
+                    });
+                }
+            }
+        }
+    }
+}
+
+/// Pipe `id`'s buffer and capacity go.
+fn forget_pipe(k: &mut Kernel, id: u64) {
+    if k.pipes.buffers.remove(&id).is_some() {
+        let capacity = k.pipes.capacities.remove(&id).unwrap_or(CAPACITY);
+        k.pipes.room.held -= capacity as u64;
+    }
+}
+
+/// Whether a connection waiting in a listener's queue holds pipe `id`.
+fn queued(k: &Kernel, id: u64) -> bool {
+    k.sockets.queued_ends().any(|(rx, tx)| rx == id || tx == id)
+}
+
+/// [`collect`] by a look at every descriptor of every process.
+fn collect_all(k: &mut Kernel) {
     let open: std::collections::BTreeSet<u64> = k
         .all_open_files()
         .flat_map(|f| match f.kind {
@@ -495,8 +639,20 @@ fn collect(k: &mut Kernel) {
         .chain(k.sockets.queued_ends().flat_map(|(rx, tx)| [rx, tx]))
         .collect();
     super::sys_net::collect(k);
-    k.pipes.buffers.retain(|id, _| open.contains(id));
-    k.pipes.capacities.retain(|id, _| open.contains(id));
+    super::sys_epoll::collect(k);
+    let Pipes {
+        buffers,
+        capacities,
+        room,
+        ..
+    } = &mut k.pipes;
+    buffers.retain(|id, _| {
+        let keep = open.contains(id);
+        if !keep {
+            room.held -= capacities.remove(id).unwrap_or(CAPACITY) as u64;
+        }
+        keep
+    });
     let counters: std::collections::BTreeSet<u64> = k
         .all_open_files()
         .filter_map(|f| match f.kind {

@@ -579,14 +579,12 @@ fn sys_signalfd4(k: &mut Kernel, _: &mut dyn FpuAccess, a: [u64; 6]) -> SysResul
     // SIGKILL and SIGSTOP cannot be read from a descriptor.
     let mask = mask & !signal::UNBLOCKABLE;
     if fd as i32 != -1 {
-        return match k.files.get_mut(fd as i32) {
-            Some(f) => match &mut f.kind {
-                FileKind::SignalFd { mask: m } => {
-                    *m = mask;
-                    SysResult::Ret(fd as i64)
-                }
-                _ => err(libc::EINVAL),
-            },
+        return match k.files.get(fd as i32).map(|f| &f.kind) {
+            Some(FileKind::SignalFd { .. }) => {
+                k.files.set_kind(fd as i32, FileKind::SignalFd { mask });
+                SysResult::Ret(fd as i64)
+            }
+            Some(_) => err(libc::EINVAL),
             None => err(libc::EBADF),
         };
     }
