@@ -21,13 +21,15 @@
 //! A thread that never blocks or yields (polling in a loop of work and
 //! atomics) is treated the same way through its time slice: using one up
 //! is a yield, using up two in a row (no other thread ran between) a spin.
+//! A runnable thread that waited `STARVATION_BOUND` steps runs anyway, for
+//! a slice: priorities order threads, they never starve one for good.
 
 use std::collections::BTreeMap;
 
 use rand_chacha::ChaCha8Rng;
 use rand_core::{RngCore, SeedableRng};
 
-use super::{SchedView, SliceWatch, SpinWatch, Strategy, splitmix64};
+use super::{SchedView, SliceWatch, SpinWatch, StarveWatch, Strategy, splitmix64};
 use crate::ids::Tid;
 
 /// Initial priorities lie above this; yielding threads just below it.
@@ -49,6 +51,7 @@ pub struct Pct {
     next_spinner: u64,
     spin: SpinWatch,
     slice: SliceWatch,
+    starve: StarveWatch,
     /// Change points, by decision index, with the priority each one sets.
     change_points: BTreeMap<u64, u64>,
     /// Decisions taken so far.
@@ -78,6 +81,7 @@ impl Pct {
             next_spinner: CHANGE_BASE - 1,
             spin: SpinWatch::default(),
             slice: SliceWatch::default(),
+            starve: StarveWatch::default(),
             change_points,
             index: 0,
         }
@@ -118,7 +122,9 @@ impl Strategy for Pct {
             Some((at, _)) => v.step + 1 + (at - self.index),
             None => u64::MAX,
         };
-        change.min(self.slice.ends_at(v))
+        change
+            .min(self.slice.ends_at(v))
+            .min(self.starve.next_due(v))
     }
 
     fn pick(&mut self, v: &SchedView) -> Tid {
@@ -136,7 +142,10 @@ impl Strategy for Pct {
             self.priorities.insert(v.current, self.next_yielder);
             self.next_yielder -= 1;
         }
-        self.highest(v.runnable)
+        match self.starve.due(v) {
+            Some(starved) => starved,
+            None => self.highest(v.runnable),
+        }
     }
 }
 

@@ -14,14 +14,15 @@
 //! instead, so the others run first; among spinners (two threads waiting
 //! for each other with yields, a barrier built from them) the one that
 //! started spinning last goes last, so they take turns rather than the
-//! lower thread id winning every tie.
+//! lower thread id winning every tie. A runnable thread that waited
+//! `STARVATION_BOUND` steps runs anyway, for a slice.
 
 use std::collections::BTreeMap;
 
 use rand_chacha::ChaCha8Rng;
 use rand_core::{RngCore, SeedableRng};
 
-use super::{SchedView, SpinWatch, Strategy};
+use super::{SchedView, SpinWatch, StarveWatch, Strategy};
 use crate::ids::Tid;
 
 pub struct Pos {
@@ -31,6 +32,7 @@ pub struct Pos {
     /// Breaks ties between spinners (priority 0): later spinners rank lower.
     spin_rank: BTreeMap<Tid, u64>,
     next_rank: u64,
+    starve: StarveWatch,
 }
 
 impl Pos {
@@ -41,6 +43,7 @@ impl Pos {
             spin: SpinWatch::default(),
             spin_rank: BTreeMap::new(),
             next_rank: u64::MAX - 1,
+            starve: StarveWatch::default(),
         }
     }
 }
@@ -72,6 +75,7 @@ impl Strategy for Pos {
             self.spin_rank.insert(v.current, self.next_rank);
             self.next_rank -= 1;
         }
+        let starved = self.starve.due(v);
         let rng = &mut self.rng;
         let mut best = None;
         for &t in v.runnable {
@@ -81,7 +85,7 @@ impl Strategy for Pos {
                 best = Some((t, (p, rank)));
             }
         }
-        best.expect("runnable is never empty").0
+        starved.unwrap_or(best.expect("runnable is never empty").0)
     }
 }
 
