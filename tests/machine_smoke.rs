@@ -218,3 +218,67 @@ fn rdtsc_and_rdtscp_always_fault_so_time_stays_virtual() {
     // The monitor's own clock still works after the guest ran.
     let _ = std::time::Instant::now();
 }
+
+#[test]
+fn pages_written_before_an_invalidation_stay_in_the_dirty_log() {
+    let mem = PhysMemory::new(64 << 20).unwrap();
+    let mut space = AddressSpace::new(&mem);
+    let mut m = Machine::new(&mem).unwrap();
+    // loop: mov [0x500000], rax; inc rax; syscall; jmp loop
+    let code: Vec<u8> = [
+        &[0x48, 0x89, 0x04, 0x25, 0, 0, 0x50, 0][..],
+        &[0x48, 0xff, 0xc0],
+        &[0x0f, 0x05],
+        &[0xeb, 0xf1],
+    ]
+    .concat();
+    let rx = Prot {
+        read: true,
+        write: false,
+        exec: true,
+    };
+    let file = |data: Vec<u8>| Backing::file(std::sync::Arc::new(data), 0);
+    space
+        .map(
+            &mem,
+            Placement::Fixed(0x40_0000),
+            4096,
+            rx,
+            file(code),
+            "code",
+        )
+        .unwrap();
+    space
+        .map(
+            &mem,
+            Placement::Fixed(0x50_0000),
+            4096,
+            Prot::RW,
+            Backing::Anon,
+            "data",
+        )
+        .unwrap();
+    space.fault(&mem, 0x40_0000, Access::Exec).unwrap();
+    space.fault(&mem, 0x50_0000, Access::Write).unwrap();
+    let data_page = space.page_of(&mem, 0x50_0000).expect("mapped");
+    let mut regs = UserRegs {
+        rip: 0x40_0000,
+        rsp: 0x60_0000,
+        rflags: 2,
+        ..Default::default()
+    };
+    m.take_dirty_log().unwrap();
+    for round in 0..3 {
+        m.resume(&mem, &regs);
+        assert_eq!(m.run().unwrap(), Exit::Syscall);
+        regs = m.user_regs().unwrap();
+        m.invalidate_translations().unwrap();
+        let log = m.take_dirty_log().unwrap();
+        let page = (data_page / 4096) as usize;
+        assert!(
+            log[page / 64] >> (page % 64) & 1 == 1,
+            "round {round}: the write before the invalidation is logged"
+        );
+        assert_eq!(space.read_u64(&mem, 0x50_0000).unwrap(), round);
+    }
+}

@@ -7,7 +7,7 @@
 //! process, maps those very pages. Copying between address spaces could
 //! never work on the nested KVM these machines run on: a change the
 //! monitor makes to a present page-table entry stays invisible to the
-//! guest until the memory slot is re-registered. Data pages written by
+//! guest until translations are invalidated. Data pages written by
 //! anyone are seen at once.
 //!
 //! A file's object has all the pages its mappings cover from the moment

@@ -672,10 +672,8 @@ impl Vm {
                 pages += 1;
             }
         }
-        // Page tables changed back: drop every translation the guest cached,
-        // and the dirty records that doing so leaves behind.
+        // Page tables changed back: drop every translation the guest cached.
         self.machine.invalidate_translations()?;
-        self.machine.take_dirty_log()?;
         self.machine.forget_loaded_state();
         let stream = self.kernel.observer().streams_output();
         let record = self.kernel.observer().trace().events().is_some();
