@@ -296,6 +296,8 @@ struct Word {
     /// A thread that neither held it nor waited for it set it free: it is
     /// no lock (a flag, a parker's state, a slot).
     refuted: bool,
+    /// The instruction that last took it.
+    taken_at: u64,
     /// A thread that failed to take it went on in a lock's slow path: a
     /// futex wait of that thread waits for it wherever the word is
     /// (parking_lot parks a thread on a word of its own).
@@ -385,6 +387,10 @@ pub struct LockTracker {
     /// The word each thread last failed to take, and where: what it waits
     /// for when it then sleeps in a futex wait on that word.
     attempts: BTreeMap<Tid, Attempt>,
+    /// Instructions that take locks: their code says so, or they retried a
+    /// lock or took one later waited or woken on. A word with evidence
+    /// taken by any other instruction holds another object now.
+    acquiring: BTreeSet<u64>,
     /// The last release of each lock: by whom, where.
     last_release: BTreeMap<u64, (Tid, u64)>,
     /// Handoffs seen: (release site in one thread, acquire site of the same
@@ -525,6 +531,16 @@ impl LockTracker {
             let retried = attempted.is_some_and(|at| {
                 at.lock == addr && at.instruction == a.instruction && at.only_this_word
             }) && a.expects_free();
+            let acquires = a.role.is_some() || retried || self.acquiring.contains(&a.instruction);
+            if !acquires && word.is_some_and(|w| w.evidence) {
+                // A lock's word taken by code that has never taken a lock:
+                // the lock's memory was freed and now holds something else
+                // (a channel's index where a waker's mutex was).
+                self.forget_word(addr);
+            }
+            if a.role.is_some() || retried {
+                self.acquiring.insert(a.instruction);
+            }
             // Taking other words on the way (a parking lot's bucket lock)
             // is part of waiting for this one.
             if attempted.is_some_and(|at| at.lock == addr) {
@@ -532,6 +548,7 @@ impl LockTracker {
             }
             let w = self.words.entry(addr).or_default();
             w.evidence |= a.role.is_some() || retried;
+            w.taken_at = a.instruction;
             self.take_word(tid, site, addr, a.role);
         } else if a.written == Some(0) && a.read != 0 {
             match word.and_then(|w| w.holder) {
@@ -624,6 +641,18 @@ impl LockTracker {
         self.reported.remove(&addr);
     }
 
+    /// Forgets all that is known of the word at `addr`: it holds another
+    /// object now.
+    fn forget_word(&mut self, addr: u64) {
+        self.words.remove(&addr);
+        self.order.forget(addr);
+        self.last_release.remove(&addr);
+        self.attempts.retain(|_, at| at.lock != addr);
+        for t in self.threads.values_mut() {
+            t.held.retain(|h| h.lock != addr);
+        }
+    }
+
     fn word_released(&mut self, tid: Tid, addr: u64) {
         let w = self.words.entry(addr).or_default();
         w.holder = None;
@@ -635,9 +664,11 @@ impl LockTracker {
     /// `tid` sleeps in a futex wait on `addr`: a word it failed to take is
     /// waited for as a lock is.
     pub fn on_futex_wait(&mut self, tid: Tid, addr: u64) {
-        if self.attempts.get(&tid).is_some_and(|at| at.lock == addr) {
+        if let Some(at) = self.attempts.get(&tid).filter(|at| at.lock == addr) {
             if let Some(w) = self.words.get_mut(&addr) {
                 w.evidence = true;
+                self.acquiring.insert(w.taken_at);
+                self.acquiring.insert(at.instruction);
             }
         }
     }
@@ -649,6 +680,7 @@ impl LockTracker {
         if let Some(w) = self.words.get_mut(&addr) {
             if released_by_it && w.holder.is_none() {
                 w.evidence = true;
+                self.acquiring.insert(w.taken_at);
             }
         }
     }
@@ -917,6 +949,50 @@ mod tests {
         t.on_word(Tid(1), 3, 0xc0, &cas(0x200, 0x200, 0, None));
         t.on_word(Tid(2), 2, 0xc0, &cas(0, 0, 0x300, None));
         assert!(!t.words[&0xc0].evidence);
+    }
+
+    #[test]
+    fn a_locks_memory_reused_by_other_code_is_a_lock_no_more() {
+        // A waker's mutex in a freed block, taken and released by the
+        // mutex's code (instruction 0x10); the block then holds a
+        // channel's index, which its receive (instruction 0x20, no lock's
+        // code) moves from 0 while the thread holds other such indices.
+        let at = |a: WordAccess, instruction| WordAccess { instruction, ..a };
+        let mut t = LockTracker::default();
+        for l in [0xa0, 0xb0] {
+            t.on_word(Tid(1), 1, l, &at(cas(0, 0, 1, LOCK), 0x10));
+            t.on_word(Tid(1), 2, l, &at(swap(1, 0, None), 0x11));
+            assert!(t.is_lock(l));
+        }
+        let take = at(cas(0, 0, 1, None), 0x20);
+        for (tid, first, second) in [(2, 0xa0, 0xb0), (3, 0xb0, 0xa0)] {
+            t.on_word(Tid(tid), 3, first, &take);
+            t.on_word(Tid(tid), 3, second, &take);
+            // The channel is freed and its block reused: 0 again.
+            t.on_word(Tid(tid), 4, second, &at(cas(0, 0, 0, None), 0x30));
+            t.on_word(Tid(tid), 4, first, &at(cas(0, 0, 0, None), 0x30));
+        }
+        assert!(!t.is_lock(0xa0) && !t.is_lock(0xb0));
+        assert!(t.inversions().is_empty());
+        // The mutex's own code taking it again: a lock, as before.
+        abba(
+            &mut t,
+            at(cas(0, 0, 1, LOCK), 0x10),
+            at(swap(1, 0, None), 0x11),
+        );
+        assert_eq!(t.inversions().len(), 1);
+        // A spinlock known only by its retry stays a lock wherever it is
+        // taken from: its instruction is known to acquire.
+        let mut t = LockTracker::default();
+        let spin = at(cas(0, 0, 1, None), 0x40);
+        t.on_word(Tid(1), 1, 0xc0, &spin);
+        t.on_word(Tid(2), 2, 0xc0, &at(cas(0, 1, 1, None), 0x40));
+        t.on_word(Tid(1), 3, 0xc0, &at(swap(1, 0, None), 0x41));
+        t.on_word(Tid(2), 2, 0xc0, &spin);
+        t.on_word(Tid(2), 3, 0xc0, &at(swap(1, 0, None), 0x41));
+        assert!(t.is_lock(0xc0));
+        t.on_word(Tid(1), 1, 0xc0, &spin);
+        assert!(t.is_lock(0xc0), "taken again by the same instruction");
     }
 
     #[test]
