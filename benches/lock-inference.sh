@@ -35,6 +35,9 @@ done
 for o in -O1 -O2; do
   cases+=("index_publish $o|$(build index_publish $o)||none")
 done
+for o in -O0 -O2; do
+  cases+=("reused_lock $o|$(build reused_lock $o)||none")
+done
 for p in release debug; do
   cases+=("std channels ($p)|$ROOT/target/$p/examples/channels||none")
   cases+=("std Mutex inversion ($p)|$ROOT/target/$p/examples/mutex_inversions|std|found")

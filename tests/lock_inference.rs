@@ -128,6 +128,14 @@ fn an_index_published_next_to_a_spinlock_gets_no_finding_under_any_strategy() {
 }
 
 #[test]
+fn a_locks_memory_reused_for_claim_flags_gets_no_finding_under_any_strategy() {
+    let dir = tempfile::tempdir().unwrap();
+    for opt in ["-O0", "-O2"] {
+        no_finding_under_any_strategy(&program(dir.path(), "reused_lock", opt), &[]);
+    }
+}
+
+#[test]
 fn std_channels_get_no_finding_under_any_strategy() {
     no_finding_under_any_strategy(&example("channels"), &[]);
 }
