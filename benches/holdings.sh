@@ -45,7 +45,7 @@ for n in 1000 8000; do
         measure "$n pipes, $s round trips" --target "$WORK/many_pipes" -- "$n" "$s"
     done
 done
-for n in 500 4000; do
+for n in 500 4000 8000; do
     measure "$n parked threads" --memory 2048 --target "$WORK/many_threads" -- "$n"
 done
 measure "20 ftruncate to 1 GiB, fill (--memory 1024)" --memory 1024 --target "$WORK/overlay_fill"
