@@ -251,3 +251,38 @@ fn pthread_inversions_are_found_as_before() {
         assert_found(&v, h, "deadlocked");
     }
 }
+
+#[test]
+fn checks_summary_names_a_cycles_locks_and_sites_as_the_program_does() {
+    let dir = tempfile::tempdir().unwrap();
+    let futex = program(dir.path(), "futex_inversion", "-O2");
+    let cache = tempfile::tempdir().unwrap();
+    let out = cli()
+        .env("XDG_CACHE_HOME", cache.path())
+        .args(["check", "--schedules", "3", "--target"])
+        .arg(&futex)
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stderr);
+    let cycle: Vec<&str> = text.lines().filter(|l| l.contains(" took ")).collect();
+    assert_eq!(cycle.len(), 2, "{text}");
+    for line in cycle {
+        for name in ["accounts_lock", "ledger_lock", "futex_inversion.c:"] {
+            assert!(line.contains(name), "{name} is not in {line:?}");
+        }
+        assert!(!line.contains("0x"), "a bare address in {line:?}");
+    }
+    let v = check(&futex, &[], "pct:3", 3, &[]);
+    let edges = &v["first_failure"]["potential_deadlocks"][0]["edges"];
+    let names: Vec<&str> = edges
+        .as_array()
+        .expect("edges")
+        .iter()
+        .flat_map(|e| [&e["holding_name"], &e["acquiring_name"]])
+        .filter_map(Value::as_str)
+        .collect();
+    assert!(
+        names.iter().all(|n| n.ends_with("_lock")),
+        "names in check's JSON: {names:?}"
+    );
+}

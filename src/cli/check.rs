@@ -201,13 +201,14 @@ pub fn check(a: CheckArgs) -> Result<u8, UserError> {
         None => None,
     };
     let replay = saved.as_ref().map(|p| replay_command(&a.target, p));
-    let (rwd_file, headline) = match (first, &saved) {
+    let (rwd_file, named) = match (first, &saved) {
         (Some(t), Some(schedule_file)) => {
-            let (path, headline) = save_rwd(&a, &cfg, &source, t, schedule_file)?;
-            (Some(path), Some(headline))
+            let (path, named) = save_rwd(&a, &cfg, &source, t, schedule_file)?;
+            (Some(path), Some(named))
         }
         _ => (None, None),
     };
+    let headline = named.as_ref().map(|n| n.headline.clone());
     let files_written: Vec<String> = saved
         .iter()
         .chain(&rwd_file)
@@ -227,7 +228,10 @@ pub fn check(a: CheckArgs) -> Result<u8, UserError> {
                 "kind": t.kind(),
                 "trace_hash": t.report.trace_hash,
                 "steps": t.report.steps,
-                "potential_deadlocks": sym.inversions_json(&t.report.potential_deadlocks),
+                "potential_deadlocks": named.as_ref().map_or_else(
+                    || sym.inversions_json(&t.report.potential_deadlocks),
+                    |n| n.inversions_json.clone(),
+                ),
                 "replay": replay,
             })
         });
@@ -278,11 +282,16 @@ pub fn check(a: CheckArgs) -> Result<u8, UserError> {
                     .clone()
                     .unwrap_or_else(|| t.report.outcome.summary())
             );
-            let mut sym = Symbols::from_mappings(Vec::new());
-            for inv in &t.report.potential_deadlocks {
-                for line in sym.inversion_lines(inv) {
-                    eprintln!("  {line}");
-                }
+            let lines = named.as_ref().map_or_else(
+                || {
+                    let mut sym = Symbols::from_mappings(Vec::new());
+                    let invs = &t.report.potential_deadlocks;
+                    invs.iter().flat_map(|i| sym.inversion_lines(i)).collect()
+                },
+                |n| n.inversion_lines.clone(),
+            );
+            for line in lines {
+                eprintln!("  {line}");
             }
             if let Some(cmd) = &replay {
                 eprintln!("reproduce with: {cmd}");
@@ -335,6 +344,14 @@ fn cache_dir() -> PathBuf {
     crate::fsutil::cache_dir().join("check")
 }
 
+/// What the reproducer of the first failure tells of it, in the
+/// program's names.
+struct Named {
+    headline: String,
+    inversion_lines: Vec<String>,
+    inversions_json: serde_json::Value,
+}
+
 /// Records the first failure again from scratch and writes its reproducer.
 fn save_rwd(
     a: &CheckArgs,
@@ -342,7 +359,7 @@ fn save_rwd(
     source: &crate::kernel::vfs::SharedSource,
     t: &Trial,
     schedule_file: &std::path::Path,
-) -> Result<(PathBuf, String), UserError> {
+) -> Result<(PathBuf, Named), UserError> {
     let path = a.save_rwd.clone().unwrap_or_else(|| {
         let s = schedule_file.to_string_lossy();
         let stem = s.strip_suffix(".schedule.json").unwrap_or(&s);
@@ -358,8 +375,14 @@ fn save_rwd(
             .save_as(schedule_file, crate::fsutil::Readers::Owner)
             .map_err(|e| UserError::bad_input(e.to_string()))?;
     }
-    let headline = crate::rwd::story::StoryTeller::new(&rwd.for_display()).headline();
-    Ok((path, headline))
+    let shown = rwd.for_display();
+    let mut story = crate::rwd::story::StoryTeller::new(&shown);
+    let named = Named {
+        headline: story.headline(),
+        inversion_lines: story.inversion_lines(),
+        inversions_json: story.inversions_json(),
+    };
+    Ok((path, named))
 }
 
 /// The command line that replays a saved schedule of this target.

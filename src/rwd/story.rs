@@ -459,24 +459,54 @@ impl<'a> StoryTeller<'a> {
             }
             Outcome::Exited { .. } => {}
         }
+        for line in self.inversion_lines() {
+            let _ = writeln!(out, "  {line}");
+        }
+        out
+    }
+
+    /// The run's lock-order cycles, a few lines each, the locks and sites
+    /// named as the program names them.
+    pub fn inversion_lines(&mut self) -> Vec<String> {
+        let mut out = Vec::new();
         for inv in self.rwd.potential_deadlocks() {
-            let _ = writeln!(
-                out,
-                "  potential deadlock: a lock-order cycle over {} locks",
+            out.push(format!(
+                "potential deadlock: a lock-order cycle over {} locks",
                 inv.edges.len()
-            );
+            ));
             for e in &inv.edges {
                 let (to, from) = (self.object_name(e.to), self.object_name(e.from));
                 let to_site = self.lock_site(e.to_site).short();
                 let from_site = self.lock_site(e.from_site).short();
-                let _ = writeln!(
-                    out,
-                    "    {} took {to} at {to_site} while holding {from} (taken at {from_site})",
+                out.push(format!(
+                    "  {} took {to} at {to_site} while holding {from} (taken at {from_site})",
                     self.thread(e.thread)
-                );
+                ));
             }
         }
         out
+    }
+
+    /// The run's lock-order cycles as JSON, named as in
+    /// [`StoryTeller::inversion_lines`].
+    pub fn inversions_json(&mut self) -> serde_json::Value {
+        let mut cycles = Vec::new();
+        for inv in self.rwd.potential_deadlocks() {
+            let mut edges = Vec::new();
+            for e in &inv.edges {
+                edges.push(serde_json::json!({
+                    "thread": e.thread,
+                    "holding": format!("{:#x}", e.from),
+                    "holding_name": self.object_name(e.from),
+                    "holding_site": self.lock_site(e.from_site).short(),
+                    "acquiring": format!("{:#x}", e.to),
+                    "acquiring_name": self.object_name(e.to),
+                    "acquiring_site": self.lock_site(e.to_site).short(),
+                }));
+            }
+            cycles.push(serde_json::json!({ "edges": edges }));
+        }
+        serde_json::Value::Array(cycles)
     }
 
     /// For a wrong result: the expected and the actual stdout side by side
