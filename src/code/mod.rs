@@ -9,6 +9,7 @@ pub mod emulate;
 pub mod inline;
 pub mod out_of_line;
 pub mod sites;
+pub mod trampoline;
 pub mod unwind;
 
 use std::sync::Arc;

@@ -93,6 +93,11 @@ pub struct KernelConfig {
     /// spinning deadlocks), so that they replay step for step.
     #[serde(default)]
     pub runtime_caller_sites: bool,
+    /// Patch the sync sites the dispatcher can take with jumps to
+    /// trampolines (see `code::trampoline`) instead of breakpoints: how a
+    /// site reaches the dispatcher, never what a run does.
+    #[serde(skip)]
+    pub site_jumps: bool,
 }
 
 impl KernelConfig {
@@ -112,6 +117,7 @@ impl KernelConfig {
             max_steps: 1_000_000,
             sync_points: SyncPoints::Calls,
             runtime_caller_sites: false,
+            site_jumps: false,
         }
     }
 }
@@ -715,6 +721,18 @@ impl Kernel {
         // A site the dispatcher cannot take: its invalid opcode.
         if vector == 6 && self.sync_step(rip) {
             return true;
+        }
+        // A jump into an instruction a site's jump moved to its trampoline
+        // (a `switch`'s table, a landing pad): its first byte traps; it runs
+        // in its copy.
+        let trapped = match vector {
+            3 => Some(rip.wrapping_sub(1)),
+            6 => Some(rip),
+            _ => None,
+        };
+        if let Some(copy) = trapped.and_then(|a| self.mm.moved_copy(a)) {
+            self.cur().regs.rip = copy;
+            return false;
         }
         let sig = |signo: u32, code: i32, addr: u64| thread::PendingSignal {
             signo,

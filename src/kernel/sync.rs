@@ -240,6 +240,7 @@ impl Kernel {
                 data,
                 offset,
                 sites,
+                ..
             } = &v.backing
             else {
                 return;
@@ -279,6 +280,13 @@ impl Kernel {
         let fs = self.cur().fs_base;
         match emulate::execute(&instr, &mut regs, fs, &mut ThreadMemory(self)) {
             Ok(access) => {
+                // The instructions after a jump's site run in its
+                // trampoline.
+                if regs.rip == p.va + u64::from(p.site.len) {
+                    if let Some((jump, bias)) = self.mm.jump_at(p.va) {
+                        regs.rip = jump.after.wrapping_add(bias);
+                    }
+                }
                 self.cur().regs = regs;
                 if let Some(a) = access {
                     self.obs.sync_access(tid, &p.reported, p.site.kind, &a);

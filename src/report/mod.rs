@@ -32,7 +32,7 @@ pub fn mappings(mm: &AddressSpace) -> Vec<Mapping> {
                 path: v.name.clone(),
                 data: data.clone(),
             }),
-            Backing::Anon | Backing::Shared { .. } => None,
+            Backing::Anon | Backing::Shared { .. } | Backing::Jumps { .. } => None,
         })
         .collect()
 }
