@@ -119,10 +119,33 @@ rewind_sites_jump:
     jne 9f
 
     /* A step that gives way is buffered only while nothing could take
-       the thread's place (%rsi is still its step number). */
-2:  testb ${yield_flag}, 18(%r10)
+       the thread's place (%rsi is still its step number): a spin's, and a
+       retry-loop atomic's when the thread retries it (its previous step,
+       the ring's last entry or the one published, was this site). */
+2:  movzbl 18(%r10), %eax
+    testb ${yield_flag}, %al
+    jnz 25f
+    testb ${retry_flag}, %al
     jz 24f
-    cmp {yield_limit}(%rbp), %rsi
+    cmpq $0, {retry_always}(%rbp)
+    jne 25f
+    mov 32(%rbx), %rax
+    cmp 24(%rbx), %rax
+    je 26f
+    dec %rax
+    xor %edx, %edx
+    divq 40(%rbx)
+    shl $5, %rdx
+    lea 64(%rbx,%rdx), %rax
+    mov 136(%rbp), %rdx
+    cmpq ${op_site}, (%rax)
+    jne 24f
+    cmp 16(%rax), %rdx
+    je 25f
+    jmp 24f
+26: cmp {last_site}(%rbp), %rdx
+    jne 24f
+25: cmp {yield_limit}(%rbp), %rsi
     jae 9f
 
     /* The operand's address: displacement + base + (index << scale), or

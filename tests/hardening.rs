@@ -479,13 +479,14 @@ fn gdb_copies_the_program_into_a_private_directory_it_removes_on_every_exit() {
 }
 
 /// A fuzzing session of `hello` whose output the oracle rejects (so it has
-/// a finding to copy), sharing `sync` as `me`.
-fn fuzz_hello_into(sync: &Path, out: &Path, time: &str) -> Output {
+/// a finding to copy), sharing `sync` as `me`, for `execs` executions (a
+/// count, not a time: a loaded host runs fewer in a second).
+fn fuzz_hello_into(sync: &Path, out: &Path, execs: &str) -> Output {
     cli()
         .args(["fuzz", "--target"])
         .arg(harness("hello"))
         .args(["--oracle", "grep -q goodbye", "--jobs", "1", "-q"])
-        .args(["--time", time, "--sync-id", "me", "-o"])
+        .args(["--execs", execs, "--sync-id", "me", "-o"])
         .arg(out)
         .arg("--sync-dir")
         .arg(sync)
@@ -512,7 +513,7 @@ fn links_planted_in_a_sync_directory_are_never_followed() {
     let dir = tempfile::tempdir().unwrap();
     let d = dir.path();
     // A first session shows the names a session publishes under.
-    let first = fuzz_hello_into(&d.join("sync1"), &d.join("out1"), "2s");
+    let first = fuzz_hello_into(&d.join("sync1"), &d.join("out1"), "40");
     assert_eq!(first.status.code(), Some(1), "{}", stderr(&first));
     let queue = names_in(&d.join("sync1/me/queue"));
     let findings = names_in(&d.join("sync1/me/findings"));
@@ -537,7 +538,7 @@ fn links_planted_in_a_sync_directory_are_never_followed() {
     let linked_peer = sync.join("linked-peer");
     std::os::unix::fs::symlink(d.join("sync1/me"), &linked_peer).unwrap();
 
-    let second = fuzz_hello_into(&sync, &d.join("out2"), "3s");
+    let second = fuzz_hello_into(&sync, &d.join("out2"), "60");
     let err = stderr(&second);
     assert_eq!(second.status.code(), Some(1), "{err}");
     assert_eq!(std::fs::read_to_string(&victim).unwrap(), "keep me");
@@ -556,7 +557,7 @@ fn links_planted_in_a_sync_directory_are_never_followed() {
     let lock_sync = d.join("sync3");
     std::fs::create_dir_all(lock_sync.join("me")).unwrap();
     std::os::unix::fs::symlink(&victim, lock_sync.join("me/.lock")).unwrap();
-    let third = fuzz_hello_into(&lock_sync, &d.join("out3"), "1s");
+    let third = fuzz_hello_into(&lock_sync, &d.join("out3"), "20");
     assert_eq!(third.status.code(), Some(2), "{}", stderr(&third));
     assert_eq!(stderr(&third).trim_end().lines().count(), 1);
     assert_eq!(std::fs::read_to_string(&victim).unwrap(), "keep me");

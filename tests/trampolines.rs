@@ -12,7 +12,8 @@ use std::process::Command;
 use common::config;
 use rewind_fuzz::code::SyncPoints;
 use rewind_fuzz::kernel::vfs::FileSource;
-use rewind_fuzz::sched::{Pct, RandomWalk, Strategy, StrategyKind};
+use rewind_fuzz::observe::trace::Operation;
+use rewind_fuzz::sched::{Pct, RandomWalk, Replay, Strategy, StrategyKind};
 use rewind_fuzz::vm::{RunReport, SnapshotAt, Vm};
 
 /// How sync sites reach the monitor (see `tests/hint_ring.rs`).
@@ -322,4 +323,78 @@ fn a_program_mapping_over_its_trampolines_takes_their_place() {
     let out = String::from_utf8_lossy(&r.stdout);
     assert!(out.contains("noreplace placed fixed placed"), "{out}");
     assert!(out.contains("counter 300"), "{out}");
+}
+
+const CHANNELS: &str = r#"
+use std::sync::mpsc;
+fn main() {
+    let n: u64 = std::env::args().nth(1).map(|s| s.parse().unwrap()).unwrap_or(20000);
+    let (tx, rx) = mpsc::channel::<u64>();
+    let senders: Vec<_> = (0..2)
+        .map(|t| {
+            let tx = tx.clone();
+            std::thread::spawn(move || (0..n).for_each(|i| tx.send(i + t).unwrap()))
+        })
+        .collect();
+    drop(tx);
+    let sum: u64 = rx.iter().sum();
+    senders.into_iter().for_each(|s| s.join().unwrap());
+    println!("{sum}");
+}
+"#;
+
+/// The sync-site steps of an atomics-heavy program (two threads sending
+/// 5,000 messages each over std's channel) leave the guest at most once
+/// in fifty under the default strategy, PCT and the replay of PCT's
+/// schedule.
+#[test]
+fn at_most_one_sync_site_step_in_fifty_leaves_the_guest() {
+    let dir = tempfile::tempdir().unwrap();
+    let exe = build(dir.path(), "rustc", "channels", "rs", CHANNELS, &["-O"]);
+    let site_steps = |r: &RunReport| {
+        r.events
+            .as_ref()
+            .expect("events recorded")
+            .iter()
+            .filter(|e| matches!(e.op, Operation::Sync { .. }))
+            .count() as u64
+    };
+    let pct = run(
+        &exe,
+        &["5000"],
+        Path3::Jumps,
+        Box::new(Pct::new(3, 40_000, 7)),
+    );
+    let runs = [
+        (
+            "default",
+            run(
+                &exe,
+                &["5000"],
+                Path3::Jumps,
+                StrategyKind::Default.build(0, 0),
+            ),
+        ),
+        (
+            "replay",
+            run(
+                &exe,
+                &["5000"],
+                Path3::Jumps,
+                Box::new(Replay::new(pct.schedule.clone())),
+            ),
+        ),
+        ("pct:3", pct),
+    ];
+    let native = Command::new(&exe).arg("5000").output().unwrap().stdout;
+    for (name, r) in runs {
+        assert_eq!(r.stdout, native, "{name}");
+        let sites = site_steps(&r);
+        assert!(sites > 20_000, "{name}: {sites} site steps");
+        assert!(
+            r.buffered_sites * 50 >= sites * 49,
+            "{name}: {} of {sites} site steps without an exit",
+            r.buffered_sites
+        );
+    }
 }

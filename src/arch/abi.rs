@@ -116,7 +116,7 @@ pub const RING_ENTRIES: u64 = (RING_SIZE / 8 - RING_HEADER_WORDS) / RING_ENTRY_W
 // | 8..16 | the operand's displacement; for a RIP-relative operand ([`SITES_RIPREL_FLAG`]), its address minus the descriptor's |
 // | 16 | base register (x86 number, [`SITES_NO_REG`] for none) |
 // | 17 | index register |
-// | 18 | scale as a shift, with [`SITES_RUNTIME_FLAG`], [`SITES_RIPREL_FLAG`] and [`SITES_YIELD_FLAG`] |
+// | 18 | scale as a shift, with [`SITES_RUNTIME_FLAG`], [`SITES_RIPREL_FLAG`], [`SITES_YIELD_FLAG`] and [`SITES_RETRY_FLAG`] |
 // | 19 | operand size in bytes (1, 2, 4, 8, 16; 0 for none: a spin's `pause` or branch) |
 // | 20..24 | the copy's address minus the descriptor's (i32) |
 // | 24..32 | a table entry's: the 8 bytes after the site's first byte, as the entry was made |
@@ -167,6 +167,13 @@ pub const SITES_SAVE_DESC: u64 = 23;
 /// loop), written by the monitor with the ring's: the ring's own when no
 /// other thread can run (nothing to give way to), else 0.
 pub const SITES_YIELD_LIMIT: u64 = 24;
+/// The site (instruction address) of the running thread's last step when
+/// the monitor entered it, or 0: a retry-loop atomic taken again first
+/// thing is a retry.
+pub const SITES_LAST_SITE: u64 = 25;
+/// 1 when a retry-loop atomic gives way at every hit (the format-6 step
+/// rules), 0 when only at a retry.
+pub const SITES_RETRY_ALWAYS: u64 = 26;
 /// Top of the dispatcher's stack (an offset in the data).
 pub const SITES_STACK_TOP: u64 = 0x1000;
 /// Side records, one per place in a batch of ring entries (the entries
@@ -186,9 +193,14 @@ pub const SITES_RUNTIME_FLAG: u8 = 0x80;
 /// The flag in a descriptor's scale byte of a RIP-relative operand, whose
 /// displacement is then relative to the descriptor.
 pub const SITES_RIPREL_FLAG: u8 = 0x40;
-/// The flag in a descriptor's scale byte of a site whose step gives way:
-/// buffered only below [`SITES_YIELD_LIMIT`].
+/// The flag in a descriptor's scale byte of a site whose step gives way (a
+/// spin): buffered only below [`SITES_YIELD_LIMIT`].
 pub const SITES_YIELD_FLAG: u8 = 0x20;
+/// The flag of an atomic in a retry loop, whose step gives way when the
+/// thread retries it: its previous step (the ring's last entry, or
+/// [`SITES_LAST_SITE`] when the ring holds none since the exit) was the
+/// same site.
+pub const SITES_RETRY_FLAG: u8 = 0x10;
 pub const SITES_DATA_SIZE: u64 = SITES_SIDE_OFFSET + RING_ENTRIES * SITES_SIDE_WORDS * 8;
 /// The ring entry's op of a sync site (not a [`HintOp`]).
 pub const RING_OP_SITE: u64 = 0x5349_5445; // "SITE"

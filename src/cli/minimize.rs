@@ -194,6 +194,7 @@ pub fn minimize(a: MinimizeArgs) -> Result<u8, UserError> {
         };
         let mut cfg = t.config()?;
         cfg.kernel.sync_points = replay_level(t.sync_points, &schedule, &name)?;
+        cfg.kernel.step_rules = schedule.step_rules();
         let source = FileSource::host();
         // The failure to keep is the one this schedule gives.
         let mut vm = Vm::new(&cfg, source.clone()).map_err(vm_error)?;

@@ -114,6 +114,7 @@ pub fn run(a: RunArgs) -> Result<u8, UserError> {
     if let Some((s, f)) = replayed {
         let name = f.display().to_string();
         cfg.kernel.sync_points = replay_level(a.target.sync_points, s, &name)?;
+        cfg.kernel.step_rules = s.step_rules();
     }
     let source = FileSource::host();
     if a.gdb {

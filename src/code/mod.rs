@@ -14,7 +14,7 @@ pub mod unwind;
 
 use std::sync::Arc;
 
-pub use sites::{Site, SiteKind, SiteTable, SyncPoints};
+pub use sites::{Site, SiteKind, SiteTable, StepRules, SyncPoints};
 
 /// One file-backed mapping of the guest, as /proc/self/maps would list it.
 #[derive(Clone, Debug)]

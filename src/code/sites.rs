@@ -81,6 +81,41 @@ impl std::str::FromStr for SyncPoints {
     }
 }
 
+/// How the steps of a run are made, where that changed between versions.
+/// Schedules and reproducers name decisions by step number, so one made
+/// under earlier rules replays under them.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum StepRules {
+    /// Reproducers of format 6 and earlier, schedules of version 2 and
+    /// earlier: an atomic in a retry loop gives way at every hit.
+    Format6,
+    /// An atomic in a retry loop gives way when the thread retries it (its
+    /// previous step was the same instruction): a compare-and-swap that
+    /// succeeds at once waits for nobody.
+    #[default]
+    Format7,
+}
+
+impl StepRules {
+    /// The schedule version that records decisions under these rules.
+    pub fn schedule_version(self) -> u32 {
+        match self {
+            StepRules::Format6 => 2,
+            StepRules::Format7 => 3,
+        }
+    }
+
+    /// The rules a schedule of `version` was made under.
+    pub fn of_schedule(version: u32) -> StepRules {
+        if version <= 2 {
+            StepRules::Format6
+        } else {
+            StepRules::Format7
+        }
+    }
+}
+
 /// What a site does.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]

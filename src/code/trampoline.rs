@@ -41,7 +41,7 @@ use iced_x86::{
 };
 
 use super::out_of_line;
-use super::sites::Site;
+use super::sites::{Site, SiteKind};
 use crate::arch::abi;
 
 /// Bytes that trap when executed as an instruction's first byte in 64-bit
@@ -325,7 +325,11 @@ fn place(
             copies[0].0,
             &operand,
             (object.reports_caller)(site.offset),
-            site.spins,
+            match site.kind {
+                _ if !site.spins => 0,
+                SiteKind::Spin => abi::SITES_YIELD_FLAG,
+                _ => abi::SITES_RETRY_FLAG,
+            },
         ));
         image[at..at + t.len()].copy_from_slice(&t);
         let rel = entry.wrapping_sub(va + 5) as u32;
@@ -439,7 +443,7 @@ fn descriptor(
     copy: u64,
     o: &out_of_line::Operand,
     runtime: bool,
-    yields: bool,
+    gives_way: u8,
 ) -> [u8; DESCRIPTOR as usize] {
     let mut d = [0u8; DESCRIPTOR as usize];
     d[0..8].copy_from_slice(&va.wrapping_sub(desc).to_le_bytes());
@@ -457,7 +461,7 @@ fn descriptor(
         } else {
             0
         }
-        | if yields { abi::SITES_YIELD_FLAG } else { 0 };
+        | gives_way;
     d[19] = o.size;
     d[20..24].copy_from_slice(&(copy.wrapping_sub(desc) as u32).to_le_bytes());
     d
@@ -466,7 +470,6 @@ fn descriptor(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::code::SiteKind;
 
     /// An object of one function at 0x401000 holding `code`.
     fn object_plan(code: &[u8], sites: &[(u64, usize)], targets: &[u64]) -> Trampolines {

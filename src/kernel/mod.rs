@@ -93,6 +93,10 @@ pub struct KernelConfig {
     /// spinning deadlocks), so that they replay step for step.
     #[serde(default)]
     pub runtime_caller_sites: bool,
+    /// How steps are made where that changed between versions (recorded by
+    /// schedules and reproducers, which replay under their own).
+    #[serde(default)]
+    pub step_rules: crate::code::StepRules,
     /// Patch the sync sites the dispatcher can take with jumps to
     /// trampolines (see `code::trampoline`) instead of breakpoints: how a
     /// site reaches the dispatcher, never what a run does.
@@ -117,6 +121,7 @@ impl KernelConfig {
             max_steps: 1_000_000,
             sync_points: SyncPoints::Calls,
             runtime_caller_sites: false,
+            step_rules: crate::code::StepRules::default(),
             site_jumps: false,
         }
     }
@@ -634,7 +639,9 @@ impl Kernel {
     fn begin_step(&mut self) {
         self.obs.begin_step();
         self.now += STEP_QUANTUM_NS;
-        self.cur().yielded = false;
+        let t = self.cur();
+        t.yielded = false;
+        t.last_site = None;
     }
 
     fn finish_step(&mut self, event: Event) {

@@ -44,7 +44,10 @@ std::arch::global_asm!(
     jump_door = const SITES_JUMP_DOOR,
     riprel_flag = const SITES_RIPREL_FLAG,
     yield_flag = const SITES_YIELD_FLAG,
+    retry_flag = const SITES_RETRY_FLAG,
     yield_limit = const SITES_YIELD_LIMIT * 8,
+    last_site = const SITES_LAST_SITE * 8,
+    retry_always = const SITES_RETRY_ALWAYS * 8,
     runtime_flag = const SITES_RUNTIME_FLAG,
     window_words = const SITES_STACK_WINDOW / 8,
     stack_lo = const SITES_STACK_LO * 8,
@@ -182,12 +185,21 @@ impl Kernel {
         }
     }
 
-    /// Publishes below which step the dispatcher may buffer a step that
-    /// gives way (see `abi::SITES_YIELD_LIMIT`).
+    /// Publishes what the dispatcher needs to tell whether a step gives
+    /// way, and below which step it may buffer one that does (see
+    /// `abi::SITES_YIELD_LIMIT`).
     pub fn publish_yield_limit(&mut self, limit: u64) {
-        let at = SITES_DATA_VA + SITES_YIELD_LIMIT * 8;
-        if self.mm.peek_u64(&self.mem, at) != Some(limit) {
-            let _ = self.write_u64(at, limit);
+        let last = self.cur().last_site.unwrap_or(0);
+        let always = u64::from(self.config.step_rules == crate::code::StepRules::Format6);
+        for (word, v) in [
+            (SITES_YIELD_LIMIT, limit),
+            (SITES_LAST_SITE, last),
+            (SITES_RETRY_ALWAYS, always),
+        ] {
+            let at = SITES_DATA_VA + word * 8;
+            if self.mm.peek_u64(&self.mem, at) != Some(v) {
+                let _ = self.write_u64(at, v);
+            }
         }
     }
 
@@ -337,7 +349,7 @@ impl Kernel {
             mm.peek_u64(mem, b.stack_at + at)
         };
         let reported = self.user_site(b.va, &table, off, &b.regs, &window);
-        self.site_step(&site, reported.site, seen);
+        self.site_step(&site, b.va, reported.site, seen);
         Some((site, reported))
     }
 

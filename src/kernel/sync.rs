@@ -94,18 +94,43 @@ impl Kernel {
             Some(u64::from_le_bytes(b))
         };
         let reported = self.user_site(va, &table, off, &regs, &window);
-        self.site_step(&site, reported.site, seen);
+        self.site_step(&site, va, reported.site, seen);
         self.cur().pending_site = Some(PendingSite { va, site, reported });
         true
     }
 
-    /// The step of the current thread at `site`, reported at `user_site`,
-    /// whose operand's address and value are `seen`.
-    pub(super) fn site_step(&mut self, site: &Site, user_site: u64, seen: Option<(u64, u64)>) {
+    /// Whether the current thread's step at `site` (at `va`) gives way: a
+    /// spin always; an atomic in a retry loop when the thread retries it
+    /// (at every hit under the format-6 rules). The site dispatcher decides
+    /// alike (`guest/sites.S`), from the ring and the thread's last site
+    /// published before it ran.
+    pub(super) fn gives_way(&self, site: &Site, va: u64) -> bool {
+        match site.kind {
+            _ if !site.spins => false,
+            crate::code::SiteKind::Spin => true,
+            _ => {
+                self.config.step_rules == crate::code::StepRules::Format6
+                    || self.threads[&self.current].last_site == Some(va)
+            }
+        }
+    }
+
+    /// The step of the current thread at `site` (at `va`), reported at
+    /// `user_site`, whose operand's address and value are `seen`.
+    pub(super) fn site_step(
+        &mut self,
+        site: &Site,
+        va: u64,
+        user_site: u64,
+        seen: Option<(u64, u64)>,
+    ) {
         let tid = self.current;
+        let gives_way = self.gives_way(site, va);
         self.begin_step();
         self.obs.syscall_step(tid, false);
-        self.cur().yielded = site.spins;
+        let t = self.cur();
+        t.yielded = gives_way;
+        t.last_site = Some(va);
         let event = Event {
             step: self.obs.step(),
             thread: tid.0,

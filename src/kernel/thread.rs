@@ -147,6 +147,10 @@ pub struct Thread {
     pub name: String,
     /// Whether the thread asked to give up the CPU at its last step.
     pub yielded: bool,
+    /// The sync site (its instruction's address) of the thread's last step,
+    /// if that step was one: an atomic in a retry loop taken again right
+    /// after is a retry.
+    pub last_site: Option<u64>,
     /// A sync site whose step the thread took and whose instruction it has
     /// not executed yet (it runs when the thread is next entered).
     pub pending_site: Option<PendingSite>,
@@ -196,6 +200,7 @@ impl Thread {
             altstack: AltStack::default(),
             name,
             yielded: false,
+            last_site: None,
             pending_site: None,
             saved_mask: None,
             mempolicy: (0, 0),

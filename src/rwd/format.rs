@@ -21,7 +21,7 @@ use std::sync::Arc;
 use serde::{Deserialize, Serialize};
 
 use crate::arch::abi::HintOp;
-use crate::code::{SiteKind, SyncPoints};
+use crate::code::{SiteKind, StepRules, SyncPoints};
 use crate::kernel::vfs::{HostNode, HostStat, NodeKind};
 use crate::observe::locks::{Inversion, OrderEdge};
 use crate::observe::oracle::Oracle;
@@ -32,13 +32,14 @@ use crate::sched::{Decision, Schedule};
 
 /// The first four bytes of every reproducer.
 pub const MAGIC: [u8; 4] = *b"RWD\0";
-/// The format version this code writes; it reads 1 to 5 too. Version 2
+/// The format version this code writes; it reads 1 to 6 too. Version 2
 /// added the sync-point level, 3 files left out (`WireNode::Host`), 4 the
 /// host's metadata of the recorded files (`Rwd::stats`), 5 the output
 /// oracle (`Rwd::oracle`, `WireOutcome::WrongOutput`), 6 files whose
 /// metadata alone the run looked at (`WireNode::Unread`) and where sync
-/// sites are reported (`Rwd::sites_at`).
-pub const VERSION: u32 = 6;
+/// sites are reported (`Rwd::sites_at`), 7 the step rules
+/// (`Rwd::step_rules`).
+pub const VERSION: u32 = 7;
 /// Bytes before the compressed payload.
 pub const HEADER_LEN: usize = 16;
 /// The largest payload a reader accepts (decompressed). With the decoding
@@ -93,6 +94,9 @@ pub struct Rwd {
     /// Where the runs' sync sites were reported (version 6): a reproducer
     /// of an earlier version replays as it was recorded.
     pub sites_at: SitesAt,
+    /// How the run's steps were made (version 7; earlier versions, under
+    /// `StepRules::Format6`).
+    pub step_rules: StepRules,
 }
 
 /// Where a run reports a sync site that lies in a language runtime's or a
@@ -179,6 +183,22 @@ struct RwdV5 {
     oracle: Option<WireOracle>,
 }
 
+/// Version 6: version 5 and where sync sites are reported.
+#[derive(Deserialize)]
+struct RwdV6 {
+    v5: RwdV5,
+    sites_at: SitesAt,
+}
+
+impl From<RwdV5> for RwdV6 {
+    fn from(v5: RwdV5) -> RwdV6 {
+        RwdV6 {
+            v5,
+            sites_at: SitesAt::RuntimeCaller,
+        }
+    }
+}
+
 impl From<RwdV4> for RwdV5 {
     fn from(v4: RwdV4) -> RwdV5 {
         RwdV5 { v4, oracle: None }
@@ -204,8 +224,9 @@ impl From<RwdV3> for RwdV4 {
     }
 }
 
-impl From<RwdV5> for Rwd {
-    fn from(v5: RwdV5) -> Rwd {
+impl From<RwdV6> for Rwd {
+    fn from(v6: RwdV6) -> Rwd {
+        let RwdV6 { v5, sites_at } = v6;
         let RwdV5 { v4, oracle } = v5;
         let RwdV4 { v3, stats } = v4;
         let RwdV3 { v1, sync_points } = v3;
@@ -222,7 +243,8 @@ impl From<RwdV5> for Rwd {
             sync_points,
             stats,
             oracle,
-            sites_at: SitesAt::RuntimeCaller,
+            sites_at,
+            step_rules: StepRules::Format6,
         }
     }
 }
@@ -717,10 +739,12 @@ impl Rwd {
         let payload = decompress(&data[HEADER_LEN..], declared).map_err(corrupt)?;
         let rwd = match version {
             1 => decode_payload::<RwdV1>(&payload)
-                .map(|v| RwdV5::from(RwdV4::from(RwdV3::from(v))).into()),
-            2 | 3 => decode_payload::<RwdV3>(&payload).map(|v| RwdV5::from(RwdV4::from(v)).into()),
-            4 => decode_payload::<RwdV4>(&payload).map(|v| RwdV5::from(v).into()),
-            5 => decode_payload::<RwdV5>(&payload).map(Rwd::from),
+                .map(|v| RwdV6::from(RwdV5::from(RwdV4::from(RwdV3::from(v)))).into()),
+            2 | 3 => decode_payload::<RwdV3>(&payload)
+                .map(|v| RwdV6::from(RwdV5::from(RwdV4::from(v))).into()),
+            4 => decode_payload::<RwdV4>(&payload).map(|v| RwdV6::from(RwdV5::from(v)).into()),
+            5 => decode_payload::<RwdV5>(&payload).map(|v| RwdV6::from(v).into()),
+            6 => decode_payload::<RwdV6>(&payload).map(Rwd::from),
             _ => decode_payload::<Rwd>(&payload),
         }
         .map_err(corrupt)?;
@@ -948,6 +972,7 @@ impl Rwd {
         );
         Schedule {
             sync_points: self.sync_points,
+            version: self.step_rules.schedule_version(),
             ..s
         }
     }
@@ -1443,6 +1468,7 @@ pub(crate) mod tests {
             stats: Vec::new(),
             oracle: Some(WireOracle::Stdout(b"sum = 10\n".to_vec())),
             sites_at: SitesAt::ProgramFrame,
+            step_rules: StepRules::Format7,
         }
     }
 
@@ -1554,17 +1580,18 @@ pub(crate) mod tests {
         r.stats = Vec::new();
         r.sync_points = SyncPoints::Calls;
         r.sites_at = SitesAt::RuntimeCaller;
+        r.step_rules = StepRules::Format6;
         let payload = bincode::serde::encode_to_vec(&r, bincode::config::standard()).unwrap();
-        // The trailing fields take a byte each here: sites at runtime
-        // callers, no oracle, no stats, level 0.
-        for (version, cut) in [(5, 1), (4, 2), (3, 3), (2, 3), (1, 4)] {
+        // The trailing fields take a byte each here: format-6 step rules,
+        // sites at runtime callers, no oracle, no stats, level 0.
+        for (version, cut) in [(6, 1), (5, 2), (4, 3), (3, 4), (2, 4), (1, 5)] {
             let old = frame(version, &payload[..payload.len() - cut]);
             let back =
                 Rwd::decode("old", &old).unwrap_or_else(|e| panic!("version {version}: {e}"));
             assert_eq!(back, r, "version {version}");
         }
         // Cut one field too many and the payload is refused, not misread.
-        let short = frame(4, &payload[..payload.len() - 3]);
+        let short = frame(4, &payload[..payload.len() - 4]);
         assert!(Rwd::decode("old", &short).is_err());
     }
 

@@ -219,6 +219,7 @@ pub fn from_run(cfg: &RunConfig, vm: &Vm, report: &RunReport) -> Option<Rwd> {
         } else {
             format::SitesAt::ProgramFrame
         },
+        step_rules: kc.step_rules,
     })
 }
 
@@ -236,6 +237,7 @@ impl Rwd {
         k.max_steps = t.max_steps;
         k.sync_points = self.sync_points;
         k.runtime_caller_sites = self.sites_at == format::SitesAt::RuntimeCaller;
+        k.step_rules = self.step_rules;
         let mut cfg = RunConfig::new(k);
         cfg.memory_mib = t.memory_mib;
         cfg.timeout = Duration::from_millis(t.timeout_ms);

@@ -188,11 +188,23 @@ impl StarveWatch {
         Some(t)
     }
 
+    /// The step the slice of `t` ends, when it runs because it was starved:
+    /// until then [`StarveWatch::due`] names it, whatever it does.
+    pub fn boost_of(&self, t: Tid) -> Option<u64> {
+        self.boosted
+            .filter(|(b, _)| *b == t)
+            .map(|(_, until)| until)
+    }
+
     /// The first step at which [`StarveWatch::due`] may name a thread
     /// other than `v.current`, if asked at every step from `v.step + 1`.
     pub fn next_due(&self, v: &SchedView) -> u64 {
-        if self.boosted.is_some() {
-            return v.step + 1;
+        // A boosted thread keeps the CPU to the end of its slice: nothing
+        // else is named before.
+        match self.boosted {
+            Some((t, until)) if t == v.current => return until.max(v.step + 1),
+            Some(_) => return v.step + 1,
+            None => {}
         }
         v.runnable
             .iter()

@@ -11,12 +11,13 @@ use std::path::Path;
 use serde::{Deserialize, Serialize};
 
 use super::{RunUntilBlocked, SchedView, Strategy};
-use crate::code::SyncPoints;
+use crate::code::{StepRules, SyncPoints};
 use crate::ids::Tid;
 
 /// Format version of schedule files (version 1, before sync sites, is
-/// read as made with `--sync-points calls`).
-pub const SCHEDULE_VERSION: u32 = 2;
+/// read as made with `--sync-points calls`; versions 1 and 2 replay under
+/// the step rules they were made under, `StepRules::Format6`).
+pub const SCHEDULE_VERSION: u32 = 3;
 
 /// After step `step`, thread `thread` runs.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
@@ -95,6 +96,12 @@ impl Schedule {
             ));
         }
         Ok(s)
+    }
+
+    /// The step rules the schedule was made under (its decisions name steps
+    /// numbered under them).
+    pub fn step_rules(&self) -> StepRules {
+        StepRules::of_schedule(self.version)
     }
 
     /// Writes the schedule atomically (a temporary file, then a rename).

@@ -401,6 +401,7 @@ impl Vm {
             wall_us: start.elapsed().as_micros() as u64,
             schedule: Schedule {
                 sync_points: k.config().sync_points,
+                version: k.config().step_rules.schedule_version(),
                 ..Schedule::new(self.strategy.name(), self.engine.decisions.clone())
             },
             potential_deadlocks: obs.locks().inversions(),
