@@ -479,3 +479,96 @@ fn check_per_test_runs_each_googletest_test_alone() {
         "{err}"
     );
 }
+
+#[test]
+fn time_budgets_take_bare_seconds_as_afl_does_and_refuse_no_time() {
+    common::require_kvm();
+    // `-V 60` is AFL++'s sixty seconds, on every command that takes --time.
+    let out = cli()
+        .args(["run", "--target", "harness:hello", "-V", "60"])
+        .output()
+        .unwrap();
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    for args in [
+        &["fuzz", "--target", "harness:hello", "--time", "0s"][..],
+        &["--target", "harness:hello", "-V", "0"],
+        &["check", "--target", "harness:hello", "--time", "0"],
+        &["run", "--target", "harness:hello", "-V", "0ms"],
+    ] {
+        let out = cli().args(args).output().unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {err}");
+        assert!(err.contains("a budget of no time"), "{args:?}: {err}");
+        assert!(!err.contains("--max-steps"), "{args:?}: {err}");
+    }
+    // The version is --version; -V is a budget, never the version.
+    let version = cli().arg("--version").output().unwrap();
+    assert!(String::from_utf8_lossy(&version.stdout).starts_with("rewind-fuzz "));
+    let bare = cli().arg("-V").output().unwrap();
+    assert_eq!(bare.status.code(), Some(2));
+    assert!(bare.stdout.is_empty());
+}
+
+#[test]
+fn an_output_directory_that_is_not_one_is_refused_in_one_line() {
+    for args in [
+        &["fuzz", "--target", "/bin/true", "-o", "/dev/null"][..],
+        &["--target", "/bin/true", "--per-test", "-o", "/dev/null"],
+        &["man", "/dev/null"],
+        &["fuzz", "--target", "/bin/true", "--sync-dir", "/dev/null"],
+    ] {
+        fails_with_2(
+            args,
+            &[],
+            "/dev/null is a device, FIFO or socket, not a directory",
+        );
+    }
+    let file = tempfile::NamedTempFile::new().unwrap();
+    let path = file.path().to_str().unwrap();
+    fails_with_2(
+        &["fuzz", "--target", "/bin/true", "-o", path],
+        &[],
+        "is a file, not a directory",
+    );
+}
+
+#[test]
+fn a_script_target_is_refused_with_the_command_that_runs_it() {
+    common::require_kvm();
+    let dir = tempfile::tempdir().unwrap();
+    let script = dir.path().join("greet.sh");
+    std::fs::write(&script, "#!/bin/sh\necho hello from a script\n").unwrap();
+    let script = script.to_str().unwrap();
+    let hint = format!("--target /bin/sh -- {script}");
+    fails_with_2(&["run", "--target", script], &[], &hint);
+    // The command it gives runs the script.
+    let out = cli()
+        .args(["run", "--target", "/bin/sh", "--", script])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0));
+    assert_eq!(
+        String::from_utf8_lossy(&out.stdout),
+        "hello from a script\n"
+    );
+}
+
+#[test]
+fn the_step_budget_says_what_a_step_is() {
+    let help = cli().args(["run", "--help"]).output().unwrap();
+    let text = String::from_utf8_lossy(&help.stdout);
+    let max_steps = text
+        .split("--max-steps")
+        .nth(1)
+        .unwrap_or_else(|| panic!("{text}"));
+    let described: String = max_steps.chars().take(300).collect();
+    assert!(
+        described.contains("pthread calls and sync sites"),
+        "{described}"
+    );
+}

@@ -9,7 +9,6 @@ use std::time::Duration;
 use clap::{Args, Parser};
 
 use super::UserError;
-use super::common::parse_duration;
 use super::fuzz::FuzzArgs;
 
 #[derive(Args, Debug)]
@@ -26,7 +25,7 @@ pub struct CargoArgs {
     #[arg(long)]
     pub release: bool,
     /// The whole budget, shared evenly between the tests.
-    #[arg(long = "time", short = 'V', value_parser = parse_duration, default_value = "10m")]
+    #[arg(long = "time", short = 'V', value_parser = super::common::parse_time_budget, default_value = "10m")]
     pub time: Duration,
     /// Output directory: one session per test binary and test.
     #[arg(long, short = 'o', default_value = "rewind-out")]

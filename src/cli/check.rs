@@ -34,7 +34,7 @@ pub struct CheckArgs {
     pub jobs: Option<usize>,
     /// Start no schedule after this long (e.g. 60s, 10m): the results are
     /// those of the schedules run by then.
-    #[arg(long = "time", short = 'V', value_parser = super::common::parse_duration)]
+    #[arg(long = "time", short = 'V', value_parser = super::common::parse_time_budget)]
     pub time: Option<std::time::Duration>,
     /// Where to save the first failing schedule (default:
     /// <target>.schedule.json in rewind-fuzz's cache directory,

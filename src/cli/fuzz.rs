@@ -6,7 +6,7 @@ use std::time::Duration;
 use clap::Args;
 
 use super::UserError;
-use super::common::{TargetArgs, ctrl_c, interrupted, parse_duration, vm_error};
+use super::common::{TargetArgs, ctrl_c, interrupted, vm_error};
 use crate::fuzz::{Budget, FuzzConfig, FuzzError, ScheduleInput, StrategyMix};
 
 #[derive(Args, Debug, Clone)]
@@ -20,7 +20,7 @@ pub struct FuzzArgs {
     #[arg(long, short = 'j')]
     pub jobs: Option<usize>,
     /// Stop after this long (e.g. 60s, 8h).
-    #[arg(long = "time", short = 'V', value_parser = parse_duration)]
+    #[arg(long = "time", short = 'V', value_parser = super::common::parse_time_budget)]
     pub time: Option<Duration>,
     /// Stop after this many executions (all jobs together).
     #[arg(long, short = 'E')]
@@ -106,12 +106,7 @@ fn lock_dir(dir: &Path, what: &str) -> Result<std::fs::File, UserError> {
     use std::io::{Read, Seek, Write};
     use std::os::fd::AsRawFd;
     use std::os::unix::fs::OpenOptionsExt;
-    if std::fs::symlink_metadata(dir).is_ok_and(|m| !m.is_dir()) {
-        return Err(UserError::bad_input(format!(
-            "{what} {} is not a directory (a link is not followed): remove it or choose another",
-            dir.display()
-        )));
-    }
+    super::common::check_out_dir(what, dir)?;
     std::fs::create_dir_all(dir).map_err(|e| {
         UserError::bad_input(format!("cannot create {what} {}: {e}", dir.display()))
     })?;
@@ -177,6 +172,10 @@ fn fingerprint(exe: &str, level: crate::code::SyncPoints) -> u64 {
 }
 
 pub fn fuzz(a: FuzzArgs) -> Result<u8, UserError> {
+    super::common::check_out_dir("--out", &a.out)?;
+    if let Some(d) = &a.sync_dir {
+        super::common::check_out_dir("--sync-dir", d)?;
+    }
     if a.per_test {
         return super::pertest::fuzz_each(a);
     }

@@ -44,6 +44,7 @@ pub fn man(a: ManArgs) -> Result<u8, UserError> {
             a.dir.display()
         ))
     };
+    super::common::check_out_dir("the man page directory", &a.dir)?;
     std::fs::create_dir_all(&a.dir).map_err(cannot)?;
     clap_mangen::generate_to(Cli::command(), &a.dir).map_err(cannot)?;
     eprintln!(

@@ -9,8 +9,8 @@ use serde_json::json;
 
 use super::UserError;
 use super::common::{
-    TargetArgs, check_output, consent_to_oracle, ctrl_c, interrupted, parse_duration, replay_level,
-    vm_error,
+    TargetArgs, check_output, consent_to_oracle, ctrl_c, interrupted, parse_time_budget,
+    replay_level, vm_error,
 };
 use crate::explore::minimize::{self, Budget, MinimizeError};
 use crate::kernel::vfs::FileSource;
@@ -34,7 +34,7 @@ pub struct MinimizeArgs {
     #[arg(long, value_parser = clap::value_parser!(u64).range(1..))]
     pub execs: Option<u64>,
     /// Spend at most this much time (e.g. 30s, 5m).
-    #[arg(long, value_parser = parse_duration)]
+    #[arg(long, short = 'V', value_parser = parse_time_budget)]
     pub time: Option<Duration>,
     /// Print one JSON object with the result on stdout.
     #[arg(long)]

@@ -22,8 +22,11 @@ use clap::{Parser, Subcommand};
 /// `rewind-fuzz --target ./test [OPTIONS] [-- ARGS]` fuzzes the thread
 /// schedules of a test (the same as `rewind-fuzz fuzz ...`).
 #[derive(Parser, Debug)]
-#[command(name = "rewind-fuzz", version, about, long_about = None)]
+#[command(name = "rewind-fuzz", version, about, long_about = None, disable_version_flag = true)]
 pub struct Cli {
+    /// Print the version (`-V` is `--time` here, as in AFL++).
+    #[arg(long, action = clap::ArgAction::Version)]
+    version: Option<bool>,
     #[command(subcommand)]
     command: Command,
 }
@@ -84,7 +87,7 @@ pub fn main() -> ExitCode {
     let alone = args.len() == 2;
     if args.get(1).is_some_and(|a| {
         let a = a.to_string_lossy();
-        a.starts_with('-') && !(alone && matches!(a.as_ref(), "-h" | "--help" | "-V" | "--version"))
+        a.starts_with('-') && !(alone && matches!(a.as_ref(), "-h" | "--help" | "--version"))
     }) {
         args.insert(1, "fuzz".into());
     }

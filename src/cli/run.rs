@@ -27,7 +27,7 @@ pub struct RunArgs {
     pub schedule: Option<PathBuf>,
     /// Stop the run after this long (e.g. 30s, 5m) of wall-clock time:
     /// nothing is written then.
-    #[arg(long = "time", short = 'V', value_parser = super::common::parse_duration)]
+    #[arg(long = "time", short = 'V', value_parser = super::common::parse_time_budget)]
     pub time: Option<std::time::Duration>,
     /// Save the decisions this run took, so --schedule FILE replays it.
     #[arg(long, value_name = "FILE")]
