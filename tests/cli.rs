@@ -572,3 +572,111 @@ fn the_step_budget_says_what_a_step_is() {
         "{described}"
     );
 }
+
+#[test]
+fn a_per_test_failures_printed_commands_and_reproducer_run_that_test_as_recorded() {
+    common::require_kvm();
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let found = cli()
+        .current_dir(d)
+        .args([
+            "check",
+            "--per-test",
+            "--target",
+            "harness:rust-libtest-fail",
+            "--schedules",
+            "2",
+            "--save-rwd",
+            "f.rwd",
+            "--save-schedule",
+            "f.schedule.json",
+        ])
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&found.stderr).into_owned();
+    assert_eq!(found.status.code(), Some(1), "{err}");
+    // The command check printed runs as printed, the test alone.
+    let printed = err
+        .lines()
+        .filter_map(|l| l.strip_prefix("reproduce with: "))
+        .find(|c| c.contains("this_test_fails_on_purpose"))
+        .unwrap_or_else(|| panic!("no command for the failing test:\n{err}"))
+        .replace(
+            "rewind-fuzz ",
+            &format!("{} ", env!("CARGO_BIN_EXE_rewind-fuzz")),
+        );
+    assert!(
+        printed.contains("-- --exact tests::this_test_fails_on_purpose --test-threads=1"),
+        "{printed}"
+    );
+    let again = std::process::Command::new("sh")
+        .current_dir(d)
+        .args(["-c", &printed])
+        .output()
+        .unwrap();
+    let said = String::from_utf8_lossy(&again.stderr);
+    assert_eq!(again.status.code(), Some(101), "{printed}: {said}");
+    assert!(said.contains("records happened again"), "{said}");
+    assert!(String::from_utf8_lossy(&again.stdout).contains("running 1 test"));
+
+    // The reproducer as --schedule: its arguments, not the whole binary's.
+    let rwd = d.join("f-tests__this_test_fails_on_purpose.rwd");
+    let run = |extra: &[&str]| {
+        let out = cli()
+            .current_dir(d)
+            .args(["run", "--target", "harness:rust-libtest-fail", "--schedule"])
+            .arg(&rwd)
+            .args(extra)
+            .output()
+            .unwrap();
+        (
+            out.status.code(),
+            String::from_utf8_lossy(&out.stdout).into_owned(),
+            String::from_utf8_lossy(&out.stderr).into_owned(),
+        )
+    };
+    let (code, stdout, said) = run(&[]);
+    assert_eq!(code, Some(101), "{said}");
+    assert!(stdout.contains("running 1 test"), "{stdout}");
+    assert!(
+        said.contains("schedule with its arguments, environment, seed, level and oracle"),
+        "{said}"
+    );
+    assert!(said.contains("records happened again"), "{said}");
+    // Arguments given after -- replace the recorded ones, and it says so.
+    let passing = [
+        "--",
+        "--exact",
+        "tests::a_mutex_counts_every_increment",
+        "--test-threads=1",
+    ];
+    let (code, stdout, said) = run(&passing);
+    assert_eq!(code, Some(0), "{said}");
+    assert!(stdout.contains("running 1 test"), "{stdout}");
+    assert!(
+        said.contains("given here, these replace the reproducer's: the arguments after --"),
+        "{said}"
+    );
+    assert!(
+        said.contains("--exact tests::this_test_fails_on_purpose"),
+        "{said}"
+    );
+    assert!(said.contains("records did not happen"), "{said}");
+
+    // A recording that does not give the failure its schedule was saved
+    // for says so, writes nothing and exits 1.
+    let schedule = d.join("f-tests__this_test_fails_on_purpose.schedule.json");
+    let out = cli()
+        .current_dir(d)
+        .args(["run", "--target", "harness:rust-libtest-fail", "--schedule"])
+        .arg(&schedule)
+        .args(["--save-rwd", "not.rwd"])
+        .args(passing)
+        .output()
+        .unwrap();
+    let said = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{said}");
+    assert!(said.contains("did not reproduce the failure"), "{said}");
+    assert!(!d.join("not.rwd").exists());
+}

@@ -179,6 +179,56 @@ pub fn check_out_dir(flag: &str, dir: &Path) -> Result<(), UserError> {
 }
 
 impl TargetArgs {
+    /// `rewind-fuzz run`'s words for this target and every setting that
+    /// changes what a run does (the target first, the program's arguments
+    /// apart: see [`TargetArgs::args`]), so that a printed command runs
+    /// the program as this one did.
+    pub fn run_words(&self) -> Vec<String> {
+        let mut w = vec!["--target".to_string(), self.target.clone()];
+        let mut opt = |name: &str, value: String| {
+            w.push(format!("--{name}"));
+            w.push(value);
+        };
+        if self.cpus != 4 {
+            opt("cpus", self.cpus.to_string());
+        }
+        if self.seed != 0 {
+            opt("seed", self.seed.to_string());
+        }
+        if let Some(m) = self.max_steps {
+            opt("max-steps", m.to_string());
+        }
+        if self.timeout != Duration::from_secs(60) {
+            opt("timeout", format!("{}ms", self.timeout.as_millis()));
+        }
+        for e in &self.env {
+            opt("env", e.clone());
+        }
+        if let Some(c) = &self.cwd {
+            opt("cwd", c.clone());
+        }
+        if self.memory != 1024 {
+            opt("memory", self.memory.to_string());
+        }
+        if let Some(l) = self.sync_points {
+            opt("sync-points", l.to_string());
+        }
+        for g in &self.exclude_files {
+            opt("exclude-files", g.clone());
+        }
+        if let Some(f) = &self.expect_stdout {
+            let f = std::path::absolute(f).unwrap_or_else(|_| f.clone());
+            opt("expect-stdout", f.to_string_lossy().into_owned());
+        }
+        if let Some(c) = &self.oracle {
+            opt("oracle", c.clone());
+        }
+        if self.no_shim {
+            w.push("--no-shim".into());
+        }
+        w
+    }
+
     /// The run configuration, after checking the target is something we can run.
     pub fn config(&self) -> Result<RunConfig, UserError> {
         let exe = absolute_target(&self.target)?;
@@ -483,6 +533,8 @@ pub fn report_json(
     v["recent_events"] = r.recent_events.iter().map(|e| sym.event_json(e)).collect();
     v
 }
+
+pub use crate::rwd::run_command;
 
 /// Reads a reproducer, as a user error (exit code 2) when it is bad.
 pub fn load_rwd(path: &Path) -> Result<Rwd, UserError> {

@@ -1,10 +1,10 @@
-//! The `.rwd` file format, version 5: its types, and encoding and decoding
+//! The `.rwd` file format, version 7: its types, and encoding and decoding
 //! with limits (the reader must survive hostile files). Version 1 files
 //! (before sync sites) still decode: they ran with `--sync-points calls`.
 //!
 //! ```text
 //! offset 0   4 bytes   magic "RWD\0"
-//!        4   u32 LE    format version (5; 1 to 4 are read too)
+//!        4   u32 LE    format version (7; 1 to 6 are read too)
 //!        8   u64 LE    length of the payload once decompressed
 //!       16   ...       one zstd frame (with its content checksum) holding the
 //!                      payload: bincode 2 (standard configuration: variable-
@@ -27,18 +27,19 @@ use crate::observe::locks::{Inversion, OrderEdge};
 use crate::observe::oracle::Oracle;
 use crate::observe::outcome::{BlockedThread, HungReason, Outcome};
 use crate::observe::trace::{Event, Operation};
-use crate::report::signature::Signature;
+use crate::report::signature::{Naming, Signature};
 use crate::sched::{Decision, Schedule};
 
 /// The first four bytes of every reproducer.
 pub const MAGIC: [u8; 4] = *b"RWD\0";
-/// The format version this code writes; it reads 1 to 5 too. Version 2
+/// The format version this code writes; it reads 1 to 6 too. Version 2
 /// added the sync-point level, 3 files left out (`WireNode::Host`), 4 the
 /// host's metadata of the recorded files (`Rwd::stats`), 5 the output
 /// oracle (`Rwd::oracle`, `WireOutcome::WrongOutput`), 6 files whose
 /// metadata alone the run looked at (`WireNode::Unread`) and where sync
-/// sites are reported (`Rwd::sites_at`).
-pub const VERSION: u32 = 6;
+/// sites are reported (`Rwd::sites_at`), 7 how signatures name sites
+/// (`Rwd::signature_naming`).
+pub const VERSION: u32 = 7;
 /// Bytes before the compressed payload.
 pub const HEADER_LEN: usize = 16;
 /// The largest payload a reader accepts (decompressed). With the decoding
@@ -93,6 +94,10 @@ pub struct Rwd {
     /// Where the runs' sync sites were reported (version 6): a reproducer
     /// of an earlier version replays as it was recorded.
     pub sites_at: SitesAt,
+    /// How the signature names sites (version 7: the program's code
+    /// whatever its file is called, and Rust panics by place): replays and
+    /// re-tests compare in this naming.
+    pub signature_naming: Naming,
 }
 
 /// Where a run reports a sync site that lies in a language runtime's or a
@@ -204,8 +209,25 @@ impl From<RwdV3> for RwdV4 {
     }
 }
 
-impl From<RwdV5> for Rwd {
-    fn from(v5: RwdV5) -> Rwd {
+/// Version 6: version 5 and where sync sites were reported.
+#[derive(Deserialize)]
+struct RwdV6 {
+    v5: RwdV5,
+    sites_at: SitesAt,
+}
+
+impl From<RwdV5> for RwdV6 {
+    fn from(v5: RwdV5) -> RwdV6 {
+        RwdV6 {
+            v5,
+            sites_at: SitesAt::RuntimeCaller,
+        }
+    }
+}
+
+impl From<RwdV6> for Rwd {
+    fn from(v6: RwdV6) -> Rwd {
+        let RwdV6 { v5, sites_at } = v6;
         let RwdV5 { v4, oracle } = v5;
         let RwdV4 { v3, stats } = v4;
         let RwdV3 { v1, sync_points } = v3;
@@ -222,7 +244,9 @@ impl From<RwdV5> for Rwd {
             sync_points,
             stats,
             oracle,
-            sites_at: SitesAt::RuntimeCaller,
+            sites_at,
+            // Signatures before version 7 name the program by its file.
+            signature_naming: Naming::FileName,
         }
     }
 }
@@ -717,10 +741,12 @@ impl Rwd {
         let payload = decompress(&data[HEADER_LEN..], declared).map_err(corrupt)?;
         let rwd = match version {
             1 => decode_payload::<RwdV1>(&payload)
-                .map(|v| RwdV5::from(RwdV4::from(RwdV3::from(v))).into()),
-            2 | 3 => decode_payload::<RwdV3>(&payload).map(|v| RwdV5::from(RwdV4::from(v)).into()),
-            4 => decode_payload::<RwdV4>(&payload).map(|v| RwdV5::from(v).into()),
-            5 => decode_payload::<RwdV5>(&payload).map(Rwd::from),
+                .map(|v| RwdV6::from(RwdV5::from(RwdV4::from(RwdV3::from(v)))).into()),
+            2 | 3 => decode_payload::<RwdV3>(&payload)
+                .map(|v| RwdV6::from(RwdV5::from(RwdV4::from(v))).into()),
+            4 => decode_payload::<RwdV4>(&payload).map(|v| RwdV6::from(RwdV5::from(v)).into()),
+            5 => decode_payload::<RwdV5>(&payload).map(|v| RwdV6::from(v).into()),
+            6 => decode_payload::<RwdV6>(&payload).map(Rwd::from),
             _ => decode_payload::<Rwd>(&payload),
         }
         .map_err(corrupt)?;
@@ -1443,6 +1469,7 @@ pub(crate) mod tests {
             stats: Vec::new(),
             oracle: Some(WireOracle::Stdout(b"sum = 10\n".to_vec())),
             sites_at: SitesAt::ProgramFrame,
+            signature_naming: Naming::Program,
         }
     }
 
@@ -1554,17 +1581,18 @@ pub(crate) mod tests {
         r.stats = Vec::new();
         r.sync_points = SyncPoints::Calls;
         r.sites_at = SitesAt::RuntimeCaller;
+        r.signature_naming = Naming::FileName;
         let payload = bincode::serde::encode_to_vec(&r, bincode::config::standard()).unwrap();
-        // The trailing fields take a byte each here: sites at runtime
-        // callers, no oracle, no stats, level 0.
-        for (version, cut) in [(5, 1), (4, 2), (3, 3), (2, 3), (1, 4)] {
+        // The trailing fields take a byte each here: signatures by file
+        // name, sites at runtime callers, no oracle, no stats, level 0.
+        for (version, cut) in [(6, 1), (5, 2), (4, 3), (3, 4), (2, 4), (1, 5)] {
             let old = frame(version, &payload[..payload.len() - cut]);
             let back =
                 Rwd::decode("old", &old).unwrap_or_else(|e| panic!("version {version}: {e}"));
             assert_eq!(back, r, "version {version}");
         }
         // Cut one field too many and the payload is refused, not misread.
-        let short = frame(4, &payload[..payload.len() - 3]);
+        let short = frame(4, &payload[..payload.len() - 4]);
         assert!(Rwd::decode("old", &short).is_err());
     }
 

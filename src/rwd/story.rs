@@ -162,6 +162,50 @@ impl<'a> StoryTeller<'a> {
         names.get(&a).cloned()
     }
 
+    /// The program's own object's name (its file's).
+    fn exe_object(&self) -> &str {
+        crate::report::base_name(&self.rwd.target.exe)
+    }
+
+    /// Whether a location is the program's own code (not a library's or a
+    /// language runtime's).
+    fn is_programs(&self, l: &Location) -> bool {
+        crate::report::signature::is_users(l, self.exe_object())
+    }
+
+    /// A library's code, briefly: `strlen in libc.so.6`, or the library.
+    fn library(l: &Location) -> String {
+        match &l.function {
+            Some(f) if !l.object.is_empty() => format!("{f} in {}", l.object),
+            _ if !l.object.is_empty() => l.object.clone(),
+            _ => l.raw(),
+        }
+    }
+
+    /// For a crash: the innermost frame of its backtrace in the program's
+    /// own code.
+    fn programs_frame_in_backtrace(&mut self) -> Option<Location> {
+        let bt = self.rwd.story.backtrace.clone();
+        bt.iter().enumerate().find_map(|(i, a)| {
+            let l = self.sym.locate_frame(&self.maps, *a, i > 0);
+            self.is_programs(&l).then_some(l)
+        })
+    }
+
+    /// A thread's last recorded step in code with source lines: where it
+    /// was in the program when it stopped.
+    fn last_step_in_the_program(&mut self, thread: u32) -> Option<Event> {
+        let mine: Vec<Event> = self
+            .events
+            .iter()
+            .rev()
+            .filter(|e| e.thread == thread)
+            .copied()
+            .collect();
+        mine.into_iter()
+            .find(|e| self.call_site(e.site).line.is_some_and(|l| l > 0))
+    }
+
     /// Where a location is, briefly: `philosophers.c:44`, else its
     /// function, else `object+0xoffset`.
     fn place(l: &Location) -> String {
@@ -222,16 +266,27 @@ impl<'a> StoryTeller<'a> {
                 };
                 let waits: Vec<(u32, String, String)> = shown
                     .iter()
-                    .map(|b| {
-                        let what = match b.lock {
-                            Some(l) => self.object_name(l),
-                            None => b.waits_on.clone(),
-                        };
-                        let at = match b.site {
-                            Some(s) => Self::place(&self.lock_site(s)),
-                            None => Self::place(&self.at(b.rip)),
-                        };
-                        (b.thread, what, at)
+                    .map(|b| match (b.lock, b.site) {
+                        (Some(l), Some(s)) => (
+                            b.thread,
+                            format!("waits for {}", self.object_name(l)),
+                            Self::place(&self.lock_site(s)),
+                        ),
+                        // A wait no lock explains (a condition variable, a
+                        // futex, a pipe) is told by the program's last
+                        // step, as the story tells it.
+                        _ => match self.last_step_in_the_program(b.thread) {
+                            Some(e) => (
+                                b.thread,
+                                format!("waits in {}", self.event_what(&e)),
+                                self.call_site(e.site).short(),
+                            ),
+                            None => (
+                                b.thread,
+                                format!("waits on {}", b.waits_on),
+                                Self::place(&self.at(b.rip)),
+                            ),
+                        },
                     })
                     .collect();
                 let head = if cycle.len() > 1 {
@@ -245,14 +300,14 @@ impl<'a> StoryTeller<'a> {
                     Some((_, _, at)) if one_place => {
                         let each: Vec<String> = waits
                             .iter()
-                            .map(|(t, what, _)| format!("thread {t} waits for {what}"))
+                            .map(|(t, what, _)| format!("thread {t} {what}"))
                             .collect();
                         format!("{head} at {at}: {}", each.join(", "))
                     }
                     _ => {
                         let each: Vec<String> = waits
                             .iter()
-                            .map(|(t, what, at)| format!("thread {t} waits for {what} at {at}"))
+                            .map(|(t, what, at)| format!("thread {t} {what} at {at}"))
                             .collect();
                         format!("{head}: {}", each.join("; "))
                     }
@@ -264,8 +319,17 @@ impl<'a> StoryTeller<'a> {
                 rip,
                 ..
             } => {
-                let at = Self::place(&self.at(*rip));
-                format!("crashed: {signal} in thread {thread} at {at}")
+                let here = self.at(*rip);
+                // A fault inside a library is told by the program's frame
+                // that called into it.
+                match self.programs_frame_in_backtrace() {
+                    Some(own) if !self.is_programs(&here) => format!(
+                        "crashed: {signal} in thread {thread} at {}, inside {}",
+                        own.short(),
+                        Self::library(&here)
+                    ),
+                    _ => format!("crashed: {signal} in thread {thread} at {}", here.short()),
+                }
             }
             o if o.is_success() => match self.rwd.potential_deadlocks().first() {
                 Some(inv) => {
@@ -596,18 +660,13 @@ impl<'a> StoryTeller<'a> {
             _ => {
                 // The thread's last step in code with source lines says
                 // more than the library call it is blocked in.
-                let mine: Vec<Event> = self
-                    .events
-                    .iter()
-                    .rev()
-                    .filter(|e| e.thread == b.thread)
-                    .copied()
-                    .collect();
-                let last = mine
-                    .iter()
-                    .find(|e| self.call_site(e.site).line.is_some_and(|l| l > 0))
-                    .or(mine.first())
-                    .copied();
+                let last = self.last_step_in_the_program(b.thread).or_else(|| {
+                    self.events
+                        .iter()
+                        .rev()
+                        .find(|e| e.thread == b.thread)
+                        .copied()
+                });
                 let mut line = format!("{who} waits on {}", b.waits_on);
                 match last {
                     Some(e) => {
