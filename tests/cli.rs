@@ -316,7 +316,8 @@ fn a_reproducers_schedule_re_tests_a_fix() {
         .unwrap();
     let said = String::from_utf8_lossy(&fixed.stderr);
     assert_eq!(fixed.status.code(), Some(0), "{said}");
-    assert!(said.contains("replaying the schedule of"), "{said}");
+    assert!(said.contains("schedule with its arguments"), "{said}");
+    assert!(said.contains("records did not happen"), "{said}");
     assert!(said.contains("exited with code 0"), "{said}");
     // The same through `replay --target` with the minimized reproducer,
     // its own settings kept: 1 while the failure happens, 0 once it is gone.
@@ -418,13 +419,20 @@ fn check_per_test_runs_each_test_alone_and_names_the_failing_one() {
     assert_eq!(out.status.code(), Some(1), "{err}");
     let rows: Vec<&str> = err.lines().filter(|l| l.starts_with("tests::")).collect();
     assert_eq!(rows.len(), 6, "{err}");
+    assert!(
+        err.lines()
+            .any(|l| l.starts_with("test ") && l.contains("schedules") && l.ends_with("failing")),
+        "{err}"
+    );
     for row in rows {
         let failed = row.ends_with("FAILED");
-        assert_eq!(
-            failed,
-            row.starts_with("tests::this_test_fails_on_purpose "),
-            "{row}"
-        );
+        let failing = row.starts_with("tests::this_test_fails_on_purpose ");
+        assert_eq!(failed, failing, "{row}");
+        // Schedules run, and of those, how many failed: every one of the
+        // test that always fails.
+        let cells: Vec<&str> = row.split_whitespace().collect();
+        assert_eq!(cells[1], "5", "{row}");
+        assert_eq!(cells[3], if failing { "5" } else { "0" }, "{row}");
     }
     // The failure names its test and the panic's message.
     assert!(
@@ -636,6 +644,14 @@ fn a_per_test_failures_printed_commands_and_reproducer_run_that_test_as_recorded
             String::from_utf8_lossy(&out.stderr).into_owned(),
         )
     };
+    // Its signature names the panic by place.
+    let shown = cli().arg("show").arg(&rwd).output().unwrap();
+    let story = String::from_utf8_lossy(&shown.stdout);
+    let signature = story.lines().find(|l| l.contains("signature:")).unwrap();
+    assert!(
+        signature.contains("exited(101) at libtest.rs:") && signature.contains(" (panic)"),
+        "{signature}"
+    );
     let (code, stdout, said) = run(&[]);
     assert_eq!(code, Some(101), "{said}");
     assert!(stdout.contains("running 1 test"), "{stdout}");

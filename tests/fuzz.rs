@@ -1099,3 +1099,191 @@ fn the_cargo_command_builds_a_projects_tests_and_fuzzes_the_chosen_one() {
         "{line}"
     );
 }
+
+#[test]
+fn findings_are_summed_up_and_signed_in_the_programs_own_words() {
+    common::require_kvm();
+    let dir = tempfile::tempdir().unwrap();
+    let source = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/programs/jobq.c");
+    let exe = compile(
+        dir.path(),
+        "jobq.c",
+        &std::fs::read_to_string(source).unwrap(),
+        "gcc",
+        &["-g", "-O1", "-pthread"],
+    );
+    let out = dir.path().join("out");
+    let r = fuzz(&[
+        "--target",
+        exe.to_str().unwrap(),
+        "--execs",
+        "300",
+        "--jobs",
+        "1",
+        "-q",
+        "-o",
+        out.to_str().unwrap(),
+    ]);
+    let err = stderr(&r);
+    assert_eq!(r.status.code(), Some(1), "{err}");
+    let summary = |kind: &str| {
+        err.lines()
+            .skip_while(|l| !l.contains(&format!("new finding after")) || !l.ends_with(kind))
+            .nth(1)
+            .unwrap_or_else(|| panic!("no {kind} finding:\n{err}"))
+            .trim()
+            .to_string()
+    };
+    // A crash inside the C library, told by the program's frame.
+    let crash = summary("crashed");
+    assert!(
+        crash.contains("at logger (jobq.c:") && crash.contains("inside libc.so.6"),
+        "{crash}"
+    );
+    assert!(!crash.contains("+0x"), "{crash}");
+    // A condition-variable wait, told by what the program last did.
+    let deadlock = summary("deadlocked");
+    assert!(
+        deadlock.contains("main (jobq.c:") && deadlock.contains("waits in cond-wait job_done"),
+        "{deadlock}"
+    );
+    assert!(!deadlock.contains("futex 0x"), "{deadlock}");
+    // Signatures name the program, not its file: a copy under another
+    // name fails the same way.
+    let copy = dir.path().join("jobq-renamed");
+    std::fs::copy(&exe, &copy).unwrap();
+    for f in std::fs::read_dir(out.join("findings")).unwrap().flatten() {
+        let path = f.path();
+        if path.extension().is_none_or(|e| e != "rwd") {
+            continue;
+        }
+        let shown = cli().arg("show").arg(&path).output().unwrap();
+        let story = String::from_utf8_lossy(&shown.stdout).into_owned();
+        let signature = story.lines().find(|l| l.contains("signature:")).unwrap();
+        assert!(signature.contains("program!"), "{signature}");
+        assert!(!signature.contains("jobq!"), "{signature}");
+        let retest = cli()
+            .arg("replay")
+            .arg(&path)
+            .arg("--target")
+            .arg(&copy)
+            .output()
+            .unwrap();
+        let said = stderr(&retest);
+        assert!(said.contains("it still fails, the same way"), "{said}");
+    }
+}
+
+#[test]
+fn the_status_line_the_summary_and_the_stats_give_the_same_counts() {
+    common::require_kvm();
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("out");
+    let r = fuzz(&[
+        "--target",
+        "harness:philosophers",
+        "--execs",
+        "100",
+        "--jobs",
+        "1",
+        "-o",
+        out.to_str().unwrap(),
+    ]);
+    let err = stderr(&r);
+    // The closing status line (not on a terminal: lines).
+    let line = err
+        .lines()
+        .rfind(|l| l.starts_with('[') && l.contains("] execs "))
+        .unwrap_or_else(|| panic!("no status line:\n{err}"));
+    let after = |text: &str, key: &str| -> u64 {
+        text.split(key)
+            .nth(1)
+            .and_then(|t| t.split(|c: char| !c.is_ascii_digit()).next())
+            .and_then(|n| n.parse().ok())
+            .unwrap_or_else(|| panic!("no {key:?} in {text}"))
+    };
+    let summary = err
+        .lines()
+        .find(|l| l.starts_with("rewind-fuzz: ") && l.contains(" executions in "))
+        .unwrap_or_else(|| panic!("no summary:\n{err}"));
+    let summary_execs: u64 = summary
+        .trim_start_matches("rewind-fuzz: ")
+        .split(' ')
+        .next()
+        .unwrap()
+        .parse()
+        .unwrap();
+    assert_eq!(after(line, "execs "), 100, "{line}");
+    assert_eq!(summary_execs, 100, "{summary}");
+    assert_eq!(stat(&out, "execs_done"), 100);
+    let corpus = stat(&out, "corpus_count");
+    assert_eq!(after(line, "corpus "), corpus, "{line}");
+    assert_eq!(after(summary, "corpus "), corpus, "{summary}");
+    assert_eq!(names(&out.join("queue")).len() as u64, corpus);
+    let findings = stat(&out, "findings");
+    assert!(findings >= 1, "{err}");
+    assert_eq!(after(line, "findings "), findings, "{line}");
+    assert_eq!(after(summary, "handoffs, "), findings, "{summary}");
+    // No rate before a second has passed.
+    assert!(!err.contains("1000.0/s"), "{err}");
+}
+
+#[test]
+fn minimization_takes_a_bounded_share_and_a_resumed_session_finishes_it() {
+    common::require_kvm();
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("out");
+    let o = out.to_str().unwrap();
+    let base = [
+        "--target",
+        "harness:philosophers",
+        "--jobs",
+        "1",
+        "-q",
+        "-o",
+        o,
+    ];
+    // The deadlock comes at the fifth execution; three more leave its
+    // minimization almost no share.
+    let first = fuzz(&[&base[..], &["--execs", "8"]].concat());
+    let err = stderr(&first);
+    assert_eq!(
+        stat(&out, "execs_done"),
+        8,
+        "the search ran its budget: {err}"
+    );
+    // A minimization run only when those before it are fewer than a third
+    // of the search's.
+    let share = |search: u64| search.div_ceil(3);
+    assert!(stat(&out, "minimize_execs") <= share(8), "{err}");
+    assert_eq!(stat(&out, "minimize_pending"), 1, "{err}");
+    let pending = std::fs::read_to_string(out.join("minimize_pending")).unwrap();
+    assert!(pending.starts_with("deadlocked-"), "{pending}");
+    let stats = std::fs::read_to_string(out.join("fuzzer_stats")).unwrap();
+    assert!(stats.contains("minimize_time"), "{stats}");
+    // A reproducer is there already, minimized or not.
+    let rwd = out.join("findings").join(format!("{}.rwd", pending.trim()));
+    assert!(rwd.exists(), "{err}");
+
+    let second = fuzz(&[&base[..], &["--execs", "300", "--resume"]].concat());
+    let err = stderr(&second);
+    assert_eq!(stat(&out, "minimize_pending"), 0, "{err}");
+    assert!(!out.join("minimize_pending").exists());
+    assert!(stat(&out, "minimize_execs") <= share(300), "{err}");
+    assert!(err.contains(pending.trim()), "{err}");
+    // At a fixed point: minimizing again removes nothing.
+    let again = cli()
+        .arg("minimize")
+        .arg(&rwd)
+        .args([
+            "-o",
+            dir.path().join("again.rwd").to_str().unwrap(),
+            "--json",
+        ])
+        .output()
+        .unwrap();
+    let v: serde_json::Value =
+        serde_json::from_slice(&again.stdout).unwrap_or_else(|_| panic!("{}", stderr(&again)));
+    assert_eq!(v["decisions_after"], v["decisions_before"], "{v}");
+    assert_eq!(v["window_after"], v["window_before"], "{v}");
+}
