@@ -1128,7 +1128,7 @@ fn findings_are_summed_up_and_signed_in_the_programs_own_words() {
     assert_eq!(r.status.code(), Some(1), "{err}");
     let summary = |kind: &str| {
         err.lines()
-            .skip_while(|l| !l.contains(&format!("new finding after")) || !l.ends_with(kind))
+            .skip_while(|l| !l.contains("new finding after") || !l.ends_with(kind))
             .nth(1)
             .unwrap_or_else(|| panic!("no {kind} finding:\n{err}"))
             .trim()
