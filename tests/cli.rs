@@ -696,3 +696,119 @@ fn a_per_test_failures_printed_commands_and_reproducer_run_that_test_as_recorded
     assert!(said.contains("did not reproduce the failure"), "{said}");
     assert!(!d.join("not.rwd").exists());
 }
+
+/// The completion script for `shell`, written into `dir`.
+fn completion_script(shell: &str, dir: &std::path::Path, name: &str) -> std::path::PathBuf {
+    let out = cli().args(["completions", shell]).output().unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let path = dir.join(name);
+    std::fs::write(&path, &out.stdout).unwrap();
+    path
+}
+
+/// The options a shell offers for `rewind-fuzz fuzz --sy`.
+fn assert_offers_the_sync_options(shell: &str, offered: &str) {
+    for option in ["--sync-dir", "--sync-id", "--sync-points"] {
+        assert!(
+            offered
+                .lines()
+                .any(|l| l.split_whitespace().next() == Some(option)),
+            "{shell} does not offer {option}: {offered:?}"
+        );
+    }
+}
+
+#[test]
+fn bash_completes_options_of_a_subcommand_when_the_script_is_sourced() {
+    let bash = common::require_tool("bash", "apt-get install -y bash");
+    let dir = tempfile::tempdir().unwrap();
+    let script = completion_script("bash", dir.path(), "rewind-fuzz.bash");
+    // What bash does at a tab: the function `complete` registered, with
+    // the words of the line.
+    let driver = format!(
+        r#"source {}
+spec=$(complete -p rewind-fuzz) || exit 3
+fn=${{spec##*-F }}; fn=${{fn%% *}}
+COMP_WORDS=(rewind-fuzz fuzz --sy); COMP_CWORD=2
+COMP_LINE="rewind-fuzz fuzz --sy"; COMP_POINT=${{#COMP_LINE}}
+"$fn" rewind-fuzz --sy fuzz
+printf '%s\n' "${{COMPREPLY[@]}}""#,
+        script.display()
+    );
+    let out = std::process::Command::new(bash)
+        .args(["-c", &driver])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_offers_the_sync_options("bash", &String::from_utf8_lossy(&out.stdout));
+}
+
+#[test]
+fn fish_completes_options_of_a_subcommand_when_the_script_is_sourced() {
+    let fish = common::require_tool("fish", "apt-get install -y fish");
+    let dir = tempfile::tempdir().unwrap();
+    let script = completion_script("fish", dir.path(), "rewind-fuzz.fish");
+    let out = std::process::Command::new(fish)
+        .args([
+            "-c",
+            &format!(
+                "source {}; complete -C 'rewind-fuzz fuzz --sy'",
+                script.display()
+            ),
+        ])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_offers_the_sync_options("fish", &String::from_utf8_lossy(&out.stdout));
+}
+
+#[test]
+fn zsh_completes_options_of_a_subcommand_when_the_script_is_sourced() {
+    let zsh = common::require_tool("zsh", "apt-get install -y zsh");
+    let dir = tempfile::tempdir().unwrap();
+    completion_script("zsh", dir.path(), "_rewind-fuzz");
+    let offered = dir.path().join("offered");
+    let ready = dir.path().join("ready");
+    let done = dir.path().join("done");
+    // An interactive zsh on a pseudo-terminal (zsh/zpty), with the script
+    // in its fpath as an install puts it, completing at a tab once its
+    // line editor is up (it drops what was typed before); compadd notes
+    // what the script offers.
+    let driver = format!(
+        r#"zmodload zsh/zpty
+zpty z zsh -f -i
+zpty -w z "PS1=''"
+zpty -w z "fpath=({dir} \$fpath); autoload -U compinit; compinit -u -D"
+zpty -w z "compadd() {{ local -a m; builtin compadd -O m \"\$@\"; print -rl -- \$m >> {offered}; builtin compadd \"\$@\" }}"
+zpty -w z "bindkey '^I' complete-word; : > {ready}"
+while [[ ! -e {ready} ]]; do zpty -r -t z line || sleep 0.05; done
+zpty -w -n z $'rewind-fuzz fuzz --sy\t'
+zpty -w z $'\C-e\C-u: > {done}'
+while [[ ! -e {done} ]]; do zpty -r -t z line || sleep 0.05; done
+zpty -d z"#,
+        dir = dir.path().display(),
+        offered = offered.display(),
+        ready = ready.display(),
+        done = done.display(),
+    );
+    let mut child = std::process::Command::new(zsh)
+        .args(["-f", "-c", &driver])
+        .stdout(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    assert!(child.wait().unwrap().success());
+    let text = std::fs::read_to_string(&offered).unwrap_or_default();
+    assert_offers_the_sync_options("zsh", &text);
+}

@@ -7,7 +7,7 @@ mod common;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use common::{cli, example};
+use common::{cli, example, require_tool};
 use serde_json::Value;
 
 fn build_c(dir: &Path, name: &str, source: &str, defines: &[&str]) -> PathBuf {
@@ -104,22 +104,6 @@ fn same_as_natively(dir: &Path, script: &str) -> String {
         "{script}"
     );
     v["trace_hash"].as_str().unwrap().to_string()
-}
-
-/// The path of tool `name` on this host (found in PATH, or the given
-/// absolute path); fails saying what to install when it is missing, so a
-/// missing tool never passes a test silently.
-fn require_tool(name: &str, install: &str) -> PathBuf {
-    let found = if name.starts_with('/') {
-        Some(PathBuf::from(name)).filter(|p| p.exists())
-    } else {
-        std::env::var_os("PATH").and_then(|paths| {
-            std::env::split_paths(&paths)
-                .map(|d| d.join(name))
-                .find(|p| p.is_file())
-        })
-    };
-    found.unwrap_or_else(|| panic!("{name} is missing on this host: install it ({install})"))
 }
 
 /// Runs `exe args` in the machine and natively, in `dir`, with the extra
