@@ -776,11 +776,14 @@ fn the_live_screen_keeps_every_findings_commands_and_the_stats_speak_afl() {
         env!("CARGO_BIN_EXE_rewind-fuzz"),
         out.display()
     );
-    let session = std::process::Command::new("script")
-        .args(["-qfec", &cmd, "/dev/null"])
-        .env("TERM", "xterm")
-        .output()
-        .unwrap();
+    let session = std::process::Command::new(common::require_tool(
+        "script",
+        "apt-get install -y util-linux",
+    ))
+    .args(["-qfec", &cmd, "/dev/null"])
+    .env("TERM", "xterm")
+    .output()
+    .unwrap();
     // A terminal tall enough that nothing scrolls off: what a clear of the
     // screen would wipe is gone from it.
     let mut term = vt100::Parser::new(3000, 250, 0);
@@ -813,6 +816,14 @@ fn the_live_screen_keeps_every_findings_commands_and_the_stats_speak_afl() {
         shown.contains(" rewind-fuzz  harness:philosophers"),
         "{shown}"
     );
+    // The latest finding, in the program's words, and minimization's share.
+    assert!(
+        shown
+            .lines()
+            .any(|l| l.contains("   latest    ") && l.contains("philosophers.c:")),
+        "{shown}"
+    );
+    assert!(shown.contains("   minimize  "), "{shown}");
     // fuzzer_stats and plot_data as AFL++'s tools read them.
     let stats = std::fs::read_to_string(out.join("fuzzer_stats")).unwrap();
     for key in AFL_STATS {

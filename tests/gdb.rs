@@ -146,7 +146,7 @@ fn server_program(attach: &str) -> &str {
 fn gdb_command(attach: &str, commands: &[&str]) -> Command {
     let addr = server_address(attach);
     let program = server_program(attach);
-    let mut cmd = Command::new("gdb");
+    let mut cmd = Command::new(common::require_tool("gdb", "apt-get install -y gdb"));
     cmd.args([
         "-batch",
         "-nx",

@@ -158,6 +158,14 @@ fn same_as_natively_with(dir: &Path, exe: &Path, args: &[&str], env: &[(&str, &s
 
 #[test]
 fn shells_pipelines_and_real_programs_print_what_they_print_natively() {
+    // A program missing here would fail the same way in both runs.
+    for (tool, install) in [
+        ("xz", "apt-get install -y xz-utils"),
+        ("tar", "apt-get install -y tar"),
+        ("sqlite3", "apt-get install -y sqlite3"),
+    ] {
+        require_tool(tool, install);
+    }
     let dir = tempfile::tempdir().unwrap();
     std::fs::write(dir.path().join("f"), "hello\n").unwrap();
     std::fs::create_dir(dir.path().join("tree")).unwrap();
