@@ -1182,6 +1182,18 @@ fn findings_are_summed_up_and_signed_in_the_programs_own_words() {
             .unwrap();
         let said = stderr(&retest);
         assert!(said.contains("it still fails, the same way"), "{said}");
+        // `run` tells a crash inside the C library by the program's frame.
+        if signature.contains("crashed") {
+            let again = cli()
+                .args(["run", "--target"])
+                .arg(&exe)
+                .arg("--schedule")
+                .arg(&path)
+                .output()
+                .unwrap();
+            let said = stderr(&again);
+            assert!(said.contains("called from logger (jobq.c:"), "{said}");
+        }
     }
 }
 
