@@ -250,7 +250,7 @@ pub fn run(a: RunArgs) -> Result<u8, UserError> {
         },
         (e, _) => vm_error(e),
     })?;
-    report.schedule.origin = format!("{spec} seed {}", a.target.seed);
+    report.schedule.origin = format!("{spec} seed {}", cfg.kernel.seed);
     // Whether the failure the schedule was saved for happened again.
     let again = expected.as_ref().map(|(want, naming)| {
         let got = crate::report::RunFacts::of(&vm, &report).signature(

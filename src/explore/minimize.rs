@@ -236,18 +236,16 @@ impl Search<'_> {
 
     fn run(&mut self, c: Candidate) -> Result<(Option<Hit>, Signature), VmError> {
         let log = Arc::new(Mutex::new(Vec::new()));
-        let (by_step, by_anchor, size) = match c {
+        let (by_step, by_anchor) = match c {
             Candidate::Steps(d) => (
                 Some(Replay::new(Schedule::new("minimize", d.to_vec()))),
                 HashMap::new(),
-                d.len(),
             ),
             Candidate::Anchors(a) => (
                 None,
                 a.iter()
                     .map(|a| ((a.thread, a.object, a.nth), a.pick))
                     .collect(),
-                a.len(),
             ),
         };
         let report = self.runner.run(Box::new(Anchoring {
@@ -259,7 +257,6 @@ impl Search<'_> {
         self.execs += 1;
         let vm = self.runner.vm().expect("a run was just made");
         let sig = RunFacts::of(vm, &report).signature(&report, &mut self.sym, self.naming);
-        let _ = size;
         let hit = (sig == *self.want).then(|| {
             let log = log.lock().unwrap();
             let decisions = report.schedule.decisions.clone();
