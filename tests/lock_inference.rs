@@ -193,7 +193,21 @@ fn inversions_of_std_and_parking_lot_mutexes_are_found_at_every_opt_level() {
                 "{lock}: the lock made at {made_at} is not named: {summary}"
             );
         }
-        for wait in summary.lines().filter(|l| l.contains(" waits for ")) {
+        // A story line longer than a terminal goes on, indented, below.
+        let lines: Vec<&str> = summary.lines().collect();
+        let indent = |l: &str| l.len() - l.trim_start().len();
+        for (i, first) in lines.iter().enumerate() {
+            if !first.contains(" waits for ") {
+                continue;
+            }
+            let mut wait = first.to_string();
+            for more in &lines[i + 1..] {
+                if indent(more) <= indent(first) || more.trim_start().starts_with("held by") {
+                    break;
+                }
+                wait.push(' ');
+                wait.push_str(more.trim());
+            }
             assert!(
                 wait.contains("(mutex_inversions.rs:"),
                 "{lock}: not waited for at the program's line: {wait}"

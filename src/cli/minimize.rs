@@ -9,12 +9,13 @@ use serde_json::json;
 
 use super::UserError;
 use super::common::{
-    TargetArgs, check_output, consent_to_oracle, ctrl_c, interrupted, parse_duration, replay_level,
-    vm_error,
+    TargetArgs, check_output, consent_to_oracle, ctrl_c, interrupted, parse_time_budget,
+    replay_level, vm_error,
 };
 use crate::explore::minimize::{self, Budget, MinimizeError};
 use crate::kernel::vfs::FileSource;
 use crate::report::RunFacts;
+use crate::report::signature::Naming;
 use crate::report::symbols::Symbolizer;
 use crate::rwd::{self, Rwd};
 use crate::sched::{Replay, Schedule};
@@ -34,7 +35,7 @@ pub struct MinimizeArgs {
     #[arg(long, value_parser = clap::value_parser!(u64).range(1..))]
     pub execs: Option<u64>,
     /// Spend at most this much time (e.g. 30s, 5m).
-    #[arg(long, value_parser = parse_duration)]
+    #[arg(long, short = 'V', value_parser = parse_time_budget)]
     pub time: Option<Duration>,
     /// Print one JSON object with the result on stdout.
     #[arg(long)]
@@ -166,7 +167,7 @@ pub fn minimize(a: MinimizeArgs) -> Result<u8, UserError> {
     check_output("-o", Some(&a.output))?;
     let data = crate::fsutil::read_foreign(&a.input, crate::rwd::MAX_FILE)
         .map_err(|e| UserError::bad_input(format!("cannot read {name}: {e}")))?;
-    let (cfg, source, schedule, want) = if Rwd::looks_like(&data) {
+    let (cfg, source, schedule, want, naming) = if Rwd::looks_like(&data) {
         if a.target.given() {
             return Err(UserError::bad_input(format!(
                 "{name} is a reproducer, which names its own target: leave out --target and the run options"
@@ -180,7 +181,8 @@ pub fn minimize(a: MinimizeArgs) -> Result<u8, UserError> {
         }
         consent_to_oracle(&rwd, &name, a.target.run_oracle)?;
         let want = rwd.expected.signature.clone();
-        (rwd.run_config(), rwd.source(), rwd.schedule(), want)
+        let naming = rwd.signature_naming;
+        (rwd.run_config(), rwd.source(), rwd.schedule(), want, naming)
     } else {
         let schedule = Schedule::from_json(&name, &data).map_err(|e| {
             UserError::bad_input(format!(
@@ -200,14 +202,15 @@ pub fn minimize(a: MinimizeArgs) -> Result<u8, UserError> {
         let mut vm = Vm::new(&cfg, source.clone()).map_err(vm_error)?;
         vm.set_strategy(Box::new(Replay::new(schedule.clone())));
         let report = vm.run().map_err(vm_error)?;
-        let want = RunFacts::of(&vm, &report).signature(&report, &mut Symbolizer::new());
+        let naming = Naming::default();
+        let want = RunFacts::of(&vm, &report).signature(&report, &mut Symbolizer::new(), naming);
         if !want.is_failure() {
             return Err(UserError::bad_input(format!(
                 "the schedule in {name} does not fail ({}): there is nothing to minimize",
                 report.outcome.summary()
             )));
         }
-        (cfg, source, schedule, want)
+        (cfg, source, schedule, want, naming)
     };
     if !want.is_failure() {
         return Err(UserError::bad_input(format!(
@@ -229,6 +232,7 @@ pub fn minimize(a: MinimizeArgs) -> Result<u8, UserError> {
                 p.phase, p.execs, p.decisions
             );
         }
+        std::ops::ControlFlow::Continue(())
     };
     // Ctrl-C ends the search, not the command: the best schedule so far is
     // recorded and written (a second Ctrl-C quits at once).
@@ -238,7 +242,7 @@ pub fn minimize(a: MinimizeArgs) -> Result<u8, UserError> {
         &searching,
         source.clone(),
         &schedule,
-        &want,
+        (&want, naming),
         budget,
         &mut progress,
     )
@@ -252,8 +256,10 @@ pub fn minimize(a: MinimizeArgs) -> Result<u8, UserError> {
             code: 1,
         },
     })?;
-    let (out, report) = rwd::record(&cfg, source, &m.schedule).map_err(vm_error)?;
-    if out.expected.signature != want {
+    let (out, report, same) =
+        rwd::record_expecting(&cfg, source, &m.schedule, Some((&want, naming)))
+            .map_err(vm_error)?;
+    if !same {
         return Err(UserError {
             message: format!(
                 "the minimized schedule recorded as {}, not {want}; this is a bug in rewind-fuzz",

@@ -1,10 +1,10 @@
-//! The `.rwd` file format, version 5: its types, and encoding and decoding
+//! The `.rwd` file format, version 7: its types, and encoding and decoding
 //! with limits (the reader must survive hostile files). Version 1 files
 //! (before sync sites) still decode: they ran with `--sync-points calls`.
 //!
 //! ```text
 //! offset 0   4 bytes   magic "RWD\0"
-//!        4   u32 LE    format version (5; 1 to 4 are read too)
+//!        4   u32 LE    format version (7; 1 to 6 are read too)
 //!        8   u64 LE    length of the payload once decompressed
 //!       16   ...       one zstd frame (with its content checksum) holding the
 //!                      payload: bincode 2 (standard configuration: variable-
@@ -27,7 +27,7 @@ use crate::observe::locks::{Inversion, OrderEdge};
 use crate::observe::oracle::Oracle;
 use crate::observe::outcome::{BlockedThread, HungReason, Outcome};
 use crate::observe::trace::{Event, Operation};
-use crate::report::signature::Signature;
+use crate::report::signature::{Naming, Signature};
 use crate::sched::{Decision, Schedule};
 
 /// The first four bytes of every reproducer.
@@ -37,8 +37,8 @@ pub const MAGIC: [u8; 4] = *b"RWD\0";
 /// host's metadata of the recorded files (`Rwd::stats`), 5 the output
 /// oracle (`Rwd::oracle`, `WireOutcome::WrongOutput`), 6 files whose
 /// metadata alone the run looked at (`WireNode::Unread`) and where sync
-/// sites are reported (`Rwd::sites_at`), 7 the step rules
-/// (`Rwd::step_rules`).
+/// sites are reported (`Rwd::sites_at`), 7 how signatures name sites
+/// (`Rwd::signature_naming`) and the step rules (`Rwd::step_rules`).
 pub const VERSION: u32 = 7;
 /// Bytes before the compressed payload.
 pub const HEADER_LEN: usize = 16;
@@ -94,6 +94,10 @@ pub struct Rwd {
     /// Where the runs' sync sites were reported (version 6): a reproducer
     /// of an earlier version replays as it was recorded.
     pub sites_at: SitesAt,
+    /// How the signature names sites (version 7: the program's code
+    /// whatever its file is called, and Rust panics by place): replays and
+    /// re-tests compare in this naming.
+    pub signature_naming: Naming,
     /// How the run's steps were made (version 7; earlier versions, under
     /// `StepRules::Format6`).
     pub step_rules: StepRules,
@@ -183,22 +187,6 @@ struct RwdV5 {
     oracle: Option<WireOracle>,
 }
 
-/// Version 6: version 5 and where sync sites are reported.
-#[derive(Deserialize)]
-struct RwdV6 {
-    v5: RwdV5,
-    sites_at: SitesAt,
-}
-
-impl From<RwdV5> for RwdV6 {
-    fn from(v5: RwdV5) -> RwdV6 {
-        RwdV6 {
-            v5,
-            sites_at: SitesAt::RuntimeCaller,
-        }
-    }
-}
-
 impl From<RwdV4> for RwdV5 {
     fn from(v4: RwdV4) -> RwdV5 {
         RwdV5 { v4, oracle: None }
@@ -224,6 +212,22 @@ impl From<RwdV3> for RwdV4 {
     }
 }
 
+/// Version 6: version 5 and where sync sites were reported.
+#[derive(Deserialize)]
+struct RwdV6 {
+    v5: RwdV5,
+    sites_at: SitesAt,
+}
+
+impl From<RwdV5> for RwdV6 {
+    fn from(v5: RwdV5) -> RwdV6 {
+        RwdV6 {
+            v5,
+            sites_at: SitesAt::RuntimeCaller,
+        }
+    }
+}
+
 impl From<RwdV6> for Rwd {
     fn from(v6: RwdV6) -> Rwd {
         let RwdV6 { v5, sites_at } = v6;
@@ -244,6 +248,8 @@ impl From<RwdV6> for Rwd {
             stats,
             oracle,
             sites_at,
+            // Signatures before version 7 name the program by its file.
+            signature_naming: Naming::FileName,
             step_rules: StepRules::Format6,
         }
     }
@@ -1468,6 +1474,7 @@ pub(crate) mod tests {
             stats: Vec::new(),
             oracle: Some(WireOracle::Stdout(b"sum = 10\n".to_vec())),
             sites_at: SitesAt::ProgramFrame,
+            signature_naming: Naming::Program,
             step_rules: StepRules::Format7,
         }
     }
@@ -1580,18 +1587,20 @@ pub(crate) mod tests {
         r.stats = Vec::new();
         r.sync_points = SyncPoints::Calls;
         r.sites_at = SitesAt::RuntimeCaller;
+        r.signature_naming = Naming::FileName;
         r.step_rules = StepRules::Format6;
         let payload = bincode::serde::encode_to_vec(&r, bincode::config::standard()).unwrap();
         // The trailing fields take a byte each here: format-6 step rules,
-        // sites at runtime callers, no oracle, no stats, level 0.
-        for (version, cut) in [(6, 1), (5, 2), (4, 3), (3, 4), (2, 4), (1, 5)] {
+        // signatures by file name, sites at runtime callers, no oracle, no
+        // stats, level 0.
+        for (version, cut) in [(6, 2), (5, 3), (4, 4), (3, 5), (2, 5), (1, 6)] {
             let old = frame(version, &payload[..payload.len() - cut]);
             let back =
                 Rwd::decode("old", &old).unwrap_or_else(|e| panic!("version {version}: {e}"));
             assert_eq!(back, r, "version {version}");
         }
         // Cut one field too many and the payload is refused, not misread.
-        let short = frame(4, &payload[..payload.len() - 4]);
+        let short = frame(4, &payload[..payload.len() - 5]);
         assert!(Rwd::decode("old", &short).is_err());
     }
 

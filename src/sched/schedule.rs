@@ -104,6 +104,30 @@ impl Schedule {
         StepRules::of_schedule(self.version)
     }
 
+    /// Writes the schedule atomically for `readers`, with the failure it
+    /// was saved for (a signature as JSON: its `kind`, `sites` and
+    /// `naming`) beside its own fields: a run that records it can then
+    /// say whether that failure happened again.
+    pub fn save_for_failure(
+        &self,
+        path: &Path,
+        readers: crate::fsutil::Readers,
+        failure: serde_json::Value,
+    ) -> Result<(), ScheduleError> {
+        let name = path.display().to_string();
+        let mut v = serde_json::to_value(self).expect("schedules serialize");
+        v["failure"] = failure;
+        let json = serde_json::to_vec_pretty(&v).expect("JSON serializes");
+        crate::fsutil::write_atomically_as(path, &json, readers)
+            .map_err(|e| ScheduleError::Write(name, e))
+    }
+
+    /// The failure a schedule file says it was saved for, if it says.
+    pub fn saved_failure(text: &[u8]) -> Option<serde_json::Value> {
+        let v: serde_json::Value = serde_json::from_slice(text).ok()?;
+        v.get("failure").filter(|f| f.is_object()).cloned()
+    }
+
     /// Writes the schedule atomically (a temporary file, then a rename).
     pub fn save(&self, path: &Path) -> Result<(), ScheduleError> {
         self.save_as(path, crate::fsutil::Readers::Everyone)
