@@ -61,9 +61,13 @@ pub struct CargoArgs {
     /// Share of runs that start from a strategy alone (see `fuzz --help`).
     #[arg(long, value_name = "MIX")]
     pub strategy_mix: Option<String>,
-    /// Stop a test's run after this many steps [default: 1000000].
+    /// Stop a test's run after this many steps [default: 100000000].
     #[arg(long)]
     pub max_steps: Option<u64>,
+    /// End a test's run as hung after this many steps without progress;
+    /// 0 never [default: 200000].
+    #[arg(long)]
+    pub hang_steps: Option<u64>,
     /// Executions minimization may spend on each finding.
     #[arg(long)]
     pub minimize_execs: Option<u64>,
@@ -204,6 +208,7 @@ fn fuzz_args(a: &CargoArgs, binary: &Path, out: PathBuf) -> Result<FuzzArgs, Use
     opt("ok-exit-codes", a.ok_exit_codes.clone());
     opt("strategy-mix", a.strategy_mix.clone());
     opt("max-steps", a.max_steps.map(|m| m.to_string()));
+    opt("hang-steps", a.hang_steps.map(|m| m.to_string()));
     opt("minimize-execs", a.minimize_execs.map(|m| m.to_string()));
     for e in &a.env {
         argv.push("--env".into());

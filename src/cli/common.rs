@@ -32,10 +32,15 @@ pub struct TargetArgs {
     #[arg(long, short = 's', default_value_t = 0)]
     pub seed: u64,
     /// Stop a run after this many steps (scheduling points: system calls,
-    /// pthread calls and sync sites) [default: 1000000, or a bundled
+    /// pthread calls and sync sites) [default: 100000000, or a bundled
     /// harness's own budget].
     #[arg(long)]
     pub max_steps: Option<u64>,
+    /// End a run as hung when its threads only go round states they have
+    /// been in (spinning on values nobody changes, retrying calls that keep
+    /// failing) for this many steps; 0 never [default: 200000].
+    #[arg(long)]
+    pub hang_steps: Option<u64>,
     /// The wall-clock watchdog: how long a thread may compute without a scheduling point before the run is stopped as `timed-out` (e.g. 60s, 500ms). Unlike every other outcome, this one depends on the host's speed and load.
     #[arg(long, default_value = "60s", value_parser = parse_duration)]
     pub timeout: Duration,
@@ -198,6 +203,9 @@ impl TargetArgs {
         if let Some(m) = self.max_steps {
             opt("max-steps", m.to_string());
         }
+        if let Some(h) = self.hang_steps {
+            opt("hang-steps", h.to_string());
+        }
         if self.timeout != Duration::from_secs(60) {
             opt("timeout", format!("{}ms", self.timeout.as_millis()));
         }
@@ -250,6 +258,9 @@ impl TargetArgs {
         k.sync_points = self.sync_points.unwrap_or(SyncPoints::Atomics);
         if let Some(max) = self.max_steps.or_else(|| harness_step_budget(&self.target)) {
             k.max_steps = max;
+        }
+        if let Some(h) = self.hang_steps {
+            k.hang_steps = h;
         }
         for e in &self.env {
             let Some((key, _)) = e.split_once('=') else {
@@ -346,6 +357,22 @@ fn script_interpreter(data: &[u8]) -> Option<String> {
     let first = String::from_utf8_lossy(first);
     let interpreter = first.split_whitespace().next()?;
     Some(crate::escape::line(interpreter).into_owned())
+}
+
+/// Gives a run of a schedule made before the watch for progress existed
+/// (version 2 and earlier) the limits its runs had, where the command line
+/// gives none: they ended at a million steps, and never for want of
+/// progress.
+pub fn limits_of_older_schedule(k: &mut KernelConfig, schedule: &Schedule, t: &TargetArgs) {
+    if schedule.step_rules() != crate::code::StepRules::Format6 {
+        return;
+    }
+    if t.max_steps.is_none() && harness_step_budget(&t.target).is_none() {
+        k.max_steps = 1_000_000;
+    }
+    if t.hang_steps.is_none() {
+        k.hang_steps = 0;
+    }
 }
 
 /// The level a replay of `schedule` runs at: the one it was made at. A

@@ -60,6 +60,9 @@ pub struct ScheduleTarget {
     /// Its step limit.
     #[arg(long)]
     pub max_steps: Option<u64>,
+    /// Its limit of steps without progress.
+    #[arg(long)]
+    pub hang_steps: Option<u64>,
     /// Its timeout (e.g. 10s).
     #[arg(long)]
     pub timeout: Option<String>,
@@ -99,6 +102,7 @@ impl ScheduleTarget {
             || self.cpus.is_some()
             || self.seed.is_some()
             || self.max_steps.is_some()
+            || self.hang_steps.is_some()
             || self.timeout.is_some()
             || !self.env.is_empty()
             || self.cwd.is_some()
@@ -125,6 +129,7 @@ impl ScheduleTarget {
         opt("cpus", self.cpus.map(|v| v.to_string()));
         opt("seed", self.seed.map(|v| v.to_string()));
         opt("max-steps", self.max_steps.map(|v| v.to_string()));
+        opt("hang-steps", self.hang_steps.map(|v| v.to_string()));
         opt("timeout", self.timeout.clone());
         opt("cwd", self.cwd.clone());
         opt("memory", self.memory.map(|v| v.to_string()));
@@ -197,6 +202,7 @@ pub fn minimize(a: MinimizeArgs) -> Result<u8, UserError> {
         let mut cfg = t.config()?;
         cfg.kernel.sync_points = replay_level(t.sync_points, &schedule, &name)?;
         cfg.kernel.step_rules = schedule.step_rules();
+        super::common::limits_of_older_schedule(&mut cfg.kernel, &schedule, &t);
         let source = FileSource::host();
         // The failure to keep is the one this schedule gives.
         let mut vm = Vm::new(&cfg, source.clone()).map_err(vm_error)?;

@@ -149,6 +149,9 @@ fn reproducers_settings(
     if given_here("max_steps", "--max-steps") {
         cfg.kernel.max_steps = given.kernel.max_steps;
     }
+    if given_here("hang_steps", "--hang-steps") {
+        cfg.kernel.hang_steps = given.kernel.hang_steps;
+    }
     if given_here("timeout", "--timeout") {
         cfg.timeout = given.timeout;
     }
@@ -207,6 +210,7 @@ pub fn run(a: RunArgs) -> Result<u8, UserError> {
         }
         (Some(Replaying::Schedule(s, failure)), Some(f)) => {
             expected = failure;
+            super::common::limits_of_older_schedule(&mut cfg.kernel, &s, &a.target);
             StrategySpec::Loaded(Box::new(s), f.clone())
         }
         _ => a.strategy.clone(),

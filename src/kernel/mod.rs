@@ -56,6 +56,11 @@ use vfs::{SharedSource, Vfs};
 
 /// Virtual time that passes at every step.
 pub const STEP_QUANTUM_NS: Nanos = 1_000;
+
+/// The default step budget: far past what a test makes (a run that goes
+/// round in circles ends long before, as hung without progress), yet a
+/// bound on a run that keeps reaching new states forever.
+pub const MAX_STEPS: u64 = 100_000_000;
 /// Virtual time-stamp-counter ticks per nanosecond (a 1 GHz TSC).
 pub const TSC_PER_NS: u64 = 1;
 /// Thread id of the main thread (and the process id).
@@ -85,6 +90,10 @@ pub struct KernelConfig {
     pub preload: Vec<String>,
     /// Stop the run after this many steps.
     pub max_steps: u64,
+    /// End the run as hung when its threads only go round states they
+    /// have been in for this many steps (`observe::progress`); 0 never.
+    #[serde(default)]
+    pub hang_steps: u64,
     /// How far scheduling points reach into user code.
     #[serde(default)]
     pub sync_points: SyncPoints,
@@ -118,7 +127,8 @@ impl KernelConfig {
             seed: 0,
             epoch: 1_767_225_600, // 2026-01-01T00:00:00Z
             preload: Vec::new(),
-            max_steps: 1_000_000,
+            max_steps: MAX_STEPS,
+            hang_steps: crate::observe::progress::HANG_STEPS,
             sync_points: SyncPoints::Calls,
             runtime_caller_sites: false,
             step_rules: crate::code::StepRules::default(),
@@ -214,6 +224,8 @@ pub struct Kernel {
     shared_files: BTreeMap<u64, SharedFile>,
     /// Shared memory objects (`shared`).
     shared: shared::SharedObjects,
+    /// Whether the run still makes progress.
+    progress: crate::observe::progress::ProgressWatch,
 }
 
 /// What processes sharing an open file description share besides the
@@ -260,6 +272,7 @@ impl Kernel {
         let mut pipes = sys_pipe::Pipes::default();
         pipes.set_memory(mem.size());
         let rng = ChaCha20Rng::seed_from_u64(config.seed);
+        let config_hang_steps = config.hang_steps;
         let name = config
             .exe
             .rsplit('/')
@@ -296,6 +309,7 @@ impl Kernel {
             sockets: Default::default(),
             shared_files: BTreeMap::new(),
             shared: Default::default(),
+            progress: crate::observe::progress::ProgressWatch::new(config_hang_steps),
         };
         let first = process::Process {
             pid: MAIN_TID.0,
@@ -646,8 +660,30 @@ impl Kernel {
 
     fn finish_step(&mut self, event: Event) {
         let tid = Tid(event.thread);
+        // A call that reads the clock sees it move on.
+        let clock = matches!(
+            event.op,
+            Operation::Syscall { nr } if [libc::SYS_clock_gettime, libc::SYS_gettimeofday, libc::SYS_time]
+                .contains(&(nr as i64))
+        )
+        .then_some(self.now);
+        let timer = self.next_timer_step().is_some();
+        let stuck = self.progress.stuck_after(&event, clock, timer);
         self.obs.record(event);
         self.expire_timers();
+        if stuck && !self.obs.ended() {
+            let rip = self.threads.get(&tid).map_or(0, |t| t.regs.rip);
+            let spin_cycle = self.spin_cycle();
+            match spin_cycle {
+                Some((threads, cycle)) => self.end(Outcome::Deadlocked { threads, cycle }),
+                None => self.end(Outcome::Hung {
+                    reason: HungReason::NoProgress,
+                    thread: tid.0,
+                    rip,
+                }),
+            }
+            return;
+        }
         if !self.obs.ended() && self.obs.step() >= self.config.max_steps {
             let spin_cycle = (!self.config.runtime_caller_sites)
                 .then(|| self.spin_cycle())

@@ -38,7 +38,8 @@ pub const MAGIC: [u8; 4] = *b"RWD\0";
 /// oracle (`Rwd::oracle`, `WireOutcome::WrongOutput`), 6 files whose
 /// metadata alone the run looked at (`WireNode::Unread`) and where sync
 /// sites are reported (`Rwd::sites_at`), 7 how signatures name sites
-/// (`Rwd::signature_naming`) and the step rules (`Rwd::step_rules`).
+/// (`Rwd::signature_naming`), the step rules (`Rwd::step_rules`) and how
+/// long a run may go without progress (`Rwd::hang_steps`).
 pub const VERSION: u32 = 7;
 /// Bytes before the compressed payload.
 pub const HEADER_LEN: usize = 16;
@@ -101,6 +102,9 @@ pub struct Rwd {
     /// How the run's steps were made (version 7; earlier versions, under
     /// `StepRules::Format6`).
     pub step_rules: StepRules,
+    /// How many steps without progress end the run as hung (version 7;
+    /// earlier versions watched nothing: 0).
+    pub hang_steps: u64,
 }
 
 /// Where a run reports a sync site that lies in a language runtime's or a
@@ -251,6 +255,7 @@ impl From<RwdV6> for Rwd {
             // Signatures before version 7 name the program by its file.
             signature_naming: Naming::FileName,
             step_rules: StepRules::Format6,
+            hang_steps: 0,
         }
     }
 }
@@ -365,7 +370,8 @@ pub enum WireOutcome {
         cycle: Vec<u32>,
     },
     Hung {
-        /// 0: the step limit; 1: the wall-clock timeout.
+        /// 0: the step limit; 1: the wall-clock timeout; 2: no progress
+        /// (version 7).
         reason: u8,
         thread: u32,
         rip: u64,
@@ -863,7 +869,7 @@ impl Rwd {
             }
         }
         if let WireOutcome::Hung { reason, .. } = self.expected.outcome {
-            if reason > 1 {
+            if reason > 2 {
                 return Err(format!("unknown reason {reason} for a hung run"));
             }
         }
@@ -1152,11 +1158,14 @@ impl WireOutcome {
                 cycle,
             },
             Outcome::Hung {
-                reason: HungReason::MaxSteps,
+                reason,
                 thread,
                 rip,
             } => WireOutcome::Hung {
-                reason: 0,
+                reason: match reason {
+                    HungReason::MaxSteps => 0,
+                    HungReason::NoProgress => 2,
+                },
                 thread,
                 rip,
             },
@@ -1233,11 +1242,14 @@ impl WireOutcome {
                 cycle,
             },
             WireOutcome::Hung {
-                reason: 0,
+                reason: reason @ (0 | 2),
                 thread,
                 rip,
             } => Outcome::Hung {
-                reason: HungReason::MaxSteps,
+                reason: match reason {
+                    0 => HungReason::MaxSteps,
+                    _ => HungReason::NoProgress,
+                },
                 thread,
                 rip,
             },
@@ -1476,6 +1488,7 @@ pub(crate) mod tests {
             sites_at: SitesAt::ProgramFrame,
             signature_naming: Naming::Program,
             step_rules: StepRules::Format7,
+            hang_steps: 200_000,
         }
     }
 
@@ -1589,18 +1602,19 @@ pub(crate) mod tests {
         r.sites_at = SitesAt::RuntimeCaller;
         r.signature_naming = Naming::FileName;
         r.step_rules = StepRules::Format6;
+        r.hang_steps = 0;
         let payload = bincode::serde::encode_to_vec(&r, bincode::config::standard()).unwrap();
-        // The trailing fields take a byte each here: format-6 step rules,
-        // signatures by file name, sites at runtime callers, no oracle, no
-        // stats, level 0.
-        for (version, cut) in [(6, 2), (5, 3), (4, 4), (3, 5), (2, 5), (1, 6)] {
+        // The trailing fields take a byte each here: no hang watch,
+        // format-6 step rules, signatures by file name, sites at runtime
+        // callers, no oracle, no stats, level 0.
+        for (version, cut) in [(6, 3), (5, 4), (4, 5), (3, 6), (2, 6), (1, 7)] {
             let old = frame(version, &payload[..payload.len() - cut]);
             let back =
                 Rwd::decode("old", &old).unwrap_or_else(|e| panic!("version {version}: {e}"));
             assert_eq!(back, r, "version {version}");
         }
         // Cut one field too many and the payload is refused, not misread.
-        let short = frame(4, &payload[..payload.len() - 5]);
+        let short = frame(4, &payload[..payload.len() - 6]);
         assert!(Rwd::decode("old", &short).is_err());
     }
 

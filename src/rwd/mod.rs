@@ -256,6 +256,7 @@ pub fn from_run(cfg: &RunConfig, vm: &Vm, report: &RunReport) -> Option<Rwd> {
         },
         signature_naming: Naming::default(),
         step_rules: kc.step_rules,
+        hang_steps: kc.hang_steps,
     })
 }
 
@@ -271,6 +272,7 @@ impl Rwd {
         k.seed = t.seed;
         k.epoch = t.epoch;
         k.max_steps = t.max_steps;
+        k.hang_steps = self.hang_steps;
         k.sync_points = self.sync_points;
         k.runtime_caller_sites = self.sites_at == format::SitesAt::RuntimeCaller;
         k.step_rules = self.step_rules;
