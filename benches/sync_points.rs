@@ -344,7 +344,10 @@ fn channels_table() {
         "default",
         run(SyncPoints::Atomics, StrategyKind::Default.build(0, 0)),
     );
-    let pct = run(SyncPoints::Atomics, Box::new(rewind_fuzz::sched::Pct::new(3, 800_000, 7)));
+    let pct = run(
+        SyncPoints::Atomics,
+        Box::new(rewind_fuzz::sched::Pct::new(3, 800_000, 7)),
+    );
     let schedule = pct.0.schedule.clone();
     line(SyncPoints::Atomics, "pct:3", pct);
     line(
