@@ -226,6 +226,8 @@ pub struct Kernel {
     shared: shared::SharedObjects,
     /// Whether the run still makes progress.
     progress: crate::observe::progress::ProgressWatch,
+    /// What the code says of the frames sync sites unwind through.
+    frames: Arc<std::sync::Mutex<sync::FrameCache>>,
 }
 
 /// What processes sharing an open file description share besides the
@@ -310,6 +312,7 @@ impl Kernel {
             shared_files: BTreeMap::new(),
             shared: Default::default(),
             progress: crate::observe::progress::ProgressWatch::new(config_hang_steps),
+            frames: Default::default(),
         };
         let first = process::Process {
             pid: MAIN_TID.0,

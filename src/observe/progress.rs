@@ -12,10 +12,17 @@
 //! first half had not shown, the run goes round in circles of at most half
 //! a round. A thread asleep until a timer (or an armed timer) will change
 //! something the steps cannot show, so such a round proves nothing.
-
-use std::collections::HashSet;
+//!
+//! States are kept as bits of a hash set of 2^22 bits (every step pays a
+//! hash and a bit, not an insertion into a growing table): a new state may
+//! fall on a bit another set, at most one in twenty at 200,000 states a
+//! round, so a run is called stuck only when every one of its new states
+//! fell so, which for a run making progress does not happen.
 
 use super::trace::Event;
+
+/// Bits of the set of states seen in a round.
+const STATE_BITS: usize = 1 << 22;
 
 /// The default `window`: long enough for any backoff a correct program
 /// spins through while another thread gets its work done.
@@ -27,7 +34,7 @@ pub struct ProgressWatch {
     /// Steps per round; 0 watches nothing.
     window: u64,
     /// The states seen this round.
-    seen: HashSet<u64>,
+    seen: Vec<u64>,
     /// Steps taken this round, and states new in its second half.
     taken: u64,
     new_late: u64,
@@ -64,7 +71,13 @@ impl ProgressWatch {
             b.copy_from_slice(&w.to_le_bytes());
         }
         let state = xxhash_rust::xxh3::xxh3_64(&bytes);
-        let new = self.seen.insert(state);
+        if self.seen.is_empty() {
+            self.seen = vec![0; STATE_BITS / 64];
+        }
+        let bit = state as usize % STATE_BITS;
+        let (word, mask) = (bit / 64, 1u64 << (bit % 64));
+        let new = self.seen[word] & mask == 0;
+        self.seen[word] |= mask;
         self.taken += 1;
         self.timer |= timer_pending;
         if new && self.taken > self.window / 2 {
@@ -74,7 +87,7 @@ impl ProgressWatch {
             return false;
         }
         let stuck = self.new_late == 0 && !self.timer;
-        self.seen.clear();
+        self.seen.fill(0);
         self.taken = 0;
         self.new_late = 0;
         self.timer = false;
