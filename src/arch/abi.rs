@@ -174,6 +174,14 @@ pub const SITES_LAST_SITE: u64 = 25;
 /// 1 when a retry-loop atomic gives way at every hit (the format-6 step
 /// rules), 0 when only at a retry.
 pub const SITES_RETRY_ALWAYS: u64 = 26;
+/// The process's tick counter: a tick's trampoline takes one off at each
+/// pass and traps when it would reach zero; the monitor then sets it to
+/// [`TICK_PERIOD`] again.
+pub const SITES_TICK_COUNT: u64 = 27;
+/// Where a tick's trampoline keeps rax while it counts.
+pub const SITES_TICK_SAVE: u64 = 28;
+/// Passes through tick sites (loops' iterations) between two ticks.
+pub const TICK_PERIOD: u64 = 1 << 16;
 /// Top of the dispatcher's stack (an offset in the data).
 pub const SITES_STACK_TOP: u64 = 0x1000;
 /// Side records, one per place in a batch of ring entries (the entries

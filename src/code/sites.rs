@@ -129,6 +129,10 @@ pub enum SiteKind {
     Load,
     /// A plain store (or read-modify-write) of a global variable.
     Store,
+    /// The backward branch of a loop with no other site: every so many
+    /// times it is taken, a step (a tick), so that time moves on and a
+    /// thread can be preempted in computation (see `code::trampoline`).
+    Tick,
 }
 
 impl SiteKind {
@@ -139,6 +143,7 @@ impl SiteKind {
             SiteKind::Spin,
             SiteKind::Load,
             SiteKind::Store,
+            SiteKind::Tick,
         ]
         .get(n as usize)
         .copied()
@@ -151,6 +156,7 @@ impl SiteKind {
             SiteKind::Spin => "spin",
             SiteKind::Load => "load",
             SiteKind::Store => "store",
+            SiteKind::Tick => "tick",
         }
     }
 }
@@ -191,6 +197,7 @@ pub struct SiteCounts {
     pub spins: usize,
     pub loads: usize,
     pub stores: usize,
+    pub ticks: usize,
     pub unsupported: usize,
 }
 
@@ -304,19 +311,53 @@ fn function_at(functions: &[Function], va: u64) -> Option<&Function> {
     (va < f.end).then_some(f)
 }
 
-/// The sites of the object `elf` at `level`, computed once per content and
-/// level (the same libraries are mapped again by every machine).
-pub fn sites_of(elf: &Arc<Vec<u8>>, level: SyncPoints) -> Arc<SiteTable> {
-    type Cache = Mutex<HashMap<(u128, SyncPoints), Arc<SiteTable>>>;
+/// Which of an object's sites a run patches.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Scope {
+    /// Its sync sites and its loops' ticks: the program and its own
+    /// libraries, or every object when no pthread shim covers the locks.
+    All,
+    /// Only its loops' ticks: a system library whose locks the pthread
+    /// shim reports, which still computes.
+    Ticks,
+}
+
+/// How an object is patched: which sites, and which of them jump to
+/// trampolines.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct Plan {
+    pub scope: Scope,
+    /// Whether loops get ticks (the format-7 step rules).
+    pub ticks: bool,
+    /// Whether sync sites jump to trampolines (else they trap; a tick
+    /// always jumps, never a trap per iteration).
+    pub jumps: bool,
+}
+
+impl Default for Plan {
+    fn default() -> Plan {
+        Plan {
+            scope: Scope::All,
+            ticks: true,
+            jumps: true,
+        }
+    }
+}
+
+/// The sites of the object `elf` at `level` under `plan`, computed once per
+/// content, level and plan (the same libraries are mapped again by every
+/// machine).
+pub fn sites_of(elf: &Arc<Vec<u8>>, level: SyncPoints, plan: Plan) -> Arc<SiteTable> {
+    type Cache = Mutex<HashMap<(u128, SyncPoints, Plan), Arc<SiteTable>>>;
     static CACHE: OnceLock<Cache> = OnceLock::new();
-    let key = (xxhash_rust::xxh3::xxh3_128(elf), level);
+    let key = (xxhash_rust::xxh3::xxh3_128(elf), level, plan);
     let cache = CACHE.get_or_init(Default::default);
     if let Some(t) = cache.lock().unwrap_or_else(|e| e.into_inner()).get(&key) {
         return t.clone();
     }
     // A hostile object (a reproducer's) may break the parser: it then has
     // no sites, and runs as it would at `calls`.
-    let table = std::panic::catch_unwind(|| discover(elf, level)).unwrap_or_default();
+    let table = std::panic::catch_unwind(|| discover_in(elf, level, plan)).unwrap_or_default();
     let table = Arc::new(table);
     cache
         .lock()
@@ -336,6 +377,11 @@ struct Segment {
 
 /// Finds the sites of `elf` at `level`.
 pub fn discover(elf: &[u8], level: SyncPoints) -> SiteTable {
+    discover_in(elf, level, Plan::default())
+}
+
+/// Finds the sites of `elf` at `level` under `plan`.
+pub fn discover_in(elf: &[u8], level: SyncPoints, plan: Plan) -> SiteTable {
     let mut table = SiteTable::default();
     if level == SyncPoints::Calls {
         return table;
@@ -423,10 +469,18 @@ pub fn discover(elf: &[u8], level: SyncPoints) -> SiteTable {
         counts: SiteCounts::default(),
         reads_own_code: false,
         targets: entries.iter().copied().collect(),
+        loops: Vec::new(),
     };
     for (start, end) in ranges {
         let instrs = finder.decode(start, end);
         finder.scan(&instrs);
+        if plan.ticks {
+            finder.loops(&instrs, plan.scope);
+        }
+    }
+    if plan.scope == Scope::Ticks {
+        finder.sites.clear();
+        finder.counts = SiteCounts::default();
     }
     table.counts = finder.counts;
     table.reads_own_code = finder.reads_own_code;
@@ -462,7 +516,13 @@ pub fn discover(elf: &[u8], level: SyncPoints) -> SiteTable {
                 _ => super::trampoline::REGION_BYTE,
             },
         };
-        let trampolines = super::trampoline::plan(&table.sites, &object);
+        let sync = if plan.jumps { &table.sites[..] } else { &[] };
+        let mut trampolines = super::trampoline::plan(sync, &object);
+        let ticks =
+            super::trampoline::plan_ticks(&finder.loops, &table.sites, &object, &mut trampolines);
+        table.counts.ticks = ticks.len();
+        table.sites.extend(ticks);
+        table.sites.sort_by_key(|s| s.offset);
         table.trampolines = trampolines;
     }
     table
@@ -718,6 +778,9 @@ struct Finder<'f, 'd> {
     reads_own_code: bool,
     /// Addresses direct branches and calls reach.
     targets: std::collections::BTreeSet<u64>,
+    /// Loops with no sync site, as (head, backward branch) link-time
+    /// addresses: where ticks go.
+    loops: Vec<(u64, u64)>,
 }
 
 /// A decoded instruction and the file offset of its first byte.
@@ -773,6 +836,7 @@ impl Finder<'_, '_> {
                 SiteKind::Spin => self.counts.spins += 1,
                 SiteKind::Load => self.counts.loads += 1,
                 SiteKind::Store => self.counts.stores += 1,
+                SiteKind::Tick => {}
             }
         }
     }
@@ -840,6 +904,30 @@ impl Finder<'_, '_> {
                     }
                     self.add(d, SiteKind::Spin, true);
                 }
+            }
+        }
+    }
+
+    /// Notes each loop of `instrs` (one range of code) that holds no sync
+    /// site (in `Scope::Ticks`, whose sync sites are not patched, every
+    /// loop): a direct backward branch and its target.
+    fn loops(&mut self, instrs: &[Decoded], scope: Scope) {
+        let Some(first) = instrs.first() else { return };
+        let start = first.instr.ip();
+        for d in instrs {
+            let i = &d.instr;
+            let backward = matches!(
+                i.flow_control(),
+                FlowControl::ConditionalBranch | FlowControl::UnconditionalBranch
+            ) && i.op0_kind() == iced_x86::OpKind::NearBranch64
+                && i.near_branch_target() <= i.ip()
+                && i.near_branch_target() >= start;
+            if !backward {
+                continue;
+            }
+            let head = d.offset - (i.ip() - i.near_branch_target());
+            if scope == Scope::Ticks || self.sites.range(head..=d.offset).next().is_none() {
+                self.loops.push((i.near_branch_target(), i.ip()));
             }
         }
     }
@@ -1046,6 +1134,7 @@ mod tests {
             counts: SiteCounts::default(),
             reads_own_code: false,
             targets: Default::default(),
+            loops: Vec::new(),
         };
         let instrs = decoded(code, 0x1000);
         f.scan(&instrs);

@@ -67,6 +67,10 @@ pub const PAGE: u64 = 4096;
 
 /// `mov %rax, abs64` + `lea desc(%rip), %rax` + `jmp *word(%rip)`.
 const PROLOGUE: u64 = 23;
+/// A tick's counting code (see [`tick_prologue`]).
+const TICK_PROLOGUE: u64 = 65;
+/// Where in a tick's trampoline its `int3` stands.
+pub const TICK_TRAP: u64 = 64;
 /// A descriptor's bytes (see `arch::abi`).
 const DESCRIPTOR: u64 = 32;
 /// The last bytes of each page hold the dispatcher's door.
@@ -93,6 +97,10 @@ pub struct Jump {
     pub back: u64,
     /// The trampoline's jump back there.
     pub jump_back: u64,
+    /// Whether it is a tick's: it counts, and every
+    /// [`abi::TICK_PERIOD`]th pass traps at `entry + TICK_TRAP`, else goes
+    /// straight to the copy.
+    pub tick: bool,
 }
 
 /// The trampolines of one object.
@@ -109,6 +117,8 @@ pub struct Trampolines {
     /// Sites with no trampoline: their instruction or the ones after them
     /// cannot be moved (they keep a trap).
     pub without: usize,
+    /// Where the next trampoline may start.
+    cursor: u64,
 }
 
 /// Where a copied instruction came from: an address in a trampoline, as
@@ -158,6 +168,13 @@ impl Trampolines {
         self.moved.get(&addr).copied()
     }
 
+    /// The site of the tick whose `int3` is at `addr`.
+    pub fn tick_at(&self, addr: u64) -> Option<u64> {
+        let (entry, offset) = self.by_entry.range(..=addr).next_back()?;
+        let j = &self.jumps[offset];
+        (j.tick && addr == entry + TICK_TRAP).then_some(j.site)
+    }
+
     /// Where the code at `addr`, inside a trampoline, stands in the
     /// program's code.
     pub fn origin(&self, addr: u64) -> Option<Origin> {
@@ -198,7 +215,7 @@ pub fn plan(sites: &[Site], object: &Object<'_>) -> Trampolines {
     let mut out = Trampolines::default();
     let starts: BTreeSet<u64> = sites.iter().map(|s| s.offset).collect();
     let mut cursor = 0u64;
-    for site in sites {
+    for site in sites.iter().filter(|s| s.kind != SiteKind::Tick) {
         match place(site, object, &starts, &mut cursor, &mut out) {
             Some(j) => {
                 out.by_entry.insert(j.entry, site.offset);
@@ -210,6 +227,7 @@ pub fn plan(sites: &[Site], object: &Object<'_>) -> Trampolines {
             None => out.without += 1,
         }
     }
+    out.cursor = cursor;
     out
 }
 
@@ -277,16 +295,62 @@ fn place(
     out: &mut Trampolines,
 ) -> Option<Jump> {
     let va = (object.vaddr_of)(site.offset)?;
-    let len = u64::from(site.len);
     let (instr, operand) = out_of_line::operand(site, va)?;
-    let moved = displaced(va, len, object, starts)?;
+    let moved = displaced(va, u64::from(site.len), object, starts)?;
+    let gives_way = match site.kind {
+        _ if !site.spins => 0,
+        SiteKind::Spin => abi::SITES_YIELD_FLAG,
+        _ => abi::SITES_RETRY_FLAG,
+    };
+    let runtime = (object.reports_caller)(site.offset);
+    // The prologue, the copy, then the descriptor, 8-aligned.
+    let layout = |entry: u64, code: &[u8]| {
+        let desc = (entry + PROLOGUE + code.len() as u64).next_multiple_of(8);
+        let mut t = prologue(entry, desc, (entry & !(PAGE - 1)) + PAGE - DOOR_WORD);
+        t.extend_from_slice(code);
+        t.resize((desc - entry) as usize, 0xcc);
+        let copy = entry + PROLOGUE;
+        t.extend_from_slice(&descriptor(va, desc, copy, &operand, runtime, gives_way));
+        t
+    };
+    fit(
+        va,
+        instr,
+        &moved,
+        PROLOGUE,
+        DESCRIPTOR + 8,
+        &layout,
+        object,
+        cursor,
+        out,
+        false,
+    )
+}
+
+/// Finds room for a trampoline whose copy of `instr` (at `va`) and of
+/// `moved` follows `before` bytes of its own code and is followed by up to
+/// `after` more (`layout` makes the whole), writes it into the image and
+/// advances `cursor` past it.
+#[allow(clippy::too_many_arguments)]
+fn fit(
+    va: u64,
+    instr: Instruction,
+    moved: &[Instruction],
+    before: u64,
+    after: u64,
+    layout: &dyn Fn(u64, &[u8]) -> Vec<u8>,
+    object: &Object<'_>,
+    cursor: &mut u64,
+    out: &mut Trampolines,
+    tick: bool,
+) -> Option<Jump> {
     // The jump's displacement bytes that stand where a moved instruction
     // starts must trap.
     let mut must_trap = [false; 4];
-    for m in &moved {
+    for m in moved {
         must_trap[(m.ip() - va - 1) as usize] = true;
     }
-    let back = moved.last().map_or(va + len, |m| m.next_ip());
+    let back = moved.last().map_or(instr.next_ip(), |m| m.next_ip());
     let region = (va + 5).wrapping_add((u32::from(object.region) << 24) as i32 as i64 as u64);
     let region_end = region.wrapping_add(1 << 24);
     let mut block: Vec<Instruction> = std::iter::once(instr)
@@ -296,41 +360,25 @@ fn place(
     let mut entry = (*cursor).max(region);
     // The copy's size may depend on where it lands (a branch's form): place,
     // encode, and again where the size changed.
-    let mut size = PROLOGUE + encode(&block, region + PROLOGUE)?.0.len() as u64 + DESCRIPTOR + 8;
+    let mut size = before + encode(&block, region + before)?.0.len() as u64 + after;
     for _ in 0..4 {
         entry = find_entry(entry, va, size, &must_trap, region_end, object.region)?;
-        let (code, offsets) = encode(&block, entry + PROLOGUE)?;
-        let desc = (entry + PROLOGUE + code.len() as u64).next_multiple_of(8);
-        let need = desc + DESCRIPTOR - entry;
-        if need > size {
-            size = need;
+        let (code, offsets) = encode(&block, entry + before)?;
+        let t = layout(entry, &code);
+        if t.len() as u64 > size {
+            size = t.len() as u64;
             continue;
         }
         let mut copies: Vec<(u64, u64)> = offsets
             .iter()
             .zip(block.iter())
-            .map(|(o, i)| (entry + PROLOGUE + u64::from(*o), i.ip()))
+            .map(|(o, i)| (entry + before + u64::from(*o), i.ip()))
             .collect();
         let jump_back = copies.pop()?.0;
         let after = copies.get(1).map_or(back, |c| c.0);
         let page = entry & !(PAGE - 1);
         let image = out.pages.entry(page).or_insert_with(new_page);
         let at = (entry - page) as usize;
-        let mut t = prologue(entry, desc, page + PAGE - DOOR_WORD);
-        t.extend_from_slice(&code);
-        t.resize((desc - entry) as usize, 0xcc);
-        t.extend_from_slice(&descriptor(
-            va,
-            desc,
-            copies[0].0,
-            &operand,
-            (object.reports_caller)(site.offset),
-            match site.kind {
-                _ if !site.spins => 0,
-                SiteKind::Spin => abi::SITES_YIELD_FLAG,
-                _ => abi::SITES_RETRY_FLAG,
-            },
-        ));
         image[at..at + t.len()].copy_from_slice(&t);
         let rel = entry.wrapping_sub(va + 5) as u32;
         let mut patch = [0xe9, 0, 0, 0, 0];
@@ -345,9 +393,112 @@ fn place(
             copies,
             back,
             jump_back,
+            tick,
         });
     }
     None
+}
+
+/// Plans a tick for each loop (head, backward branch; link-time addresses)
+/// and returns the tick sites: in each, the last instruction up to the
+/// branch whose jump displaces nothing that may not move, so that its
+/// trampoline counts the loop's iterations.
+pub fn plan_ticks(
+    loops: &[(u64, u64)],
+    sites: &[Site],
+    object: &Object<'_>,
+    out: &mut Trampolines,
+) -> Vec<Site> {
+    let starts: BTreeSet<u64> = sites.iter().map(|s| s.offset).collect();
+    // Code the jumps already cover: [site, back).
+    let mut covered: BTreeMap<u64, u64> = out.jumps.values().map(|j| (j.site, j.back)).collect();
+    let mut cursor = out.cursor;
+    let mut ticks = Vec::new();
+    for &(head, branch) in loops {
+        let Some(instrs) = body(head, branch, object) else {
+            continue;
+        };
+        for instr in instrs.iter().rev() {
+            let va = instr.ip();
+            if !movable(instr) || overlaps(&covered, va, va + 5) {
+                continue;
+            }
+            let Some(moved) = displaced(va, instr.len() as u64, object, &starts) else {
+                continue;
+            };
+            let Some((bytes, offset)) = (object.bytes_at)(va) else {
+                continue;
+            };
+            let layout = |_: u64, code: &[u8]| {
+                let mut t = tick_prologue();
+                t.extend_from_slice(code);
+                t
+            };
+            let Some(j) = fit(
+                va,
+                *instr,
+                &moved,
+                TICK_PROLOGUE,
+                0,
+                &layout,
+                object,
+                &mut cursor,
+                out,
+                true,
+            ) else {
+                continue;
+            };
+            covered.insert(va, j.back);
+            out.by_entry.insert(j.entry, offset);
+            for (copy, original) in &j.copies[1..] {
+                out.moved.insert(*original, *copy);
+            }
+            out.jumps.insert(offset, j);
+            let mut b = [0u8; 15];
+            b[..instr.len()].copy_from_slice(&bytes[..instr.len()]);
+            ticks.push(Site {
+                offset,
+                kind: SiteKind::Tick,
+                spins: false,
+                fast: false,
+                bytes: b,
+                len: instr.len() as u8,
+                acquires: None,
+            });
+            break;
+        }
+    }
+    out.cursor = cursor;
+    ticks
+}
+
+/// The instructions from a loop's head to its backward branch, when they
+/// decode one after another to exactly there.
+fn body(head: u64, branch: u64, object: &Object<'_>) -> Option<Vec<Instruction>> {
+    let mut out = Vec::new();
+    let mut at = head;
+    while at <= branch {
+        let (bytes, _) = (object.bytes_at)(at)?;
+        let i =
+            Decoder::with_ip(64, &bytes[..bytes.len().min(15)], at, DecoderOptions::NONE).decode();
+        if i.is_invalid() {
+            return None;
+        }
+        out.push(i);
+        at = i.next_ip();
+        if out.len() > 4096 {
+            return None;
+        }
+    }
+    (out.last()?.ip() == branch).then_some(out)
+}
+
+/// Whether `[lo, hi)` meets a range of `covered`.
+fn overlaps(covered: &BTreeMap<u64, u64>, lo: u64, hi: u64) -> bool {
+    covered
+        .range(..hi)
+        .next_back()
+        .is_some_and(|(_, end)| *end > lo)
 }
 
 /// The first address from `from` where a trampoline of `size` bytes fits
@@ -433,6 +584,38 @@ fn prologue(entry: u64, desc: u64, door: u64) -> Vec<u8> {
     t.extend_from_slice(&[0xff, 0x25]);
     t.extend_from_slice(&(door.wrapping_sub(entry + PROLOGUE) as u32).to_le_bytes());
     debug_assert_eq!(t.len() as u64, PROLOGUE);
+    t
+}
+
+/// A tick's counting code at `entry`, before its copy: one less on the
+/// process's tick counter, and at zero, with every register and flag as
+/// the program had them, the `int3` the monitor takes for a tick (it sets
+/// the counter again and moves the thread back to the site). Neither flags
+/// nor the stack are touched: a loop may carry a flag around (`adc`), and
+/// a leaf function's red zone lies below the stack pointer.
+fn tick_prologue() -> Vec<u8> {
+    let save = (abi::SITES_DATA_VA + abi::SITES_TICK_SAVE * 8).to_le_bytes();
+    let count = (abi::SITES_DATA_VA + abi::SITES_TICK_COUNT * 8).to_le_bytes();
+    let mut t = Vec::with_capacity(TICK_PROLOGUE as usize);
+    t.extend_from_slice(&[0x48, 0xa3]); // mov %rax, save
+    t.extend_from_slice(&save);
+    t.extend_from_slice(&[0x48, 0xa1]); // mov count, %rax
+    t.extend_from_slice(&count);
+    t.extend_from_slice(&[0x48, 0x91]); // xchg %rax, %rcx
+    t.extend_from_slice(&[0x48, 0x8d, 0x49, 0xff]); // lea -1(%rcx), %rcx
+    t.extend_from_slice(&[0xe3, 24]); // jrcxz trap
+    t.extend_from_slice(&[0x48, 0x91]); // xchg %rax, %rcx
+    t.extend_from_slice(&[0x48, 0xa3]); // mov %rax, count
+    t.extend_from_slice(&count);
+    t.extend_from_slice(&[0x48, 0xa1]); // mov save, %rax
+    t.extend_from_slice(&save);
+    t.extend_from_slice(&[0xeb, 13]); // jmp copy
+    t.extend_from_slice(&[0x48, 0x91]); // trap: xchg %rax, %rcx
+    t.extend_from_slice(&[0x48, 0xa1]); // mov save, %rax
+    t.extend_from_slice(&save);
+    t.push(0xcc); // int3
+    debug_assert_eq!(t.len() as u64, TICK_PROLOGUE);
+    debug_assert_eq!(t[TICK_TRAP as usize], 0xcc);
     t
 }
 
@@ -564,6 +747,56 @@ mod tests {
         assert_eq!(text[5], "jmp 0x0000555555555006");
         assert_eq!(t.origin(j.entry), Some(Origin::Site(0x5555_5555_5000)));
         assert_eq!(t.origin(j.after), Some(Origin::Moved(0x5555_5555_5004)));
+    }
+
+    #[test]
+    fn a_loop_ticks_from_its_branch_and_counts_without_touching_flags() {
+        // loop: add %rax,%rdx; dec %ecx; jne loop; mov %rdx,%rax; ret
+        let base = 0x5555_5555_5000u64;
+        let code: &'static [u8] = &[
+            0x48, 0x01, 0xc2, 0xff, 0xc9, 0x75, 0xf9, 0x48, 0x89, 0xd0, 0xc3,
+        ];
+        let bytes_at = move |va: u64| -> Option<(&[u8], u64)> {
+            let off = va.checked_sub(base)? as usize;
+            (off < code.len()).then(|| (&code[off..], off as u64 + 0x1000))
+        };
+        let targets: BTreeSet<u64> = [base].into_iter().collect();
+        let vaddr_of = |off: u64| Some(off - 0x1000 + base);
+        let no = |_: u64| false;
+        let object = Object {
+            bytes_at: &bytes_at,
+            targets: &targets,
+            reports_caller: &no,
+            vaddr_of: &vaddr_of,
+            region: REGION_BYTE,
+        };
+        let mut t = plan(&[], &object);
+        let ticks = plan_ticks(&[(base, base + 5)], &[], &object, &mut t);
+        assert_eq!(ticks.len(), 1);
+        // The jne and what follows it can move: the tick is the branch.
+        assert_eq!((ticks[0].offset, ticks[0].kind), (0x1005, SiteKind::Tick));
+        let j = t.jump(0x1005).unwrap();
+        assert!(j.tick);
+        assert_eq!(t.tick_at(j.entry + TICK_TRAP), Some(base + 5));
+        assert_eq!(t.tick_at(j.entry + TICK_TRAP - 1), None);
+        let text = disassemble(&image_bytes(&t, j.entry, 96), j.entry, 15);
+        let ops: Vec<&str> = text
+            .iter()
+            .map(|l| l.split_whitespace().next().unwrap())
+            .collect();
+        assert_eq!(
+            ops,
+            [
+                "movabs", "movabs", "xchg", "lea", "jrcxz", "xchg", "movabs", "movabs", "jmp",
+                "xchg", "movabs", "int3", "jne", "mov", "jmp"
+            ],
+            "{text:?}"
+        );
+        assert_eq!(
+            text[12], "jne 0x0000555555555000",
+            "the copy branches to the loop"
+        );
+        assert_eq!(t.origin(j.entry + 30), Some(Origin::Site(base + 5)));
     }
 
     #[test]

@@ -56,6 +56,11 @@ use vfs::{SharedSource, Vfs};
 
 /// Virtual time that passes at every step.
 pub const STEP_QUANTUM_NS: Nanos = 1_000;
+/// Virtual time a tick stands for: 16 ns a pass through a loop's tick
+/// site, about a short loop's iteration with a call or two in it (a tight
+/// loop's computation is seen to take longer than it does, a long
+/// iteration's shorter).
+pub const TICK_NS: Nanos = abi::TICK_PERIOD * 16;
 
 /// The default step budget: far past what a test makes (a run that goes
 /// round in circles ends long before, as hung without progress), yet a
@@ -337,11 +342,14 @@ impl Kernel {
         Ok(k)
     }
 
-    /// The sync sites to patch into an executable mapping of the object at
-    /// `path` (with contents `data`), if any: the program's own code and
-    /// libraries outside the system's directories; the system's libraries
-    /// and dynamic linker too when no pthread shim reports their locks.
+    /// The sites to patch into an executable mapping of the object at
+    /// `path` (with contents `data`), if any: the sync sites of the
+    /// program's own code and libraries outside the system's directories
+    /// (and of the system's libraries and dynamic linker too when no
+    /// pthread shim reports their locks), and, under the format-7 step
+    /// rules, the ticks of every object's loops.
     pub fn sites_for(&mut self, path: &str, data: &Arc<Vec<u8>>) -> Option<Arc<SiteTable>> {
+        use crate::code::sites::{Plan, Scope};
         let level = self.config.sync_points;
         if level == SyncPoints::Calls || path == abi::SHIM_PATH {
             return None;
@@ -356,10 +364,19 @@ impl Kernel {
         ]
         .iter()
         .any(|d| path.starts_with(d));
-        if path != self.process_entry().exe && system && !self.config.preload.is_empty() {
-            return None;
-        }
-        let table = crate::code::sites::sites_of(data, level);
+        let ticks = self.config.step_rules == crate::code::StepRules::Format7;
+        let scope =
+            match path != self.process_entry().exe && system && !self.config.preload.is_empty() {
+                true if !ticks => return None,
+                true => Scope::Ticks,
+                false => Scope::All,
+            };
+        let plan = Plan {
+            scope,
+            ticks,
+            jumps: self.config.site_jumps,
+        };
+        let table = crate::code::sites::sites_of(data, level, plan);
         if table.reads_own_code && !table.is_empty() {
             let note = format!(
                 "{path} takes the address of its own code as data (etext, a label): it may read its machine code, so its {} sync sites are left unpatched",
@@ -658,6 +675,7 @@ impl Kernel {
         self.now += STEP_QUANTUM_NS;
         let t = self.cur();
         t.yielded = false;
+        t.ticked = false;
         t.last_site = None;
     }
 
@@ -755,10 +773,25 @@ impl Kernel {
         cpu: &mut dyn FpuAccess,
     ) -> bool {
         // In the sites area (pages it touched first are filled before):
-        // the breakpoint or instruction it stands for.
+        // the breakpoint or instruction it stands for. A tick's trap, in its
+        // trampoline, reaches the monitor directly or handed over by the
+        // dispatcher.
+        let tick = |k: &Kernel, regs: &UserRegs, vector: u8| {
+            (vector == 3)
+                .then(|| k.mm.tick_at(regs.rip.wrapping_sub(1)))
+                .flatten()
+        };
+        if let Some(site) = tick(self, &regs, vector) {
+            self.tick_step(regs, site);
+            return true;
+        }
         let (regs, vector) = self
             .site_path_origin(&regs, vector)
             .unwrap_or((regs, vector));
+        if let Some(site) = tick(self, &regs, vector) {
+            self.tick_step(regs, site);
+            return true;
+        }
         self.cur().regs = regs;
         let rip = regs.rip;
         if vector == 3 && self.sync_step(rip.wrapping_sub(1)) {

@@ -154,6 +154,7 @@ impl Kernel {
             )?;
         }
         self.mm.poke(&self.mem, SITES_VA, dispatcher())?;
+        self.write_u64(SITES_DATA_VA + SITES_TICK_COUNT * 8, TICK_PERIOD)?;
         Ok(())
     }
 
@@ -215,7 +216,8 @@ impl Kernel {
         {
             return;
         }
-        let jumps = self.config.site_jumps && self.mm.enable_jumps(&self.mem, start);
+        // Ticks always jump; sync sites only when `site_jumps` planned them.
+        let jumps = self.mm.enable_jumps(&self.mem, start);
         let Ok(mut used) = self.read_u64(SITES_DATA_VA + SITES_SAVE_USED * 8) else {
             return;
         };

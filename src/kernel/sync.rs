@@ -159,6 +159,37 @@ impl Kernel {
         self.finish_step(event);
     }
 
+    /// A tick: the loop's site at `site` was passed [`abi::TICK_PERIOD`]
+    /// times since the process's last. The thread stands at the site again
+    /// (its trampoline counts anew from there), virtual time moves on by
+    /// what the passes stand for, and another thread may be chosen. Its
+    /// value is the registers' digest: a loop that goes round the same
+    /// state shows no progress.
+    pub(super) fn tick_step(&mut self, mut regs: UserRegs, site: u64) {
+        regs.rip = site;
+        self.cur().regs = regs;
+        let counter = abi::SITES_DATA_VA + abi::SITES_TICK_COUNT * 8;
+        let _ = self.write_u64(counter, abi::TICK_PERIOD);
+        let tid = self.current;
+        self.begin_step();
+        self.cur().ticked = true;
+        self.now += super::TICK_NS - super::STEP_QUANTUM_NS;
+        let words = regs.x86_order();
+        let bytes: Vec<u8> = words.iter().flat_map(|w| w.to_le_bytes()).collect();
+        let event = Event {
+            step: self.obs.step(),
+            thread: tid.0,
+            op: Operation::Sync {
+                site: crate::code::SiteKind::Tick,
+            },
+            object: None,
+            site,
+            result: Some(0),
+            value: xxhash_rust::xxh3::xxh3_64(&bytes),
+        };
+        self.finish_step(event);
+    }
+
     /// Where a site's step is reported: one past its first byte (a
     /// return-address like value, located the way call sites are), or,
     /// inside a language runtime's function (an unoptimized

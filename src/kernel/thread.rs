@@ -147,6 +147,8 @@ pub struct Thread {
     pub name: String,
     /// Whether the thread asked to give up the CPU at its last step.
     pub yielded: bool,
+    /// Whether its last step was a tick (a time slice of computation).
+    pub ticked: bool,
     /// The sync site (its instruction's address) of the thread's last step,
     /// if that step was one: an atomic in a retry loop taken again right
     /// after is a retry.
@@ -200,6 +202,7 @@ impl Thread {
             altstack: AltStack::default(),
             name,
             yielded: false,
+            ticked: false,
             last_site: None,
             pending_site: None,
             saved_mask: None,

@@ -1215,6 +1215,10 @@ fn site_bytes(v: &Vma, va: u64, buf: &mut [u8], original: bool) {
     // A jump starting up to four bytes before `lo` reaches into it.
     for s in sites.in_range(lo.saturating_sub(4), hi) {
         let jump = sites.trampolines.jump(s.offset);
+        // A tick is a jump or nothing: never a trap at every pass.
+        if s.kind == crate::code::SiteKind::Tick && !*jumps {
+            continue;
+        }
         let patch: &[u8] = match (original, jump) {
             (false, Some(j)) if *jumps => &j.patch,
             (false, _) => &[s.patch_byte()],

@@ -33,6 +33,9 @@ pub struct SchedView<'a> {
     pub current_runnable: bool,
     /// Whether it asked to give up the CPU (`sched_yield`).
     pub yielded: bool,
+    /// Whether the step was a tick: the thread computed for a time slice's
+    /// worth of virtual time (see `code::trampoline`).
+    pub ticked: bool,
     /// Every runnable thread, in thread-id order (never empty).
     pub runnable: &'a [Tid],
     /// The object (lock, futex word) of each thread's last step, if any.
@@ -113,7 +116,7 @@ impl SliceWatch {
                 ..SliceWatch::default()
             };
         }
-        self.used += 1;
+        self.used = if v.ticked { TIME_SLICE } else { self.used + 1 };
         if self.used < TIME_SLICE {
             return false;
         }
@@ -569,6 +572,7 @@ pub(crate) mod tests {
             current: Tid(current),
             current_runnable: runnable,
             yielded,
+            ticked: false,
             runnable: all,
             objects,
         }
@@ -602,6 +606,7 @@ pub(crate) mod tests {
                 current,
                 current_runnable: true,
                 yielded: false,
+                ticked: false,
                 runnable: &all,
                 objects: &o,
             };

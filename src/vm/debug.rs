@@ -103,26 +103,48 @@ impl Vm {
     /// thread stands on first). The breakpoints are in guest memory only
     /// while the guest runs: the kernel, a snapshot and the debugger's reads
     /// never see them.
+    ///
+    /// A thread never stops in a trampoline (see `code::trampoline`): an
+    /// instruction that jumps into one is completed with the trampoline's
+    /// own, up to where the program's code goes on or a step.
     pub fn debug_resume(
         &mut self,
         pace: Pace,
         breakpoints: &BTreeSet<u64>,
     ) -> Result<Event, VmError> {
+        let mut event = self.resume_once(pace, breakpoints)?;
+        while pace == Pace::Instruction && matches!(event, Event::Instruction | Event::Nothing) {
+            let rip = self.kernel.threads()[&self.kernel.current()].regs.rip;
+            if !self.kernel.mm().vma_at(rip).is_some_and(|v| v.is_jumps()) {
+                break;
+            }
+            event = match self.resume_once(pace, breakpoints)? {
+                Event::Nothing => Event::Instruction,
+                e => e,
+            };
+        }
+        Ok(event)
+    }
+
+    fn resume_once(&mut self, pace: Pace, breakpoints: &BTreeSet<u64>) -> Result<Event, VmError> {
         if self.kernel.outcome().is_some() {
             return Ok(Event::End);
         }
         self.load_current();
-        let mut patched: Vec<(u64, u64, u8)> = Vec::new();
+        let mut patched: Vec<(u64, u64, u64, u8)> = Vec::new();
         match pace {
             Pace::Instruction => self.machine.trap_after_one_instruction(&self.mem),
             Pace::Free => {
                 for &va in breakpoints {
-                    if let Some(pa) = self.kernel.mm().page_of(&self.mem, va) {
-                        let pa = pa + va % crate::arch::layout::PAGE_SIZE;
+                    // An instruction a jump moved runs in its copy: the
+                    // breakpoint goes there (its own bytes are the jump's).
+                    let at = self.kernel.mm().moved_copy(va).unwrap_or(va);
+                    if let Some(pa) = self.kernel.mm().page_of(&self.mem, at) {
+                        let pa = pa + at % crate::arch::layout::PAGE_SIZE;
                         let mut old = [0u8];
                         self.mem.read(pa, &mut old);
                         self.mem.write(pa, &[INT3]);
-                        patched.push((va, pa, old[0]));
+                        patched.push((va, at, pa, old[0]));
                     }
                 }
             }
@@ -130,7 +152,7 @@ impl Vm {
         self.machine.arm_watchdog(self.timeout, &self.cancel);
         let exit = self.machine.run();
         self.machine.disarm_watchdog();
-        for (_, pa, old) in patched.iter().rev() {
+        for (_, _, pa, old) in patched.iter().rev() {
             self.mem.write(*pa, &[*old]);
         }
         let exit = exit?;
@@ -143,13 +165,16 @@ impl Vm {
             Exit::Exception { vector, .. } if vector == VECTOR_BREAKPOINT => {
                 let mut regs = self.regs_without_trap(exit, stepping)?;
                 let at = regs.rip.wrapping_sub(1);
-                if !patched.iter().any(|(va, ..)| *va == at) {
-                    // The program's own int3: the kernel's (SIGTRAP).
+                let Some(&(va, ..)) = patched.iter().find(|(_, to, ..)| *to == at) else {
+                    // The program's own int3 or a tick's: the kernel's.
                     return self.hand_to_kernel(exit, regs, stepping);
-                }
-                regs.rip = at;
+                };
+                // At a moved instruction, the thread stands at its copy;
+                // started at the instruction's own place it is taken there
+                // again (see `Kernel::on_exception`).
+                regs.rip = va;
                 self.kernel.cur().regs = regs;
-                Ok(Event::Breakpoint(at))
+                Ok(Event::Breakpoint(va))
             }
             Exit::Syscall | Exit::Exception { .. } => {
                 let regs = self.regs_without_trap(exit, stepping)?;

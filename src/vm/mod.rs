@@ -568,6 +568,7 @@ impl Vm {
                 current: cur,
                 current_runnable: true,
                 yielded: false,
+                ticked: false,
                 runnable: &runnable,
                 objects: k.observer().objects(),
             };
@@ -723,6 +724,7 @@ impl Vm {
                 current: cur,
                 current_runnable: k.threads()[&cur].is_runnable(),
                 yielded: k.threads()[&cur].yielded,
+                ticked: k.threads()[&cur].ticked,
                 runnable: &runnable,
                 objects: k.observer().objects(),
             };

@@ -171,6 +171,16 @@ impl AddressSpace {
         })
     }
 
+    /// The site of the tick whose trap is at `va`, in a trampoline.
+    pub fn tick_at(&self, va: u64) -> Option<u64> {
+        let v = self.vma_at(va)?;
+        let Backing::Jumps { table, bias } = &v.backing else {
+            return None;
+        };
+        let site = table.trampolines.tick_at(va.wrapping_sub(*bias))?;
+        Some(site.wrapping_add(*bias))
+    }
+
     /// The jump of the site at `va`, when the code there jumps to its
     /// trampoline, with the set's bias.
     pub fn jump_at(&self, va: u64) -> Option<(Jump, u64)> {
