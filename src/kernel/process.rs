@@ -119,6 +119,58 @@ pub struct Process {
 }
 
 impl Kernel {
+    /// Adds process `p`, as its parent's child and a user of its space.
+    pub(super) fn add_process(&mut self, p: Process) {
+        self.children.entry(p.parent).or_default().insert(p.pid);
+        self.space_users.entry(p.space).or_default().insert(p.pid);
+        self.procs.insert(p.pid, p);
+    }
+
+    /// Forgets process `pid` (reaped).
+    pub(super) fn remove_process(&mut self, pid: Pid) -> Option<Process> {
+        let p = self.procs.remove(&pid)?;
+        for (map, key) in [
+            (&mut self.children, p.parent),
+            (&mut self.space_users, p.space),
+        ] {
+            if let Some(set) = map.get_mut(&key) {
+                set.remove(&pid);
+                if set.is_empty() {
+                    map.remove(&key);
+                }
+            }
+        }
+        Some(p)
+    }
+
+    /// Moves process `pid` to address space `space`.
+    pub(super) fn set_space_of(&mut self, pid: Pid, space: Pid) {
+        let p = self.procs.get_mut(&pid).expect("a known process");
+        let old = std::mem::replace(&mut p.space, space);
+        if let Some(set) = self.space_users.get_mut(&old) {
+            set.remove(&pid);
+            if set.is_empty() {
+                self.space_users.remove(&old);
+            }
+        }
+        self.space_users.entry(space).or_default().insert(pid);
+    }
+
+    /// The children of process `pid` (ended ones too), lowest first.
+    pub(super) fn children_of(&self, pid: Pid) -> impl Iterator<Item = Pid> + '_ {
+        self.children.get(&pid).into_iter().flatten().copied()
+    }
+
+    /// Whether a live process other than `except` runs in address space
+    /// `id`.
+    pub(super) fn space_used_by_another(&self, id: Pid, except: Pid) -> bool {
+        self.space_users
+            .get(&id)
+            .into_iter()
+            .flatten()
+            .any(|p| *p != except && self.procs[p].ended.is_none())
+    }
+
     /// The current process's entry.
     pub(super) fn process_entry(&self) -> &Process {
         &self.procs[&self.pid]
@@ -201,9 +253,7 @@ impl Kernel {
 
     /// Whether a live process runs in address space `id`.
     fn space_in_use(&self, id: Pid) -> bool {
-        self.procs
-            .values()
-            .any(|p| p.space == id && p.ended.is_none())
+        self.space_used_by_another(id, 0)
     }
 
     /// Runs `f` with `pid` as the current process (for acting on another
@@ -348,17 +398,11 @@ impl Kernel {
     /// told. The first process ending ends the run (the caller says how).
     pub(super) fn end_process(&mut self, how: Ended) {
         let pid = self.pid;
-        let ending: Vec<super::Tid> = self
-            .threads
-            .values()
-            .filter(|t| t.pid == pid)
-            .map(|t| t.tid)
-            .collect();
+        // Its exited threads have no signals left; the live ones lose theirs.
+        let ending: Vec<super::Tid> = self.threads.members(pid).collect();
         for tid in ending {
             self.threads.set_state(tid, ThreadState::Exited);
-            if let Some(t) = self.threads.get_mut(&tid) {
-                t.pending.clear();
-            }
+            self.threads.change_pending(tid, Vec::clear);
         }
         self.files = FdTable::default();
         self.timers.forget(pid);
@@ -377,20 +421,16 @@ impl Kernel {
         // Orphans go to the nearest living ancestor that is a subreaper,
         // else to the first process, which reaps them if it waits.
         let heir = self.orphan_heir(parent);
-        let orphans: Vec<Pid> = self
-            .procs
-            .values()
-            .filter(|p| p.parent == pid)
-            .map(|p| p.pid)
-            .collect();
+        let orphans: Vec<Pid> = self.children.remove(&pid).into_iter().flatten().collect();
         for child in orphans {
             self.procs.get_mut(&child).expect("listed").parent = heir;
+            self.children.entry(heir).or_default().insert(child);
             // PR_SET_PDEATHSIG: its threads that asked learn of the end.
             let asked: Vec<(super::Tid, u32)> = self
                 .threads
-                .values()
-                .filter(|t| t.pid == child && t.is_alive() && t.parent_death_signal != 0)
-                .map(|t| (t.tid, t.parent_death_signal))
+                .members(child)
+                .map(|t| (t, self.threads[&t].parent_death_signal))
+                .filter(|(_, signo)| *signo != 0)
                 .collect();
             for (tid, signo) in asked {
                 let s = super::thread::PendingSignal {
@@ -428,10 +468,9 @@ impl Kernel {
     fn child_changed(&mut self, parent: Pid, signal: u32) {
         let waiting: Vec<(super::Tid, u64)> = self
             .threads
-            .values()
-            .filter(|t| t.pid == parent)
-            .filter_map(|t| match *t.state() {
-                ThreadState::Blocked(Wait::Child { nr }) => Some((t.tid, nr)),
+            .child_waiters(parent)
+            .filter_map(|t| match *self.threads[&t].state() {
+                ThreadState::Blocked(Wait::Child { nr }) => Some((t, nr)),
                 _ => None,
             })
             .collect();

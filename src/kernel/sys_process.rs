@@ -126,13 +126,12 @@ pub(super) fn spawn(k: &mut Kernel, cpu: &mut dyn FpuAccess, c: CloneArgs) -> Sy
     if stack != 0 {
         regs.rsp = stack;
     }
-    let mut child = Thread::new(tid, regs, parent.name.clone());
+    let mut child = Thread::new(tid, regs, parent.name.clone()).with_sigmask(parent.sigmask());
     child.fs_base = if flags & CLONE_SETTLS != 0 {
         tls
     } else {
         parent.fs_base
     };
-    child.sigmask = parent.sigmask;
     child.altstack = parent.altstack;
     child.mempolicy = parent.mempolicy;
     child.timer_slack = parent.timer_slack;
@@ -146,30 +145,27 @@ pub(super) fn spawn(k: &mut Kernel, cpu: &mut dyn FpuAccess, c: CloneArgs) -> Sy
     if flags & CLONE_CLEAR_SIGHAND != 0 {
         signals.reset_for_exec();
     }
-    k.procs.insert(
+    k.add_process(Process {
         pid,
-        Process {
-            pid,
-            parent: k.pid,
-            pgid: me.pgid,
-            sid: me.sid,
-            space,
-            exe: me.exe,
-            cmdline: me.cmdline,
-            environ: me.environ,
-            started: k.now,
-            options: me.options.for_child(),
-            ended: None,
-            exit_signal,
-            vfork_parent: (flags & CLONE_VFORK != 0).then_some(k.current),
-            parked: Some(Parked {
-                files: k.files.clone(),
-                signals,
-                limits: k.limits.clone(),
-                cwd: k.vfs.cwd.clone(),
-            }),
-        },
-    );
+        parent: k.pid,
+        pgid: me.pgid,
+        sid: me.sid,
+        space,
+        exe: me.exe,
+        cmdline: me.cmdline,
+        environ: me.environ,
+        started: k.now,
+        options: me.options.for_child(),
+        ended: None,
+        exit_signal,
+        vfork_parent: (flags & CLONE_VFORK != 0).then_some(k.current),
+        parked: Some(Parked {
+            files: k.files.clone(),
+            signals,
+            limits: k.limits.clone(),
+            cwd: k.vfs.cwd.clone(),
+        }),
+    });
     k.threads.insert(tid, child);
     if flags & CLONE_PARENT_SETTID != 0 {
         let _ = k.write_u32(parent_tid, pid);
@@ -283,17 +279,10 @@ fn exec(
     // No way back from here: the old program is gone.
     let pid = k.pid;
     let me = k.current;
-    let others: Vec<super::Tid> = k
-        .threads
-        .values()
-        .filter(|t| t.pid == pid && t.tid != me && t.is_alive())
-        .map(|t| t.tid)
-        .collect();
+    let others: Vec<super::Tid> = k.threads.members(pid).filter(|t| *t != me).collect();
     for tid in others {
         k.threads.set_state(tid, super::ThreadState::Exited);
-        if let Some(t) = k.threads.get_mut(&tid) {
-            t.pending.clear();
-        }
+        k.threads.change_pending(tid, Vec::clear);
     }
     let fresh = match k.mm.fresh(&k.mem) {
         Ok(f) => f,
@@ -302,14 +291,11 @@ fn exec(
             return SysResult::NoReturn;
         }
     };
-    let shared = k
-        .procs
-        .values()
-        .any(|p| p.pid != pid && p.space == k.space && p.ended.is_none());
+    let shared = k.space_used_by_another(k.space, pid);
     if shared {
         // A vfork child leaves its parent's memory as it was.
         k.park_space(pid, fresh);
-        k.procs.get_mut(&pid).expect("current").space = pid;
+        k.set_space_of(pid, pid);
         k.switch_space(pid);
     } else {
         k.mm.tear_down(&k.mem);
@@ -378,23 +364,28 @@ enum Which {
 /// The children of the current process `which` names, lowest pid first:
 /// `(pid, how it ended)`.
 fn children(k: &Kernel, which: Which) -> Vec<(Pid, Option<Ended>)> {
-    let me = k.pid;
-    k.procs
-        .values()
-        .filter(|p| p.parent == me)
-        .filter(|p| match which {
-            Which::Any => true,
-            Which::Pid(n) => p.pid == n,
-            Which::Group(g) => p.pgid == g,
-        })
-        .map(|p| (p.pid, p.ended))
-        .collect()
+    let entry = |pid: Pid| (pid, k.procs[&pid].ended);
+    match which {
+        Which::Pid(n) => k
+            .children
+            .get(&k.pid)
+            .filter(|c| c.contains(&n))
+            .map(|_| entry(n))
+            .into_iter()
+            .collect(),
+        Which::Any => k.children_of(k.pid).map(entry).collect(),
+        Which::Group(g) => k
+            .children_of(k.pid)
+            .filter(|p| k.procs[p].pgid == g)
+            .map(entry)
+            .collect(),
+    }
 }
 
 /// Forgets an ended child once its parent has waited for it.
 fn reap(k: &mut Kernel, pid: Pid) {
-    if let Some(p) = k.procs.remove(&pid) {
-        let in_use = k.procs.values().any(|q| q.space == p.space);
+    if let Some(p) = k.remove_process(pid) {
+        let in_use = k.space_users.contains_key(&p.space);
         if !in_use && p.space != k.space {
             k.spaces.remove(&p.space);
         }

@@ -74,7 +74,7 @@ cases! {
         assert_eq!(b.ret(SYS_rt_sigprocmask, [SIG_BLOCK as u64, set, 0, 8, 0, 0]), 0);
         [ep, b.buf(12), 8, u64::MAX, b.bytes(&0u64.to_le_bytes()), 8]
     }, Want::Blocks, then |b| {
-        assert_eq!(b.k.cur().sigmask, 0);
+        assert_eq!(b.k.cur().sigmask(), 0);
         assert_eq!(b.k.cur().saved_mask, Some(1 << (SIGCHLD - 1)));
     };
     epoll_pwait_with_a_mask_of_another_size_is_einval: SYS_epoll_pwait, |b| {
