@@ -28,6 +28,8 @@ pub struct FutexTable {
     /// Where each waiter is: its futex and its number there.
     places: BTreeMap<Tid, (FutexKey, u64)>,
     next: u64,
+    /// Waiters looked at by wakes and requeues, in all.
+    looked_at: u64,
 }
 
 impl FutexTable {
@@ -64,15 +66,18 @@ impl FutexTable {
     /// Takes up to `n` waiters of `addr` whose bitset meets `bitset`, oldest
     /// first.
     pub fn take(&mut self, addr: FutexKey, n: usize, bitset: u32) -> Vec<Tid> {
+        let mut looked_at = 0;
         let chosen: Vec<Tid> = self
             .queues
             .get(&addr)
             .into_iter()
             .flatten()
+            .inspect(|_| looked_at += 1)
             .filter(|(_, (_, b))| b & bitset != 0)
             .map(|(_, (t, _))| *t)
             .take(n)
             .collect();
+        self.looked_at += looked_at;
         for t in &chosen {
             self.remove_waiter(*t);
         }
@@ -93,10 +98,16 @@ impl FutexTable {
             .take(n)
             .map(|(_, w)| *w)
             .collect();
+        self.looked_at += moved.len() as u64;
         for (t, bitset) in &moved {
             self.enqueue(to, *t, *bitset);
         }
         moved.into_iter().map(|(t, _)| t).collect()
+    }
+
+    /// Waiters looked at by wakes and requeues so far.
+    pub fn looked_at(&self) -> u64 {
+        self.looked_at
     }
 
     /// Number of waiters on `addr`.

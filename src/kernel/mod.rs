@@ -10,6 +10,7 @@ pub mod files;
 pub mod futex;
 pub mod loader;
 pub mod process;
+pub mod ready;
 mod shared;
 pub mod signal;
 pub mod site_path;
@@ -93,6 +94,13 @@ pub struct KernelConfig {
     /// spinning deadlocks), so that they replay step for step.
     #[serde(default)]
     pub runtime_caller_sites: bool,
+    /// Take polls, epoll waits and waiting reads of timer, signal and
+    /// socket descriptors up again after any change to any pipe, counter,
+    /// socket, timer, signal or process, as reproducers of format 6 and
+    /// earlier recorded them, so that they replay step for step (new runs
+    /// take them up when what they wait on changes).
+    #[serde(default)]
+    pub polls_retry_on_any_activity: bool,
 }
 
 impl KernelConfig {
@@ -112,6 +120,7 @@ impl KernelConfig {
             max_steps: 1_000_000,
             sync_points: SyncPoints::Calls,
             runtime_caller_sites: false,
+            polls_retry_on_any_activity: false,
         }
     }
 }
@@ -207,6 +216,8 @@ pub struct Kernel {
     children: BTreeMap<process::Pid, std::collections::BTreeSet<process::Pid>>,
     /// The processes (ended ones too, until reaped) of each address space.
     space_users: BTreeMap<process::Pid, std::collections::BTreeSet<process::Pid>>,
+    /// What changed since the waiters last looked (`ready`).
+    changes: ready::Changes,
 }
 
 /// What processes sharing an open file description share besides the
@@ -291,6 +302,7 @@ impl Kernel {
             shared: Default::default(),
             children: BTreeMap::new(),
             space_users: BTreeMap::new(),
+            changes: Default::default(),
         };
         let first = process::Process {
             pid: MAIN_TID.0,

@@ -217,6 +217,7 @@ impl Kernel {
         if pid == self.pid {
             return;
         }
+        self.park_files();
         let parked = Parked {
             files: std::mem::take(&mut self.files),
             signals: std::mem::take(&mut self.signals),
@@ -230,6 +231,7 @@ impl Kernel {
         let state = next.parked.take().unwrap_or_default();
         let space = next.space;
         self.files = state.files;
+        self.unparked_files();
         self.signals = state.signals;
         self.limits = state.limits;
         self.vfs.cwd = state.cwd;
@@ -286,66 +288,6 @@ impl Kernel {
         }
     }
 
-    /// Every open file description of every live process (what decides
-    /// whether a pipe end is still open).
-    pub(super) fn all_open_files(&self) -> impl Iterator<Item = &super::files::OpenFile> {
-        let parked = self
-            .procs
-            .values()
-            .filter(|p| p.ended.is_none())
-            .filter_map(|p| p.parked.as_ref())
-            .flat_map(|s| s.files.list().map(|(_, f)| f));
-        self.files.list().map(|(_, f)| f).chain(parked)
-    }
-
-    /// Whether a description in a live process holds `h`.
-    pub(super) fn held_anywhere(&self, h: super::files::Held) -> bool {
-        self.files.holds(h)
-            || self
-                .procs
-                .values()
-                .filter(|p| p.ended.is_none())
-                .filter_map(|p| p.parked.as_ref())
-                .any(|s| s.files.holds(h))
-    }
-
-    /// The objects any table let go of since the last call.
-    pub(super) fn take_dropped(&mut self) -> Vec<super::files::Held> {
-        let mut dropped = self.files.take_dropped();
-        for p in self.procs.values_mut() {
-            if let Some(s) = p.parked.as_mut() {
-                dropped.extend(s.files.take_dropped());
-            }
-        }
-        dropped
-    }
-
-    /// What the descriptor tables of the live processes are at, counting
-    /// only closes and kind changes: equal between two steps, no pipe,
-    /// epoll or socket can have lost its last descriptor in between.
-    pub(super) fn removal_versions(&self) -> Vec<(Pid, u64)> {
-        self.procs
-            .values()
-            .filter(|p| p.ended.is_none())
-            .filter_map(|p| match &p.parked {
-                Some(s) => Some((p.pid, s.files.removals())),
-                None => (p.pid == self.pid).then(|| (p.pid, self.files.removals())),
-            })
-            .collect()
-    }
-
-    /// Descriptors of pipe and socket-pair ends in the live processes.
-    pub(super) fn pipe_ends(&self) -> usize {
-        let parked: usize = self
-            .procs
-            .values()
-            .filter(|p| p.ended.is_none())
-            .filter_map(|p| p.parked.as_ref())
-            .map(|s| s.files.pipe_ends())
-            .sum();
-        self.files.pipe_ends() + parked
-    }
-
     /// Makes the open descriptions of overlay files at `from` (or under it)
     /// follow them to `to`, in every process, as descriptors follow an
     /// inode on Linux; whether there were any.
@@ -400,11 +342,12 @@ impl Kernel {
         let pid = self.pid;
         // Its exited threads have no signals left; the live ones lose theirs.
         let ending: Vec<super::Tid> = self.threads.members(pid).collect();
+        self.changes.count(ending.len() as u64);
         for tid in ending {
             self.threads.set_state(tid, ThreadState::Exited);
             self.threads.change_pending(tid, Vec::clear);
         }
-        self.files = FdTable::default();
+        self.drop_files();
         self.timers.forget(pid);
         let (parent, exit_signal, vfork_parent, space) = {
             let p = self.procs.get_mut(&pid).expect("current process");
@@ -422,6 +365,7 @@ impl Kernel {
         // else to the first process, which reaps them if it waits.
         let heir = self.orphan_heir(parent);
         let orphans: Vec<Pid> = self.children.remove(&pid).into_iter().flatten().collect();
+        self.changes.count(orphans.len() as u64);
         for child in orphans {
             self.procs.get_mut(&child).expect("listed").parent = heir;
             self.children.entry(heir).or_default().insert(child);
@@ -446,6 +390,7 @@ impl Kernel {
         self.child_changed(parent, exit_signal);
         // Polls on its pidfd look again.
         self.pipes.note_activity();
+        self.touch(super::ready::Ready::Ended(pid));
     }
 
     /// Who takes the orphans of a child of `parent`: the nearest living
@@ -474,6 +419,7 @@ impl Kernel {
                 _ => None,
             })
             .collect();
+        self.changes.count(waiting.len() as u64);
         for (tid, nr) in waiting {
             self.restart(tid, nr);
         }

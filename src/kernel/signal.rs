@@ -2,6 +2,7 @@
 //! laid out as Linux lays them out on x86-64, so handlers, `ucontext`
 //! inspection and `rt_sigreturn` work unmodified.
 
+use super::ready::{ANY_PROCESS, Ready};
 use super::thread::PendingSignal;
 use super::{FpuAccess, Kernel, SysResult, ThreadState, Tid, Wait};
 use crate::arch::cpu::{ExtendedState, RFLAGS_USER_MASK, UserRegs};
@@ -92,9 +93,12 @@ pub fn send_to_thread(k: &mut Kernel, tid: Tid, s: PendingSignal) {
     if ignored && !s.forced {
         return;
     }
+    let pid = t.pid;
     k.threads.push_pending(tid, s);
     // Signal descriptors and the polls on them look again.
     k.pipes.note_activity();
+    k.touch(Ready::Signals(pid));
+    k.touch(Ready::Signals(ANY_PROCESS));
     let Some(t) = k.threads.get_mut(&tid) else {
         return;
     };
@@ -133,7 +137,8 @@ pub fn send_to_thread(k: &mut Kernel, tid: Tid, s: PendingSignal) {
 /// Queues a process-directed signal to a thread that does not block it
 /// (the main thread first), as Linux picks one.
 pub fn send_to_process(k: &mut Kernel, s: PendingSignal) {
-    let target = k.threads.signal_target(k.pid(), s.signo);
+    let (target, looked_at) = k.threads.signal_target(k.pid(), s.signo);
+    k.changes.count(looked_at);
     if let Some(tid) = target {
         send_to_thread(k, tid, s);
     }

@@ -140,6 +140,9 @@ pub(super) fn spawn(k: &mut Kernel, cpu: &mut dyn FpuAccess, c: CloneArgs) -> Sy
         child.clear_child_tid = child_tid;
     }
     k.share_descriptions();
+    k.sync_files();
+    let files = k.files.clone();
+    k.copied_files(&files);
     let me = k.process_entry().clone();
     let mut signals = k.signals.clone();
     if flags & CLONE_CLEAR_SIGHAND != 0 {
@@ -160,7 +163,7 @@ pub(super) fn spawn(k: &mut Kernel, cpu: &mut dyn FpuAccess, c: CloneArgs) -> Sy
         exit_signal,
         vfork_parent: (flags & CLONE_VFORK != 0).then_some(k.current),
         parked: Some(Parked {
-            files: k.files.clone(),
+            files,
             signals,
             limits: k.limits.clone(),
             cwd: k.vfs.cwd.clone(),
@@ -280,6 +283,7 @@ fn exec(
     let pid = k.pid;
     let me = k.current;
     let others: Vec<super::Tid> = k.threads.members(pid).filter(|t| *t != me).collect();
+    k.changes.count(others.len() as u64);
     for tid in others {
         k.threads.set_state(tid, super::ThreadState::Exited);
         k.threads.change_pending(tid, Vec::clear);

@@ -203,6 +203,7 @@ fn take_waited(k: &mut Kernel, set: u64) -> Option<PendingSignal> {
             .with_pending(pid)
             .filter(|t| *t != me && k.threads[t].is_alive()),
     );
+    k.changes.count(order.len() as u64);
     for tid in order {
         let t = k.threads.get(&tid)?;
         let mask = t.sigmask();

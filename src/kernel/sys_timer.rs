@@ -10,6 +10,7 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use super::files::{FileKind, OpenFile};
 use super::process::Pid;
+use super::ready::Ready;
 use super::signal;
 use super::sys_thread::read_timespec;
 use super::table::{SyscallDef, def};
@@ -200,7 +201,7 @@ impl Kernel {
         if due.is_empty() {
             return;
         }
-
+        self.changes.count(due.len() as u64);
         due.sort_unstable();
         for key in due {
             let fired = self.timers.update(&key, |t| {
@@ -220,7 +221,9 @@ impl Kernel {
             let Some(action) = fired else {
                 continue;
             };
-
+            if let Slot::Fd(id) = key.1 {
+                self.touch(Ready::Timer(id));
+            }
             if let Action::Signal { signo, thread } = action {
                 let (pid, slot) = key;
                 let s = PendingSignal {
@@ -608,7 +611,10 @@ pub fn read_timerfd(k: &mut Kernel, fd: i32, buf: u64, len: u64, nonblock: bool)
     };
     let n = k.timers.get(&key).map_or(0, |t| t.expirations);
     if n == 0 {
-        return block_unless(nonblock, fd);
+        let Slot::Fd(id) = key.1 else {
+            unreachable!("a timer descriptor's timer")
+        };
+        return block_unless(nonblock, fd, Ready::Timer(id));
     }
     if k.write_u64(buf, n).is_err() {
         return err(libc::EFAULT);
@@ -617,13 +623,14 @@ pub fn read_timerfd(k: &mut Kernel, fd: i32, buf: u64, len: u64, nonblock: bool)
     SysResult::Ret(8)
 }
 
-fn block_unless(nonblock: bool, fd: i32) -> SysResult {
+fn block_unless(nonblock: bool, fd: i32, on: Ready) -> SysResult {
     if nonblock {
         err(libc::EAGAIN)
     } else {
         SysResult::Block(Wait::Readable {
             fd,
             nr: libc::SYS_read as u64,
+            on,
         })
     }
 }
@@ -697,6 +704,7 @@ pub fn read_signalfd(
     // Only threads with signals pending have any to give.
     let mut order: Vec<Tid> = vec![me];
     order.extend(k.threads.with_pending(pid).filter(|t| *t != me));
+    k.changes.count(order.len() as u64);
     let mut out = Vec::new();
     for tid in order {
         while out.len() as u64 + 128 <= len {
@@ -722,7 +730,7 @@ pub fn read_signalfd(
         }
     }
     if out.is_empty() {
-        return block_unless(nonblock, fd);
+        return block_unless(nonblock, fd, Ready::Signals(pid));
     }
     if k.write(buf, &out).is_err() {
         return err(libc::EFAULT);

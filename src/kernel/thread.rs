@@ -4,6 +4,7 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use serde::{Deserialize, Serialize};
 
+use super::ready::Ready;
 use crate::arch::cpu::{ExtendedState, UserRegs};
 use crate::code::Site;
 pub use crate::ids::{Nanos, Tid};
@@ -21,9 +22,14 @@ pub enum Wait {
     },
     /// `nanosleep` / `clock_nanosleep`.
     Sleep { deadline: Nanos },
-    /// `poll` / `ppoll` with nothing ready; taken up again (system call
-    /// `nr` re-executed) when a pipe changes.
-    Poll { deadline: Option<Nanos>, nr: u64 },
+    /// `poll`, `select`, `epoll_wait` and their kin with nothing ready;
+    /// taken up again (system call `nr` re-executed) when one of the
+    /// objects `on` changes.
+    Poll {
+        deadline: Option<Nanos>,
+        nr: u64,
+        on: Vec<Ready>,
+    },
     /// A read of an empty pipe or a write that does not fit (`len` bytes);
     /// taken up again (system call `nr` re-executed) when it can go on.
     Pipe {
@@ -48,10 +54,10 @@ pub enum Wait {
     Child { nr: u64 },
     /// The parent of a `vfork` child, until the child execs or exits.
     Vfork { child: u32 },
-    /// A read of descriptor `fd` (a timer or signal descriptor) with
-    /// nothing to read; taken up again (system call `nr` re-executed) once
-    /// the descriptor is readable.
-    Readable { fd: i32, nr: u64 },
+    /// A read of descriptor `fd` (a timer or signal descriptor, a socket)
+    /// with nothing to read, or a datagram with no room for it; taken up
+    /// again (system call `nr` re-executed) when object `on` changes.
+    Readable { fd: i32, nr: u64, on: Ready },
 }
 
 impl Wait {
@@ -70,13 +76,24 @@ impl Wait {
         }
     }
 
-    /// Whether a pipe, a counter or a descriptor becoming ready ends the
-    /// wait (the call is taken up again).
-    fn ends_by_io(&self) -> bool {
-        matches!(
-            self,
-            Wait::Pipe { .. } | Wait::Poll { .. } | Wait::Readable { .. }
-        )
+    /// The objects whose change may end the wait (the call is taken up
+    /// again), if any.
+    pub fn waits_on(&self) -> Vec<Ready> {
+        match self {
+            Wait::Pipe { id, .. } if id & super::sys_pipe::COUNTER != 0 => {
+                vec![Ready::Counter(id & !super::sys_pipe::COUNTER)]
+            }
+            Wait::Pipe { id, .. } => vec![Ready::Pipe(*id)],
+            Wait::Poll { on, .. } => on.clone(),
+            Wait::Readable { on, .. } => vec![*on],
+            _ => Vec::new(),
+        }
+    }
+
+    /// Whether it is a poll or a read of a descriptor, which (in
+    /// reproducers of format 6 and earlier) any change takes up again.
+    fn is_poll(&self) -> bool {
+        matches!(self, Wait::Poll { .. } | Wait::Readable { .. })
     }
 
     /// The result the blocked call returns when its timer ends it.
@@ -262,8 +279,11 @@ struct Index {
     /// Blocked threads whose wait ends at a time: (deadline, thread).
     deadlines: BTreeSet<(Nanos, Tid)>,
     /// Threads waiting on a pipe, an event counter, a poll or a readable
-    /// descriptor: what [`super::sys_pipe::settle`] looks at.
-    io_waits: BTreeSet<Tid>,
+    /// descriptor, by the objects whose change may end their waits: what
+    /// [`super::sys_pipe::settle`] looks at.
+    waiting_on: BTreeMap<Ready, BTreeSet<Tid>>,
+    /// Threads in a poll or a read of a descriptor.
+    polls: BTreeSet<Tid>,
     /// Live threads by process.
     members: BTreeMap<u32, BTreeSet<Tid>>,
     /// How many threads live.
@@ -303,8 +323,11 @@ impl Index {
                 if let Some(d) = w.deadline() {
                     self.deadlines.insert((d, tid));
                 }
-                if w.ends_by_io() {
-                    self.io_waits.insert(tid);
+                for key in w.waits_on() {
+                    file(&mut self.waiting_on, key, tid);
+                }
+                if w.is_poll() {
+                    self.polls.insert(tid);
                 }
                 if matches!(w, Wait::Child { .. }) {
                     file(&mut self.child_waits, t.pid, tid);
@@ -327,7 +350,10 @@ impl Index {
                 if let Some(d) = w.deadline() {
                     self.deadlines.remove(&(d, tid));
                 }
-                self.io_waits.remove(&tid);
+                for key in w.waits_on() {
+                    unfile(&mut self.waiting_on, &key, tid);
+                }
+                self.polls.remove(&tid);
                 if matches!(w, Wait::Child { .. }) {
                     unfile(&mut self.child_waits, &t.pid, tid);
                 }
@@ -462,10 +488,19 @@ impl Threads {
         due
     }
 
-    /// Threads waiting on pipes, counters, polls or readable descriptors,
-    /// in id order.
-    pub fn io_waiters(&self) -> impl Iterator<Item = &Thread> {
-        self.index.io_waits.iter().map(|t| &self.map[t])
+    /// Threads whose waits a change of `key` may end.
+    pub fn waiting_on(&self, key: &Ready) -> impl Iterator<Item = Tid> + '_ {
+        self.index
+            .waiting_on
+            .get(key)
+            .into_iter()
+            .flatten()
+            .copied()
+    }
+
+    /// Threads in a poll or a read of a descriptor, in id order.
+    pub fn polls(&self) -> impl Iterator<Item = Tid> + '_ {
+        self.index.polls.iter().copied()
     }
 
     /// Live threads of process `pid`, in id order.
@@ -484,18 +519,19 @@ impl Threads {
     }
 
     /// The live thread of process `pid` that a signal `signo` sent to the
-    /// process goes to: the lowest that does not block it, else the lowest.
-    pub fn signal_target(&self, pid: u32, signo: u32) -> Option<Tid> {
+    /// process goes to: the lowest that does not block it, else the lowest;
+    /// and how many masks it looked at to find it.
+    pub fn signal_target(&self, pid: u32, signo: u32) -> (Option<Tid>, u64) {
         let bit = super::signal::bit(signo);
-        self.index
-            .masks
-            .get(&pid)
+        let masks = self.index.masks.get(&pid);
+        let target = masks
             .into_iter()
             .flatten()
             .filter(|(mask, _)| *mask & bit == 0)
             .filter_map(|(_, set)| set.first().copied())
             .min()
-            .or_else(|| self.members(pid).next())
+            .or_else(|| self.members(pid).next());
+        (target, masks.map_or(0, |m| m.len() as u64))
     }
 
     /// Threads of process `pid` waiting for a child to change.

@@ -32,13 +32,14 @@ use crate::sched::{Decision, Schedule};
 
 /// The first four bytes of every reproducer.
 pub const MAGIC: [u8; 4] = *b"RWD\0";
-/// The format version this code writes; it reads 1 to 5 too. Version 2
+/// The format version this code writes; it reads 1 to 6 too. Version 2
 /// added the sync-point level, 3 files left out (`WireNode::Host`), 4 the
 /// host's metadata of the recorded files (`Rwd::stats`), 5 the output
 /// oracle (`Rwd::oracle`, `WireOutcome::WrongOutput`), 6 files whose
 /// metadata alone the run looked at (`WireNode::Unread`) and where sync
-/// sites are reported (`Rwd::sites_at`).
-pub const VERSION: u32 = 6;
+/// sites are reported (`Rwd::sites_at`), 7 when waiting polls are taken up
+/// again (`Rwd::poll_wakes`).
+pub const VERSION: u32 = 7;
 /// Bytes before the compressed payload.
 pub const HEADER_LEN: usize = 16;
 /// The largest payload a reader accepts (decompressed). With the decoding
@@ -93,6 +94,24 @@ pub struct Rwd {
     /// Where the runs' sync sites were reported (version 6): a reproducer
     /// of an earlier version replays as it was recorded.
     pub sites_at: SitesAt,
+    /// When the runs took waiting polls up again (version 7): a
+    /// reproducer of an earlier version replays as it was recorded.
+    pub poll_wakes: PollWakes,
+}
+
+/// When a poll, select, epoll wait or read of a timer, signal or socket
+/// descriptor that found nothing ready is taken up again (the thread
+/// re-executes its call: a step, part of the trace hash).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub enum PollWakes {
+    /// Versions 1 to 6: after any change to any pipe, counter, socket,
+    /// timer, signal or process; an edge-triggered epoll interest reports
+    /// again after any such change.
+    AnyActivity,
+    /// When an object it waits on changes; an edge-triggered interest
+    /// reports again after a change to what it watches.
+    #[default]
+    OwnObjects,
 }
 
 /// Where a run reports a sync site that lies in a language runtime's or a
@@ -179,6 +198,22 @@ struct RwdV5 {
     oracle: Option<WireOracle>,
 }
 
+/// Version 6: version 5 and where sync sites are reported.
+#[derive(Deserialize)]
+struct RwdV6 {
+    v5: RwdV5,
+    sites_at: SitesAt,
+}
+
+impl From<RwdV6> for Rwd {
+    fn from(v6: RwdV6) -> Rwd {
+        Rwd {
+            sites_at: v6.sites_at,
+            ..Rwd::from(v6.v5)
+        }
+    }
+}
+
 impl From<RwdV4> for RwdV5 {
     fn from(v4: RwdV4) -> RwdV5 {
         RwdV5 { v4, oracle: None }
@@ -223,6 +258,7 @@ impl From<RwdV5> for Rwd {
             stats,
             oracle,
             sites_at: SitesAt::RuntimeCaller,
+            poll_wakes: PollWakes::AnyActivity,
         }
     }
 }
@@ -721,6 +757,7 @@ impl Rwd {
             2 | 3 => decode_payload::<RwdV3>(&payload).map(|v| RwdV5::from(RwdV4::from(v)).into()),
             4 => decode_payload::<RwdV4>(&payload).map(|v| RwdV5::from(v).into()),
             5 => decode_payload::<RwdV5>(&payload).map(Rwd::from),
+            6 => decode_payload::<RwdV6>(&payload).map(Rwd::from),
             _ => decode_payload::<Rwd>(&payload),
         }
         .map_err(corrupt)?;
@@ -1443,6 +1480,7 @@ pub(crate) mod tests {
             stats: Vec::new(),
             oracle: Some(WireOracle::Stdout(b"sum = 10\n".to_vec())),
             sites_at: SitesAt::ProgramFrame,
+            poll_wakes: PollWakes::OwnObjects,
         }
     }
 
@@ -1554,17 +1592,18 @@ pub(crate) mod tests {
         r.stats = Vec::new();
         r.sync_points = SyncPoints::Calls;
         r.sites_at = SitesAt::RuntimeCaller;
+        r.poll_wakes = PollWakes::AnyActivity;
         let payload = bincode::serde::encode_to_vec(&r, bincode::config::standard()).unwrap();
-        // The trailing fields take a byte each here: sites at runtime
-        // callers, no oracle, no stats, level 0.
-        for (version, cut) in [(5, 1), (4, 2), (3, 3), (2, 3), (1, 4)] {
+        // The trailing fields take a byte each here: polls on any
+        // activity, sites at runtime callers, no oracle, no stats, level 0.
+        for (version, cut) in [(6, 1), (5, 2), (4, 3), (3, 4), (2, 4), (1, 5)] {
             let old = frame(version, &payload[..payload.len() - cut]);
             let back =
                 Rwd::decode("old", &old).unwrap_or_else(|e| panic!("version {version}: {e}"));
             assert_eq!(back, r, "version {version}");
         }
         // Cut one field too many and the payload is refused, not misread.
-        let short = frame(4, &payload[..payload.len() - 3]);
+        let short = frame(4, &payload[..payload.len() - 4]);
         assert!(Rwd::decode("old", &short).is_err());
     }
 

@@ -219,6 +219,11 @@ pub fn from_run(cfg: &RunConfig, vm: &Vm, report: &RunReport) -> Option<Rwd> {
         } else {
             format::SitesAt::ProgramFrame
         },
+        poll_wakes: if kc.polls_retry_on_any_activity {
+            format::PollWakes::AnyActivity
+        } else {
+            format::PollWakes::OwnObjects
+        },
     })
 }
 
@@ -236,6 +241,7 @@ impl Rwd {
         k.max_steps = t.max_steps;
         k.sync_points = self.sync_points;
         k.runtime_caller_sites = self.sites_at == format::SitesAt::RuntimeCaller;
+        k.polls_retry_on_any_activity = self.poll_wakes == format::PollWakes::AnyActivity;
         let mut cfg = RunConfig::new(k);
         cfg.memory_mib = t.memory_mib;
         cfg.timeout = Duration::from_millis(t.timeout_ms);

@@ -144,6 +144,10 @@ pub struct RunReport {
     pub invalidations: u64,
     /// Times the vCPU switched to another process's page tables.
     pub address_space_switches: u64,
+    /// What the kernel looked at to take the run's steps (waiters, epoll
+    /// interests, threads, free descriptor ranges, timers, futex waiters),
+    /// from the program's start: its work, the same on every host.
+    pub looked_at: u64,
     /// Wall-clock time of the run.
     pub wall_us: u64,
     /// The decisions the strategy took: replaying them gives this run.
@@ -392,6 +396,7 @@ impl Vm {
             demand_faults: k.mm().demand_faults,
             invalidations: self.machine.invalidations - inval0,
             address_space_switches: self.machine.root_switches - switches0,
+            looked_at: k.looked_at(),
             wall_us: start.elapsed().as_micros() as u64,
             schedule: Schedule {
                 sync_points: k.config().sync_points,

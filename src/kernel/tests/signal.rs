@@ -95,7 +95,7 @@ cases! {
         [0, 0, 0, b.bytes(&0u64.to_le_bytes()), 8, 0]
     }, Want::Blocks, then |b| {
         assert_eq!(masks(b), (0, Some(bit(SIGUSR1)), true), "the call's mask is in force");
-        b.k.threads.set_state(b.k.current, crate::kernel::ThreadState::Blocked(crate::kernel::Wait::Poll { deadline: None, nr: SYS_ppoll as u64 }));
+        b.k.threads.set_state(b.k.current, crate::kernel::ThreadState::Blocked(crate::kernel::Wait::Poll { deadline: None, nr: SYS_ppoll as u64, on: Vec::new() }));
         send(b, SIGUSR1);
         assert!(b.k.cur().is_runnable());
         assert_eq!(b.k.cur().regs.rax as i64, -(EINTR as i64));
@@ -142,7 +142,7 @@ cases! {
         [0, 0, ts, b.bytes(&0u64.to_le_bytes()), 8, 0]
     }, Want::Blocks, then |b| {
         let me = b.k.current();
-        b.k.threads.set_state(b.k.current, crate::kernel::ThreadState::Blocked(crate::kernel::Wait::Poll { deadline: Some(1), nr: SYS_ppoll as u64 }));
+        b.k.threads.set_state(b.k.current, crate::kernel::ThreadState::Blocked(crate::kernel::Wait::Poll { deadline: Some(1), nr: SYS_ppoll as u64, on: Vec::new() }));
         b.k.wake(me, 0);
         assert_eq!(masks(b), (bit(SIGUSR1), None, true));
     };
