@@ -355,3 +355,55 @@ fn the_format_document_names_the_versions_this_build_reads_and_writes() {
     assert!(doc.contains(&format!("(today: 1 to {v})")));
     assert!(doc.contains(&format!("Every file is written as version {v}.")));
 }
+
+#[test]
+fn a_reproducer_of_format_six_replays_with_polls_taken_up_after_any_activity() {
+    require_kvm();
+    let dir = tempfile::tempdir().unwrap();
+    let path = format!(
+        "{}/benches/programs/many_waiters.c",
+        env!("CARGO_MANIFEST_DIR")
+    );
+    let source = std::fs::read_to_string(path).unwrap();
+    let exe = common::build_c_with(dir.path(), "many_waiters", &source, &["-pthread"]);
+    // Six threads poll pipes of their own while the main thread passes
+    // bytes through another: format 6 took every poll up again after each
+    // of those bytes, format 7 takes none. A random walk runs the polls
+    // taken up.
+    let record = |any_activity: bool| {
+        let mut c = common::config(&exe, &["poll", "6", "30"]);
+        c.kernel.polls_retry_on_any_activity = any_activity;
+        let source = rewind_fuzz::kernel::vfs::FileSource::host;
+        let mut vm = rewind_fuzz::vm::Vm::new(&c, source()).unwrap();
+        vm.set_strategy(Box::new(rewind_fuzz::sched::RandomWalk::new(1)));
+        let walk = vm.run().unwrap();
+        rwd::record(&c, source(), &walk.schedule).unwrap()
+    };
+    let (now, new_report) = record(false);
+    let (old, old_report) = record(true);
+    assert!(
+        old_report.steps > new_report.steps,
+        "{} steps then, {} now",
+        old_report.steps,
+        new_report.steps
+    );
+    // The older file: the same payload without its last field, framed as
+    // version 6.
+    let file = old.encode();
+    let mut payload = zstd::decode_all(&file[16..]).unwrap();
+    assert_eq!(payload.pop(), Some(0), "polls taken up after any activity");
+    let mut v6 = b"RWD\0".to_vec();
+    v6.extend_from_slice(&6u32.to_le_bytes());
+    v6.extend_from_slice(&(payload.len() as u64).to_le_bytes());
+    v6.extend(zstd::encode_all(&payload[..], 3).unwrap());
+    let (v6_path, v7_path) = (dir.path().join("v6.rwd"), dir.path().join("v7.rwd"));
+    std::fs::write(&v6_path, v6).unwrap();
+    now.save(&v7_path).unwrap();
+    for (file, report) in [(&v6_path, &old_report), (&v7_path, &new_report)] {
+        let out = cli().arg("replay").arg(file).output().unwrap();
+        let err = stderr(&out);
+        assert_eq!(out.status.code(), Some(0), "{err}");
+        assert!(err.contains("as recorded"), "{err}");
+        assert!(err.contains(&report.trace_hash), "{err}");
+    }
+}
