@@ -84,7 +84,7 @@ for n in 100 400; do
     done
 done
 for n in 500 4000; do
-    for r in 2 22; do
+    for r in 2 42; do
         measure "$n parked threads, $r children" --memory 2048 --target "$WORK/parked_parent" -- "$n" "$r"
     done
 done
