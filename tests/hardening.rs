@@ -1188,3 +1188,75 @@ fn run_and_check_keep_to_their_time_budget() {
     assert!((1..1_000_000).contains(&ran), "{v}");
     assert_eq!(r.status.code(), Some(0), "{}", stderr(&r));
 }
+
+#[test]
+fn arguments_that_do_not_fit_a_stack_are_refused_in_one_line() {
+    use rewind_fuzz::rwd::Rwd;
+    let dir = tempfile::tempdir().unwrap();
+    let mut r = Rwd::load(&hello_rwd(dir.path())).unwrap();
+    r.target.argv.push("x".repeat(10 << 20));
+    let file = dir.path().join("long.rwd");
+    std::fs::write(&file, r.encode()).unwrap();
+    let out = cli().arg("replay").arg(&file).output().unwrap();
+    let err = stderr(&out);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert_eq!(err.trim_end().lines().count(), 1, "{err}");
+    assert!(
+        err.contains("the arguments and environment take 10485"),
+        "{err}"
+    );
+}
+
+#[test]
+fn a_missing_interpreter_is_named_escaped_and_refused_as_linux_refuses_it() {
+    use std::os::unix::ffi::OsStrExt;
+    require_kvm();
+    let dir = tempfile::tempdir().unwrap();
+    // A program asking for an interpreter that is nowhere, with a byte
+    // that is not UTF-8 and an escape in its name.
+    let src = dir.path().join("lost.c");
+    std::fs::write(&src, "int main(void) { return 0; }\n").unwrap();
+    let lost = dir.path().join("lost");
+    let mut linker = b"-Wl,--dynamic-linker=/nowhere/ld-".to_vec();
+    linker.extend_from_slice(b"\xff\x1b.so");
+    let built = std::process::Command::new("gcc")
+        .arg("-o")
+        .arg(&lost)
+        .arg(&src)
+        .arg(std::ffi::OsStr::from_bytes(&linker))
+        .status()
+        .unwrap();
+    assert!(built.success());
+    let out = cli().args(["run", "--target"]).arg(&lost).output().unwrap();
+    let err = stderr(&out);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert_eq!(err.trim_end().lines().count(), 1, "{err}");
+    assert!(
+        err.contains("asks for the interpreter /nowhere/ld-\\xff\\e.so, which is not there"),
+        "{err}"
+    );
+    assert!(!err.contains("--target"), "{err}");
+    // Executed by a program, it fails as natively, and so does an argument
+    // longer than Linux takes; the caller goes on.
+    let exe = program(dir.path(), "exec_refused");
+    let native = std::process::Command::new(&exe)
+        .arg(&lost)
+        .output()
+        .unwrap();
+    let out = cli()
+        .args(["run", "--target"])
+        .arg(&exe)
+        .arg("--")
+        .arg(&lost)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    assert_eq!(
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&native.stdout)
+    );
+    assert_eq!(
+        String::from_utf8_lossy(&native.stdout),
+        "a missing interpreter: No such file or directory\na 200,000-byte argument: Argument list too long\n"
+    );
+}

@@ -184,7 +184,9 @@ pub(super) fn spawn(k: &mut Kernel, cpu: &mut dyn FpuAccess, c: CloneArgs) -> Sy
 }
 
 /// Reads a NULL-terminated array of string pointers (argv, envp).
-fn read_strings(k: &mut Kernel, mut at: u64) -> Result<Vec<String>, i32> {
+/// Strings longer than Linux takes (`MAX_ARG_STRLEN`), or more of them
+/// than a stack holds, are E2BIG; `used` counts the bytes taken so far.
+fn read_strings(k: &mut Kernel, mut at: u64, used: &mut usize) -> Result<Vec<String>, i32> {
     let mut out = Vec::new();
     if at == 0 {
         return Ok(out);
@@ -194,10 +196,16 @@ fn read_strings(k: &mut Kernel, mut at: u64) -> Result<Vec<String>, i32> {
         if p == 0 {
             return Ok(out);
         }
-        if out.len() >= 65536 {
+        let s = match k.mm.read_cstr(&k.mem, p, loader::MAX_ARG_BYTES - 1) {
+            Ok(b) => String::from_utf8_lossy(&b).into_owned(),
+            Err(crate::memory::MemError::Invalid) => return Err(libc::E2BIG),
+            Err(_) => return Err(libc::EFAULT),
+        };
+        *used += s.len() + 1 + 8;
+        if *used > loader::MAX_ARGS_BYTES {
             return Err(libc::E2BIG);
         }
-        out.push(k.read_cstr(p).map_err(|_| libc::EFAULT)?);
+        out.push(s);
         at += 8;
     }
 }
@@ -205,7 +213,9 @@ fn read_strings(k: &mut Kernel, mut at: u64) -> Result<Vec<String>, i32> {
 fn sys_execve(k: &mut Kernel, cpu: &mut dyn FpuAccess, a: [u64; 6]) -> SysResult {
     let args = (|| {
         let path = k.read_cstr(a[0]).map_err(|_| libc::EFAULT)?;
-        Ok((path, read_strings(k, a[1])?, read_strings(k, a[2])?))
+        let mut used = 0;
+        let argv = read_strings(k, a[1], &mut used)?;
+        Ok((path, argv, read_strings(k, a[2], &mut used)?))
     })();
     match args {
         Ok((path, argv, env)) => exec(k, cpu, path, argv, env),
@@ -279,6 +289,17 @@ fn exec(
         Ok((exe, argv)) => (k.vfs.normalize(None, &exe), argv),
         Err(e) => return err(e),
     };
+    let exec = Exec {
+        exe: exe.clone(),
+        execfn: execfn.clone(),
+        argv: argv.clone(),
+        env: env.clone(),
+    };
+    // What Linux refuses before it lets go of the old program.
+    let ready = loader::read_program(k, &exe).map_err(|_| libc::ENOENT);
+    if let Err(e) = ready.and_then(|data| loader::check_exec(k, &exe, &data, &exec)) {
+        return err(e);
+    }
     // No way back from here: the old program is gone.
     let pid = k.pid;
     let me = k.current;
@@ -315,12 +336,6 @@ fn exec(
     k.files.close_on_exec();
     k.signals.reset_for_exec();
     k.timers.exec(pid);
-    let exec = Exec {
-        exe: exe.clone(),
-        execfn: execfn.clone(),
-        argv: argv.clone(),
-        env: env.clone(),
-    };
     let loaded = k
         .map_ring()
         .map_err(|e| LoadError::Memory("the hint ring".into(), e))
