@@ -284,7 +284,7 @@ fn strings_in_a_reproducer_reach_the_terminal_escaped() {
 }
 
 #[test]
-fn excluded_files_stay_out_of_reproducers_and_replays_read_them_from_the_host() {
+fn excluded_files_stay_out_of_reproducers_and_replays_read_them_from_the_host_when_asked() {
     use rewind_fuzz::rwd::Rwd;
     require_kvm();
     let dir = tempfile::tempdir().unwrap();
@@ -330,14 +330,39 @@ fn excluded_files_stay_out_of_reproducers_and_replays_read_them_from_the_host() 
         "{listing}"
     );
 
-    // The replay reads the file from the host, and says so.
-    let replay = cli().arg("replay").arg(&rwd).output().unwrap();
+    // A reproducer does not choose which of this host's files are read:
+    // replay, minimize and gdb refuse it unless asked to read them.
+    let out = dir.path().join("min.rwd");
+    let refusals: [Vec<&std::ffi::OsStr>; 3] = [
+        vec!["replay".as_ref(), rwd.as_os_str()],
+        vec![
+            "minimize".as_ref(),
+            rwd.as_os_str(),
+            "-o".as_ref(),
+            out.as_os_str(),
+        ],
+        vec!["gdb".as_ref(), rwd.as_os_str()],
+    ];
+    for args in refusals {
+        let refused = cli().args(&args).output().unwrap();
+        let err = stderr(&refused);
+        assert_eq!(refused.status.code(), Some(2), "{args:?}: {err}");
+        assert_eq!(err.trim_end().lines().count(), 1, "{args:?}: {err}");
+        assert!(
+            err.contains(secret_path) && err.contains("--read-host-files"),
+            "{args:?}: {err}"
+        );
+    }
+    assert!(!out.exists());
+    // Asked, the replay reads the file from the host, and says so.
+    let read = ["replay", "--read-host-files"];
+    let replay = cli().args(read).arg(&rwd).output().unwrap();
     assert_eq!(replay.status.code(), Some(0), "{}", stderr(&replay));
     assert!(stderr(&replay).contains("left out"), "{}", stderr(&replay));
     assert!(stderr(&replay).contains(secret_path), "{}", stderr(&replay));
     // Without it there, the replay parts from the recording.
     std::fs::remove_file(&secret).unwrap();
-    let replay = cli().arg("replay").arg(&rwd).output().unwrap();
+    let replay = cli().args(read).arg(&rwd).output().unwrap();
     assert_eq!(replay.status.code(), Some(1), "{}", stderr(&replay));
 
     // Bad patterns are one line and exit code 2.
@@ -681,7 +706,7 @@ fn files_told_from_a_private_reproducer_are_private_too() {
     assert_eq!(mode_of(&sched), 0o600);
     let min = d.join("min.rwd");
     let r = cli()
-        .args(["minimize", "--run-oracle"])
+        .args(["minimize", "--run-oracle", "--read-host-files"])
         .arg(&rwd)
         .arg("-o")
         .arg(&min)

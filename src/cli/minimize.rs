@@ -9,8 +9,8 @@ use serde_json::json;
 
 use super::UserError;
 use super::common::{
-    TargetArgs, check_output, consent_to_oracle, ctrl_c, interrupted, parse_duration, replay_level,
-    vm_error,
+    TargetArgs, check_output, consent_to_host_files, consent_to_oracle, ctrl_c, interrupted,
+    parse_duration, replay_level, vm_error,
 };
 use crate::explore::minimize::{self, Budget, MinimizeError};
 use crate::kernel::vfs::FileSource;
@@ -87,6 +87,10 @@ pub struct ScheduleTarget {
     /// it, such a reproducer is refused.
     #[arg(long)]
     pub run_oracle: bool,
+    /// Read the files a .rwd INPUT left out (`--exclude-files`) from this
+    /// host; without it, such a reproducer is refused.
+    #[arg(long)]
+    pub read_host_files: bool,
     /// Its arguments.
     #[arg(last = true)]
     pub args: Vec<String>,
@@ -179,6 +183,7 @@ pub fn minimize(a: MinimizeArgs) -> Result<u8, UserError> {
             )));
         }
         consent_to_oracle(&rwd, &name, a.target.run_oracle)?;
+        consent_to_host_files(&rwd, &name, a.target.read_host_files)?;
         let want = rwd.expected.signature.clone();
         (rwd.run_config(), rwd.source(), rwd.schedule(), want)
     } else {
