@@ -6,13 +6,20 @@
 //!   `globals`), schedules per second of `pct:3` on one job (each restored
 //!   from the snapshot), steps per schedule, exits per step and
 //!   microseconds per exit, so the figures project to another host; each
-//!   level above `calls` twice: sync sites taken in the guest when no
-//!   decision is due, and each one leaving it;
-//! - what one site hit costs, taken in the guest and as an exit (a C and a
-//!   Rust program bumping an atomic 1,000 and 5,000 times);
+//!   level above `calls` three ways: sync sites reaching the guest's
+//!   dispatcher by a jump to a trampoline (the default), by a breakpoint,
+//!   and each one leaving the guest;
+//! - an atomics-heavy program (two threads sending messages over std's
+//!   channel) at `calls` and at `atomics`, under the default strategy,
+//!   PCT and the replay of PCT's schedule: time, exits per step, the share
+//!   of sync-site steps taken without an exit, and the monitor's time per
+//!   step (its own CPU time over the steps);
+//! - what one site hit costs, by a jump, by a breakpoint and as an exit
+//!   (a C and a Rust program bumping an atomic 1,000 and 5,000 times);
 //! - how many sites each level finds in a Rust test binary (libtest and
-//!   std, statically linked) and in the C library, and how long discovery
-//!   takes (once per object and level; it is cached).
+//!   std, statically linked) and in the C library, how many got a
+//!   trampoline, and how long discovery takes (once per object and level;
+//!   it is cached).
 
 use std::sync::Arc;
 use std::time::Instant;
@@ -42,12 +49,39 @@ fn config(name: &str, level: SyncPoints) -> RunConfig {
     c
 }
 
-/// `schedules` pct:3 schedules of `name` at `level` on one machine, with
-/// sync sites taken in the guest when no decision is due (`site_path`) or
-/// each leaving it.
-fn row(name: &str, level: SyncPoints, site_path: bool, schedules: u64) {
+/// How sync sites reach the monitor.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Path {
+    /// By a jump to a trampoline and the guest's dispatcher.
+    Jumps,
+    /// By a breakpoint and the guest's dispatcher.
+    Breakpoints,
+    /// Each by an exit.
+    Exits,
+}
+
+impl Path {
+    fn apply(self, c: &mut RunConfig) {
+        c.site_path = self != Path::Exits;
+        c.site_jumps = self == Path::Jumps;
+    }
+
+    fn name(self) -> &'static str {
+        match self {
+            Path::Jumps => "jumps",
+            Path::Breakpoints => "breakpoints",
+            Path::Exits => "exit each",
+        }
+    }
+}
+
+const PATHS: [Path; 3] = [Path::Jumps, Path::Breakpoints, Path::Exits];
+
+/// `schedules` pct:3 schedules of `name` at `level` on one machine, sync
+/// sites taken by `path`.
+fn row(name: &str, level: SyncPoints, path: Path, schedules: u64) {
     let mut cfg = config(name, level);
-    cfg.site_path = site_path;
+    path.apply(&mut cfg);
     let probe = explore::probe(&cfg, FileSource::host()).expect("probe");
     let mut runner = probe.runner;
     let (mut steps, mut exits, mut busy_us, mut buffered) = (0u64, 0u64, 0u64, 0u64);
@@ -61,10 +95,9 @@ fn row(name: &str, level: SyncPoints, site_path: bool, schedules: u64) {
         buffered += r.buffered_sites;
     }
     let secs = start.elapsed().as_secs_f64();
-    let path = match (level, site_path) {
-        (SyncPoints::Calls, _) => "",
-        (_, true) => "in the guest",
-        (_, false) => "exit each",
+    let path = match level {
+        SyncPoints::Calls => "",
+        _ => path.name(),
     };
     println!(
         "| {name} | {level} | {path} | {:.1}/s | {:.0} | {:.2} | {:.0} | {:.1} |",
@@ -104,9 +137,9 @@ fn main() {
 "#;
 
 /// Microseconds one site hit costs (the difference of runs with 5,000 and
-/// 1,000 hits, over 4,000), taken in the guest or as an exit.
+/// 1,000 hits, over 4,000), by each path.
 fn per_site(what: &str, exe: &std::path::Path) {
-    let cost = |site_path: bool| {
+    let cost = |path: Path| {
         let wall = |n: u64| {
             let mut best = u64::MAX;
             for _ in 0..3 {
@@ -114,7 +147,7 @@ fn per_site(what: &str, exe: &std::path::Path) {
                 k.sync_points = SyncPoints::Atomics;
                 let mut c = RunConfig::new(k);
                 c.memory_mib = 256;
-                c.site_path = site_path;
+                path.apply(&mut c);
                 let mut vm = rewind_fuzz::vm::Vm::new(&c, FileSource::host()).expect("machine");
                 best = best.min(vm.run().expect("run").wall_us);
             }
@@ -122,7 +155,12 @@ fn per_site(what: &str, exe: &std::path::Path) {
         };
         (wall(5000) as f64 - wall(1000) as f64) / 4000.0
     };
-    println!("| {what} | {:.1} µs | {:.1} µs |", cost(true), cost(false));
+    println!(
+        "| {what} | {:.2} µs | {:.1} µs | {:.1} µs |",
+        cost(Path::Jumps),
+        cost(Path::Breakpoints),
+        cost(Path::Exits)
+    );
 }
 
 fn compiled(dir: &std::path::Path, name: &str, source: &str, cmd: &[&str]) -> std::path::PathBuf {
@@ -142,7 +180,7 @@ fn compiled(dir: &std::path::Path, name: &str, source: &str, cmd: &[&str]) -> st
 
 fn sites_in(what: &str, path: &str) {
     let Ok(data) = std::fs::read(path) else {
-        println!("| {what} | (no {path} here) | | | | | |");
+        println!("| {what} | (no {path} here) | | | | | | | |");
         return;
     };
     let data = Arc::new(data);
@@ -152,8 +190,14 @@ fn sites_in(what: &str, path: &str) {
         let ms = start.elapsed().as_secs_f64() * 1e3;
         let c = t.counts;
         println!(
-            "| {what} | {level} | {} | {} | {} | {} | {} | {ms:.0} ms |",
-            c.atomics, c.spins, c.loads, c.stores, c.unsupported
+            "| {what} | {level} | {} | {} | {} | {} | {} | {} | {} | {ms:.0} ms |",
+            c.atomics,
+            c.spins,
+            c.loads,
+            c.stores,
+            c.unsupported,
+            t.trampolines.len(),
+            t.trampolines.without,
         );
     }
 }
@@ -163,14 +207,22 @@ fn main() {
         println!("sync_points: bench");
         return;
     }
-    // `cargo bench --bench sync_points -- per-site`: that table alone.
-    let only_per_site = std::env::args().any(|a| a == "per-site");
-    if !only_per_site {
+    // `cargo bench --bench sync_points -- per-site` (or `channels`): that
+    // table alone.
+    let only = |t: &str| std::env::args().any(|a| a == t);
+    let all = !only("per-site") && !only("channels");
+    if all {
         levels_table();
         println!();
     }
-    per_site_table();
-    if !only_per_site {
+    if all || only("channels") {
+        channels_table();
+        println!();
+    }
+    if all || only("per-site") {
+        per_site_table();
+    }
+    if all {
         println!();
         sites_table();
     }
@@ -188,17 +240,20 @@ fn levels_table() {
         ("rust-libtest", 30),
     ] {
         for level in LEVELS {
-            row(name, level, true, n);
-            if level != SyncPoints::Calls {
-                row(name, level, false, n);
+            if level == SyncPoints::Calls {
+                row(name, level, Path::Jumps, n);
+                continue;
+            }
+            for path in PATHS {
+                row(name, level, path, n);
             }
         }
     }
 }
 
 fn per_site_table() {
-    println!("| one site, hit 4,000 more times | in the guest | exit each |");
-    println!("| --- | --- | --- |");
+    println!("| one site, hit 4,000 more times | by a jump | by a breakpoint | exit each |");
+    println!("| --- | --- | --- | --- |");
     let dir = tempfile::tempdir().unwrap();
     let c = compiled(dir.path(), "bump.c", BUMP_C, &["gcc", "-O1"]);
     per_site("C global atomic (gcc -O1)", &c);
@@ -211,11 +266,105 @@ fn per_site_table() {
     per_site("Rust AtomicU64::fetch_add (opt-level=0, inside core)", &rs);
 }
 
-fn sites_table() {
+const CHANNELS: &str = r#"
+use std::sync::mpsc;
+fn main() {
+    let n: u64 = std::env::args().nth(1).unwrap().parse().unwrap();
+    let (tx, rx) = mpsc::channel::<u64>();
+    let senders: Vec<_> = (0..2)
+        .map(|t| {
+            let tx = tx.clone();
+            std::thread::spawn(move || (0..n).for_each(|i| tx.send(i + t).unwrap()))
+        })
+        .collect();
+    drop(tx);
+    let sum: u64 = rx.iter().sum();
+    senders.into_iter().for_each(|s| s.join().unwrap());
+    println!("{sum}");
+}
+"#;
+
+/// The monitor's own CPU time so far, in microseconds.
+fn cpu_us() -> u64 {
+    let mut u = std::mem::MaybeUninit::<libc::rusage>::zeroed();
+    // SAFETY: getrusage writes a rusage into the buffer it is given.
+    let u = unsafe {
+        libc::getrusage(libc::RUSAGE_SELF, u.as_mut_ptr());
+        u.assume_init()
+    };
+    let us = |t: libc::timeval| t.tv_sec as u64 * 1_000_000 + t.tv_usec as u64;
+    us(u.ru_utime) + us(u.ru_stime)
+}
+
+/// Two threads sending 100,000 messages each over std's channel: one run
+/// from scratch per row.
+fn channels_table() {
     println!(
-        "| object | level | atomic sites | spin sites | load sites | store sites | left (unsupported) | discovery |"
+        "| channel, 2 x 100,000 messages | strategy | steps | time | × calls | exits/step | sync-site steps without an exit | monitor µs/step |"
     );
     println!("| --- | --- | --- | --- | --- | --- | --- | --- |");
+    let dir = tempfile::tempdir().unwrap();
+    let exe = compiled(dir.path(), "channels.rs", CHANNELS, &["rustc", "-O"]);
+    let run = |level: SyncPoints, strategy: Box<dyn rewind_fuzz::sched::Strategy>| {
+        let mut k = KernelConfig::new(&exe.to_string_lossy(), &["100000".to_string()]);
+        k.sync_points = level;
+        let mut c = RunConfig::new(k);
+        c.memory_mib = 512;
+        let mut vm = rewind_fuzz::vm::Vm::new(&c, FileSource::host()).expect("machine");
+        vm.set_strategy(strategy);
+        vm.record_events();
+        let cpu = cpu_us();
+        let r = vm.run().expect("run");
+        (r, cpu_us() - cpu)
+    };
+    let (calls, _) = run(SyncPoints::Calls, StrategyKind::Default.build(0, 0));
+    let base = calls.wall_us as f64;
+    let line = |level: SyncPoints, name: &str, (r, cpu): (rewind_fuzz::vm::RunReport, u64)| {
+        let sites = r.events.as_ref().map_or(0, |e| {
+            e.iter()
+                .filter(|e| matches!(e.op, rewind_fuzz::observe::trace::Operation::Sync { .. }))
+                .count()
+        });
+        let share = match sites {
+            0 => "-".to_string(),
+            n => format!("{:.1}%", 100.0 * r.buffered_sites as f64 / n as f64),
+        };
+        println!(
+            "| {level} | {name} | {} | {:.2} s | {:.1} | {:.4} | {share} | {:.2} |",
+            r.steps,
+            r.wall_us as f64 / 1e6,
+            r.wall_us as f64 / base,
+            r.exits as f64 / r.steps.max(1) as f64,
+            cpu as f64 / r.steps.max(1) as f64,
+        );
+    };
+    line(SyncPoints::Calls, "default", (calls, 0));
+    line(
+        SyncPoints::Atomics,
+        "default",
+        run(SyncPoints::Atomics, StrategyKind::Default.build(0, 0)),
+    );
+    let pct = run(
+        SyncPoints::Atomics,
+        Box::new(rewind_fuzz::sched::Pct::new(3, 800_000, 7)),
+    );
+    let schedule = pct.0.schedule.clone();
+    line(SyncPoints::Atomics, "pct:3", pct);
+    line(
+        SyncPoints::Atomics,
+        "replay of pct:3's schedule",
+        run(
+            SyncPoints::Atomics,
+            Box::new(rewind_fuzz::sched::Replay::new(schedule)),
+        ),
+    );
+}
+
+fn sites_table() {
+    println!(
+        "| object | level | atomic sites | spin sites | load sites | store sites | left (unsupported) | with a trampoline | with a trap | discovery |"
+    );
+    println!("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |");
     sites_in("Rust test binary (rust-libtest)", &exe("rust-libtest"));
     sites_in("libc.so.6", "/lib/x86_64-linux-gnu/libc.so.6");
 }

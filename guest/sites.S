@@ -1,18 +1,30 @@
 /*
- * The site dispatcher: user-mode code the guest's breakpoint handler
- * returns to after a sync site's `int3` (see `arch::abi`, "Sync sites taken
- * without an exit"). It runs at native speed, in every process with sync
- * sites, at the fixed address SITES_VA.
+ * The site dispatcher: user-mode code a sync site reaches without leaving
+ * the guest (see `arch::abi`, "Sync sites taken without an exit"). It runs
+ * at native speed, in every process with sync sites, at the fixed address
+ * SITES_VA, and has two doors:
+ *
+ * - rewind_sites_start, where the guest's breakpoint handler returns after
+ *   a site's `int3`, with every register the program's and the site's
+ *   address after the `int3` in the ring's `bp_rip`: the site's descriptor
+ *   is found in the process's table;
+ * - rewind_sites_jump, where a site's trampoline jumps (`code::trampoline`):
+ *   the program's rax already saved in the first data word, rax the
+ *   address of the site's descriptor, every other register the program's.
  *
  * It saves every register in the sites data (nothing on the program's
- * stack: the red zone below rsp belongs to the program), finds the site in
- * the process's table and, when the step it would be may be buffered (the
- * shim's rule: below the ring's limit, room left, no shim entry half
- * written), records it in the hint ring with a side record of registers and
- * operand, then puts every register back and jumps to the site's stub: its
- * instruction out of line, then a jump back after it. Otherwise it puts
- * every register back and executes `ud2` at rewind_sites_miss, which the
- * monitor takes as the breakpoint itself.
+ * stack: the red zone below rsp belongs to the program) and, when the step
+ * it would be may be buffered (the shim's rule: below the ring's limit,
+ * room left, no shim entry half written), records it in the hint ring with
+ * a side record of registers and operand, then puts every register back and
+ * jumps to the site's copy: its instruction out of line, then a jump back
+ * after it (after the instructions its trampoline moved, for a jump).
+ * Otherwise it puts every register back and executes `ud2` at
+ * rewind_sites_miss, which the monitor takes as the breakpoint itself.
+ *
+ * A descriptor (the table's entries and the trampolines' alike) says where
+ * the site and its copy are relative to the descriptor itself, so that a
+ * trampoline's descriptor means the same wherever its object is mapped.
  *
  * Only reads of the program's memory may fault (the site's code, the
  * operand, the stack window): the entry is not counted yet, and the monitor
@@ -26,6 +38,13 @@
     .globl rewind_sites_start
 rewind_sites_start:
     movabs %rax, {data}
+    movabs $0, %rax
+    jmp 1f
+    /* The trampolines' door, at the offset `arch::abi` names. */
+    .balign {jump_door}, 0xcc
+    .globl rewind_sites_jump
+rewind_sites_jump:
+1:  movabs %rax, {data} + {desc}
     movabs ${data}, %rax
     mov %rcx, 8(%rax)
     mov %rdx, 16(%rax)
@@ -48,11 +67,20 @@ rewind_sites_start:
     cld
     mov %rax, %rbp
 
-    /* The site, and whether its step may be buffered. */
+    /* The site: its trampoline's descriptor says where it is, or the
+       breakpoint handler where the `int3` was. */
     movabs ${ring}, %rbx
-    mov 56(%rbx), %rdx
+    mov {desc}(%rbp), %r10
+    test %r10, %r10
+    jz 20f
+    mov (%r10), %rdx
+    add %r10, %rdx
+    jmp 21f
+20: mov 56(%rbx), %rdx
     dec %rdx
-    mov %rdx, 136(%rbp)
+21: mov %rdx, 136(%rbp)
+
+    /* Whether its step may be buffered. */
     cmpq $0, 48(%rbx)
     jne 9f
     mov 32(%rbx), %rsi
@@ -63,8 +91,11 @@ rewind_sites_start:
     add 16(%rbx), %rsi
     cmp 8(%rbx), %rsi
     jae 9f
+    test %r10, %r10
+    jnz 2f
 
-    /* Its table entry (open addressing, Fibonacci hash). */
+    /* A breakpoint's table entry (open addressing, Fibonacci hash): the
+       entry whose site is the one sought. */
     mov %rdx, %rdi
     movabs ${hash_mul}, %rax
     imul %rax, %rdi
@@ -74,21 +105,56 @@ rewind_sites_start:
     shl $5, %r10
     add %r9, %r10
     mov (%r10), %r11
-    cmp %rdx, %r11
-    je 2f
     test %r11, %r11
     jz 9f
+    add %r10, %r11
+    cmp %rdx, %r11
+    je 22f
     inc %rdi
     and ${slot_mask}, %rdi
     jmp 1b
     /* The code must still be what the entry was made from. */
-2:  mov 1(%rdx), %rax
+22: mov 1(%rdx), %rax
     cmp 24(%r10), %rax
     jne 9f
 
-    /* The operand's address: displacement + base + (index << scale). */
-    mov 8(%r10), %r12
-    movzbl 16(%r10), %eax
+    /* A step that gives way is buffered only while nothing could take
+       the thread's place (%rsi is still its step number): a spin's, and a
+       retry-loop atomic's when the thread retries it (its previous step,
+       the ring's last entry or the one published, was this site). */
+2:  movzbl 18(%r10), %eax
+    testb ${yield_flag}, %al
+    jnz 25f
+    testb ${retry_flag}, %al
+    jz 24f
+    cmpq $0, {retry_always}(%rbp)
+    jne 25f
+    mov 32(%rbx), %rax
+    cmp 24(%rbx), %rax
+    je 26f
+    dec %rax
+    xor %edx, %edx
+    divq 40(%rbx)
+    shl $5, %rdx
+    lea 64(%rbx,%rdx), %rax
+    mov 136(%rbp), %rdx
+    cmpq ${op_site}, (%rax)
+    jne 24f
+    cmp 16(%rax), %rdx
+    je 25f
+    jmp 24f
+26: cmp {last_site}(%rbp), %rdx
+    jne 24f
+25: cmp {yield_limit}(%rbp), %rsi
+    jae 9f
+
+    /* The operand's address: displacement + base + (index << scale), or
+       the descriptor's address + displacement for a RIP-relative one. */
+24: mov 8(%r10), %r12
+    testb ${riprel_flag}, 18(%r10)
+    jz 23f
+    add %r10, %r12
+23: movzbl 16(%r10), %eax
     cmp $16, %eax
     jae 3f
     add (%rbp,%rax,8), %r12
@@ -101,7 +167,10 @@ rewind_sites_start:
     shl %cl, %r13
     add %r13, %r12
 4:  xor %r15d, %r15d
+    xor %r14d, %r14d
     movzbl 19(%r10), %eax
+    test %eax, %eax
+    jz 8f
     cmp $1, %eax
     jne 5f
     movzbq (%r12), %r14
@@ -162,9 +231,8 @@ rewind_sites_start:
     mov %rax, 16(%rdi)
     lea 24(%rdi), %rdi
     rep movsq
-12: movl 20(%r10), %eax
-    movabs ${code}, %rcx
-    add %rcx, %rax
+12: movslq 20(%r10), %rax
+    add %r10, %rax
     mov %rax, 144(%rbp)
     /* The tail last: the entry is whole once it counts. */
     incq 32(%rbx)

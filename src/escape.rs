@@ -21,6 +21,27 @@ pub fn text(s: &str) -> Cow<'_, str> {
     escape(s, true)
 }
 
+/// `s` as one word of a POSIX shell command line: as it is when it holds
+/// nothing a shell would read otherwise, else in single quotes (a single
+/// quote in it as `'\''`). A printed command then runs as printed.
+pub fn shell_word(s: &str) -> Cow<'_, str> {
+    let plain = |c: char| c.is_ascii_alphanumeric() || "-_./:=,+@%^".contains(c);
+    if !s.is_empty() && s.chars().all(plain) {
+        return Cow::Borrowed(s);
+    }
+    Cow::Owned(format!("'{}'", s.replace('\'', r"'\''")))
+}
+
+/// Words as a shell command line (see [`shell_word`]), escaped for one
+/// line of a terminal.
+pub fn shell_words<S: AsRef<str>>(words: &[S]) -> String {
+    let joined: Vec<String> = words
+        .iter()
+        .map(|w| shell_word(w.as_ref()).into_owned())
+        .collect();
+    line(&joined.join(" ")).into_owned()
+}
+
 fn escape(s: &str, keep_newlines: bool) -> Cow<'_, str> {
     let unsafe_char = |c: char| needs_escape(c) && !(keep_newlines && c == '\n');
     if !s.chars().any(unsafe_char) {
@@ -53,6 +74,17 @@ fn needs_escape(c: char) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn shell_words_are_quoted_only_when_a_shell_would_read_them_otherwise() {
+        assert_eq!(shell_word("--exact"), "--exact");
+        assert_eq!(shell_word("tests::a_b"), "tests::a_b");
+        assert_eq!(shell_word("/tmp/out dir/x.rwd"), "'/tmp/out dir/x.rwd'");
+        assert_eq!(shell_word("it's"), r"'it'\''s'");
+        assert_eq!(shell_word(""), "''");
+        assert_eq!(shell_word("$HOME"), "'$HOME'");
+        assert_eq!(shell_words(&["a b", "c"]), "'a b' c");
+    }
 
     #[test]
     fn control_characters_are_shown_not_obeyed() {

@@ -316,7 +316,8 @@ fn a_reproducers_schedule_re_tests_a_fix() {
         .unwrap();
     let said = String::from_utf8_lossy(&fixed.stderr);
     assert_eq!(fixed.status.code(), Some(0), "{said}");
-    assert!(said.contains("replaying the schedule of"), "{said}");
+    assert!(said.contains("schedule with its arguments"), "{said}");
+    assert!(said.contains("records did not happen"), "{said}");
     assert!(said.contains("exited with code 0"), "{said}");
     // The same through `replay --target` with the minimized reproducer,
     // its own settings kept: 1 while the failure happens, 0 once it is gone.
@@ -418,13 +419,20 @@ fn check_per_test_runs_each_test_alone_and_names_the_failing_one() {
     assert_eq!(out.status.code(), Some(1), "{err}");
     let rows: Vec<&str> = err.lines().filter(|l| l.starts_with("tests::")).collect();
     assert_eq!(rows.len(), 6, "{err}");
+    assert!(
+        err.lines()
+            .any(|l| l.starts_with("test ") && l.contains("schedules") && l.ends_with("failing")),
+        "{err}"
+    );
     for row in rows {
         let failed = row.ends_with("FAILED");
-        assert_eq!(
-            failed,
-            row.starts_with("tests::this_test_fails_on_purpose "),
-            "{row}"
-        );
+        let failing = row.starts_with("tests::this_test_fails_on_purpose ");
+        assert_eq!(failed, failing, "{row}");
+        // Schedules run, and of those, how many failed: every one of the
+        // test that always fails.
+        let cells: Vec<&str> = row.split_whitespace().collect();
+        assert_eq!(cells[1], "5", "{row}");
+        assert_eq!(cells[3], if failing { "5" } else { "0" }, "{row}");
     }
     // The failure names its test and the panic's message.
     assert!(
@@ -478,4 +486,329 @@ fn check_per_test_runs_each_googletest_test_alone() {
         err.contains("test Accounts.TransfersBothWaysKeepTheTotal: deadlocked"),
         "{err}"
     );
+}
+
+#[test]
+fn time_budgets_take_bare_seconds_as_afl_does_and_refuse_no_time() {
+    common::require_kvm();
+    // `-V 60` is AFL++'s sixty seconds, on every command that takes --time.
+    let out = cli()
+        .args(["run", "--target", "harness:hello", "-V", "60"])
+        .output()
+        .unwrap();
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    for args in [
+        &["fuzz", "--target", "harness:hello", "--time", "0s"][..],
+        &["--target", "harness:hello", "-V", "0"],
+        &["check", "--target", "harness:hello", "--time", "0"],
+        &["run", "--target", "harness:hello", "-V", "0ms"],
+    ] {
+        let out = cli().args(args).output().unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {err}");
+        assert!(err.contains("a budget of no time"), "{args:?}: {err}");
+        assert!(!err.contains("--max-steps"), "{args:?}: {err}");
+    }
+    // The version is --version; -V is a budget, never the version.
+    let version = cli().arg("--version").output().unwrap();
+    assert!(String::from_utf8_lossy(&version.stdout).starts_with("rewind-fuzz "));
+    let bare = cli().arg("-V").output().unwrap();
+    assert_eq!(bare.status.code(), Some(2));
+    assert!(bare.stdout.is_empty());
+}
+
+#[test]
+fn an_output_directory_that_is_not_one_is_refused_in_one_line() {
+    for args in [
+        &["fuzz", "--target", "/bin/true", "-o", "/dev/null"][..],
+        &["--target", "/bin/true", "--per-test", "-o", "/dev/null"],
+        &["man", "/dev/null"],
+        &["fuzz", "--target", "/bin/true", "--sync-dir", "/dev/null"],
+    ] {
+        fails_with_2(
+            args,
+            &[],
+            "/dev/null is a device, FIFO or socket, not a directory",
+        );
+    }
+    let file = tempfile::NamedTempFile::new().unwrap();
+    let path = file.path().to_str().unwrap();
+    fails_with_2(
+        &["fuzz", "--target", "/bin/true", "-o", path],
+        &[],
+        "is a file, not a directory",
+    );
+}
+
+#[test]
+fn a_script_target_is_refused_with_the_command_that_runs_it() {
+    common::require_kvm();
+    let dir = tempfile::tempdir().unwrap();
+    let script = dir.path().join("greet.sh");
+    std::fs::write(&script, "#!/bin/sh\necho hello from a script\n").unwrap();
+    let script = script.to_str().unwrap();
+    let hint = format!("--target /bin/sh -- {script}");
+    fails_with_2(&["run", "--target", script], &[], &hint);
+    // The command it gives runs the script.
+    let out = cli()
+        .args(["run", "--target", "/bin/sh", "--", script])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0));
+    assert_eq!(
+        String::from_utf8_lossy(&out.stdout),
+        "hello from a script\n"
+    );
+}
+
+#[test]
+fn the_step_budget_says_what_a_step_is() {
+    let help = cli().args(["run", "--help"]).output().unwrap();
+    let text = String::from_utf8_lossy(&help.stdout);
+    let max_steps = text
+        .split("--max-steps")
+        .nth(1)
+        .unwrap_or_else(|| panic!("{text}"));
+    let described: String = max_steps.chars().take(300).collect();
+    assert!(
+        described.contains("pthread calls and sync sites"),
+        "{described}"
+    );
+}
+
+#[test]
+fn a_per_test_failures_printed_commands_and_reproducer_run_that_test_as_recorded() {
+    common::require_kvm();
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let found = cli()
+        .current_dir(d)
+        .args([
+            "check",
+            "--per-test",
+            "--target",
+            "harness:rust-libtest-fail",
+            "--schedules",
+            "2",
+            "--save-rwd",
+            "f.rwd",
+            "--save-schedule",
+            "f.schedule.json",
+        ])
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&found.stderr).into_owned();
+    assert_eq!(found.status.code(), Some(1), "{err}");
+    // The command check printed runs as printed, the test alone.
+    let printed = err
+        .lines()
+        .filter_map(|l| l.strip_prefix("reproduce with: "))
+        .find(|c| c.contains("this_test_fails_on_purpose"))
+        .unwrap_or_else(|| panic!("no command for the failing test:\n{err}"))
+        .replace(
+            "rewind-fuzz ",
+            &format!("{} ", env!("CARGO_BIN_EXE_rewind-fuzz")),
+        );
+    assert!(
+        printed.contains("-- --exact tests::this_test_fails_on_purpose --test-threads=1"),
+        "{printed}"
+    );
+    let again = std::process::Command::new("sh")
+        .current_dir(d)
+        .args(["-c", &printed])
+        .output()
+        .unwrap();
+    let said = String::from_utf8_lossy(&again.stderr);
+    assert_eq!(again.status.code(), Some(101), "{printed}: {said}");
+    assert!(said.contains("records happened again"), "{said}");
+    assert!(String::from_utf8_lossy(&again.stdout).contains("running 1 test"));
+
+    // The reproducer as --schedule: its arguments, not the whole binary's.
+    let rwd = d.join("f-tests__this_test_fails_on_purpose.rwd");
+    let run = |extra: &[&str]| {
+        let out = cli()
+            .current_dir(d)
+            .args(["run", "--target", "harness:rust-libtest-fail", "--schedule"])
+            .arg(&rwd)
+            .args(extra)
+            .output()
+            .unwrap();
+        (
+            out.status.code(),
+            String::from_utf8_lossy(&out.stdout).into_owned(),
+            String::from_utf8_lossy(&out.stderr).into_owned(),
+        )
+    };
+    // Its signature names the panic by place.
+    let shown = cli().arg("show").arg(&rwd).output().unwrap();
+    let story = String::from_utf8_lossy(&shown.stdout);
+    let signature = story.lines().find(|l| l.contains("signature:")).unwrap();
+    assert!(
+        signature.contains("exited(101) at libtest.rs:") && signature.contains(" (panic)"),
+        "{signature}"
+    );
+    let (code, stdout, said) = run(&[]);
+    assert_eq!(code, Some(101), "{said}");
+    assert!(stdout.contains("running 1 test"), "{stdout}");
+    assert!(
+        said.contains("schedule with its arguments, environment, seed, level and oracle"),
+        "{said}"
+    );
+    assert!(said.contains("records happened again"), "{said}");
+    // Arguments given after -- replace the recorded ones, and it says so.
+    let passing = [
+        "--",
+        "--exact",
+        "tests::a_mutex_counts_every_increment",
+        "--test-threads=1",
+    ];
+    let (code, stdout, said) = run(&passing);
+    assert_eq!(code, Some(0), "{said}");
+    assert!(stdout.contains("running 1 test"), "{stdout}");
+    assert!(
+        said.contains("given here, these replace the reproducer's: the arguments after --"),
+        "{said}"
+    );
+    assert!(
+        said.contains("--exact tests::this_test_fails_on_purpose"),
+        "{said}"
+    );
+    assert!(said.contains("records did not happen"), "{said}");
+
+    // A recording that does not give the failure its schedule was saved
+    // for says so, writes nothing and exits 1.
+    let schedule = d.join("f-tests__this_test_fails_on_purpose.schedule.json");
+    let out = cli()
+        .current_dir(d)
+        .args(["run", "--target", "harness:rust-libtest-fail", "--schedule"])
+        .arg(&schedule)
+        .args(["--save-rwd", "not.rwd"])
+        .args(passing)
+        .output()
+        .unwrap();
+    let said = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{said}");
+    assert!(said.contains("did not reproduce the failure"), "{said}");
+    assert!(!d.join("not.rwd").exists());
+}
+
+/// The completion script for `shell`, written into `dir`.
+fn completion_script(shell: &str, dir: &std::path::Path, name: &str) -> std::path::PathBuf {
+    let out = cli().args(["completions", shell]).output().unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let path = dir.join(name);
+    std::fs::write(&path, &out.stdout).unwrap();
+    path
+}
+
+/// The options a shell offers for `rewind-fuzz fuzz --sy`.
+fn assert_offers_the_sync_options(shell: &str, offered: &str) {
+    for option in ["--sync-dir", "--sync-id", "--sync-points"] {
+        assert!(
+            offered
+                .lines()
+                .any(|l| l.split_whitespace().next() == Some(option)),
+            "{shell} does not offer {option}: {offered:?}"
+        );
+    }
+}
+
+#[test]
+fn bash_completes_options_of_a_subcommand_when_the_script_is_sourced() {
+    let bash = common::require_tool("bash", "apt-get install -y bash");
+    let dir = tempfile::tempdir().unwrap();
+    let script = completion_script("bash", dir.path(), "rewind-fuzz.bash");
+    // What bash does at a tab: the function `complete` registered, with
+    // the words of the line.
+    let driver = format!(
+        r#"source {}
+spec=$(complete -p rewind-fuzz) || exit 3
+fn=${{spec##*-F }}; fn=${{fn%% *}}
+COMP_WORDS=(rewind-fuzz fuzz --sy); COMP_CWORD=2
+COMP_LINE="rewind-fuzz fuzz --sy"; COMP_POINT=${{#COMP_LINE}}
+"$fn" rewind-fuzz --sy fuzz
+printf '%s\n' "${{COMPREPLY[@]}}""#,
+        script.display()
+    );
+    let out = std::process::Command::new(bash)
+        .args(["-c", &driver])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_offers_the_sync_options("bash", &String::from_utf8_lossy(&out.stdout));
+}
+
+#[test]
+fn fish_completes_options_of_a_subcommand_when_the_script_is_sourced() {
+    let fish = common::require_tool("fish", "apt-get install -y fish");
+    let dir = tempfile::tempdir().unwrap();
+    let script = completion_script("fish", dir.path(), "rewind-fuzz.fish");
+    let out = std::process::Command::new(fish)
+        .args([
+            "-c",
+            &format!(
+                "source {}; complete -C 'rewind-fuzz fuzz --sy'",
+                script.display()
+            ),
+        ])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_offers_the_sync_options("fish", &String::from_utf8_lossy(&out.stdout));
+}
+
+#[test]
+fn zsh_completes_options_of_a_subcommand_when_the_script_is_sourced() {
+    let zsh = common::require_tool("zsh", "apt-get install -y zsh");
+    let dir = tempfile::tempdir().unwrap();
+    completion_script("zsh", dir.path(), "_rewind-fuzz");
+    let offered = dir.path().join("offered");
+    let ready = dir.path().join("ready");
+    let done = dir.path().join("done");
+    // An interactive zsh on a pseudo-terminal (zsh/zpty), with the script
+    // in its fpath as an install puts it, completing at a tab once its
+    // line editor is up (it drops what was typed before); compadd notes
+    // what the script offers.
+    let driver = format!(
+        r#"zmodload zsh/zpty
+zpty z zsh -f -i
+zpty -w z "PS1=''"
+zpty -w z "fpath=({dir} \$fpath); autoload -U compinit; compinit -u -D"
+zpty -w z "compadd() {{ local -a m; builtin compadd -O m \"\$@\"; print -rl -- \$m >> {offered}; builtin compadd \"\$@\" }}"
+zpty -w z "bindkey '^I' complete-word; : > {ready}"
+while [[ ! -e {ready} ]]; do zpty -r -t z line || sleep 0.05; done
+zpty -w -n z $'rewind-fuzz fuzz --sy\t'
+zpty -w z $'\C-e\C-u: > {done}'
+while [[ ! -e {done} ]]; do zpty -r -t z line || sleep 0.05; done
+zpty -d z"#,
+        dir = dir.path().display(),
+        offered = offered.display(),
+        ready = ready.display(),
+        done = done.display(),
+    );
+    let mut child = std::process::Command::new(zsh)
+        .args(["-f", "-c", &driver])
+        .stdout(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    assert!(child.wait().unwrap().success());
+    let text = std::fs::read_to_string(&offered).unwrap_or_default();
+    assert_offers_the_sync_options("zsh", &text);
 }

@@ -51,8 +51,8 @@ fn two_fuzzers_sharing_a_sync_dir_end_up_with_each_others_corpus() {
             target.into(),
             "--jobs".into(),
             "1".into(),
-            "--time".into(),
-            "8s".into(),
+            "--execs".into(),
+            "60".into(),
             "-q".into(),
             "--sync-dir".into(),
             sync.to_string_lossy().into(),
@@ -105,8 +105,8 @@ fn a_foreign_file_in_the_sync_dir_is_skipped_with_a_warning() {
         "harness:prodcons",
         "--jobs",
         "1",
-        "--time",
-        "4s",
+        "--execs",
+        "20",
         "-q",
         "--sync-dir",
         sync.to_str().unwrap(),
@@ -141,15 +141,15 @@ fn resume_continues_with_the_previous_corpus() {
         "-o",
         o,
     ];
-    fuzz(&[&base[..], &["--time", "6s"]].concat());
+    fuzz(&[&base[..], &["--execs", "60"]].concat());
     let first = names(&out.join("queue"));
     let first_count = stat(&out, "corpus_count");
     assert!(!first.is_empty());
     // Without --resume the session is not overwritten.
-    let refused = cli().args(base).args(["--time", "2s"]).output().unwrap();
+    let refused = cli().args(base).args(["--execs", "5"]).output().unwrap();
     assert_eq!(refused.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&refused.stderr).contains("--resume"));
-    fuzz(&[&base[..], &["--time", "6s", "--resume"]].concat());
+    fuzz(&[&base[..], &["--execs", "60", "--resume"]].concat());
     let second = names(&out.join("queue"));
     assert!(first.is_subset(&second), "no corpus entry was lost");
     assert!(
@@ -185,10 +185,10 @@ fn finds_minimizes_and_replays_the_deadlock(harness: &str) {
     let r = fuzz(&[
         "--target",
         harness,
-        "--time",
-        "60s",
+        "--execs",
+        "600",
         "--jobs",
-        "2",
+        "1",
         "-q",
         "-o",
         out.to_str().unwrap(),
@@ -224,12 +224,12 @@ fn finds_minimizes_and_replays_the_deadlock(harness: &str) {
 }
 
 #[test]
-fn fuzzing_the_philosophers_for_a_minute_writes_a_minimized_deadlock_that_replays() {
+fn fuzzing_the_philosophers_writes_a_minimized_deadlock_that_replays() {
     finds_minimizes_and_replays_the_deadlock("harness:philosophers");
 }
 
 #[test]
-fn fuzzing_the_bank_transfer_for_a_minute_writes_a_minimized_deadlock_that_replays() {
+fn fuzzing_the_bank_transfer_writes_a_minimized_deadlock_that_replays() {
     finds_minimizes_and_replays_the_deadlock("harness:bank-transfer");
 }
 
@@ -291,8 +291,8 @@ fn two_unrelated_cpp_deadlocks_are_two_findings_named_after_the_users_code() {
     let r = fuzz(&[
         "--target",
         exe.to_str().unwrap(),
-        "--time",
-        "45s",
+        "--execs",
+        "1500",
         "--jobs",
         "1",
         "-q",
@@ -312,7 +312,7 @@ fn two_unrelated_cpp_deadlocks_are_two_findings_named_after_the_users_code() {
     let signature = |needle: &str| {
         stories.iter().any(|s| {
             s.lines()
-                .any(|l| l.contains("signature: deadlocked at two!") && l.contains(needle))
+                .any(|l| l.contains("signature: deadlocked at program!") && l.contains(needle))
         })
     };
     assert!(
@@ -361,9 +361,10 @@ fn spawn_session(jobs: &str, time: &str, out: &Path, extra: &[&str]) -> std::pro
         .unwrap()
 }
 
-/// Waits until `ready` holds, failing with `what` after a minute.
+/// Waits until `ready` holds, failing with `what` if it never does (after
+/// ten minutes: a bound for a hang, far past any load).
 fn wait_until(what: &str, ready: impl Fn() -> bool) {
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(600);
     while !ready() {
         assert!(std::time::Instant::now() < deadline, "{what}");
         std::thread::sleep(std::time::Duration::from_millis(100));
@@ -374,8 +375,8 @@ fn wait_until(what: &str, ready: impl Fn() -> bool) {
 fn bad_targets_and_unwritable_output_are_one_line_and_exit_code_2() {
     common::require_kvm();
     let dir = tempfile::tempdir().unwrap();
-    let not_elf = dir.path().join("test.sh");
-    std::fs::write(&not_elf, "#!/bin/sh\necho hi\n").unwrap();
+    let not_elf = dir.path().join("test.txt");
+    std::fs::write(&not_elf, "echo hi\n").unwrap();
     let out = dir.path().join("out");
     let cases: [(&[&str], &str); 3] = [
         (&["--target", not_elf.to_str().unwrap()], "not an ELF"),
@@ -411,11 +412,11 @@ fn a_corrupted_corpus_file_is_skipped_and_kept() {
     let out = dir.path().join("out");
     let o = out.to_str().unwrap();
     let base = ["--target", "harness:prodcons", "-j", "1", "-q", "-o", o];
-    fuzz(&[&base[..], &["--time", "3s"]].concat());
+    fuzz(&[&base[..], &["--execs", "20"]].concat());
     let corrupt = out.join("queue").join("zz-corrupt.json");
     std::fs::write(&corrupt, b"{\"decisions\": [tru").unwrap();
     let before = names(&out.join("queue"));
-    let r = fuzz(&[&base[..], &["--time", "3s", "--resume"]].concat());
+    let r = fuzz(&[&base[..], &["--execs", "20", "--resume"]].concat());
     let err = stderr(&r);
     assert!(
         err.contains("skipping") && err.contains("zz-corrupt.json"),
@@ -471,16 +472,13 @@ fn ctrl_c_stops_cleanly_and_flushes_everything() {
     wait_until("the session never started", || {
         out.join("fuzzer_stats").exists() && stat(&out, "execs_done") > 0
     });
-    std::thread::sleep(std::time::Duration::from_secs(2));
     // SAFETY: kill(2) on the child we spawned; it has not been waited for.
     unsafe { libc::kill(child.id() as libc::pid_t, libc::SIGINT) };
-    let started = std::time::Instant::now();
+    // A ten-minute session that Ctrl-C did not end would outlast the
+    // test's time limit.
     let r = child.wait_with_output().unwrap();
-    assert!(
-        started.elapsed() < std::time::Duration::from_secs(30),
-        "Ctrl-C ends the session promptly"
-    );
-    assert_eq!(r.status.code(), Some(0), "{}", stderr(&r));
+    assert!(matches!(r.status.code(), Some(0 | 1)), "{}", stderr(&r));
+    assert!(stderr(&r).contains("(interrupted)"), "{}", stderr(&r));
     let execs = stat(&out, "execs_done");
     assert!(execs > 0);
     assert_eq!(
@@ -517,7 +515,7 @@ fn a_full_out_dir_keeps_the_session_going_and_no_partial_reproducer_is_left() {
     // a reproducer (about 1 MB) cannot be written, corpus entries can.
     let mut cmd = cli();
     cmd.args(["--target", "harness:philosophers", "-j", "1", "-q"])
-        .args(["--time", "8s", "-o", out.to_str().unwrap()]);
+        .args(["--execs", "300", "-o", out.to_str().unwrap()]);
     // SAFETY: between fork and exec only async-signal-safe calls are made.
     unsafe {
         cmd.pre_exec(|| {
@@ -541,23 +539,12 @@ fn a_full_out_dir_keeps_the_session_going_and_no_partial_reproducer_is_left() {
     );
     assert!(err.contains("cannot write finding"), "{err}");
     assert!(err.contains("not saved"), "{err}");
-    // A finding the session ended before recording keeps its schedule and
-    // a note (both small enough to write); nothing else may be left.
+    // No partial file is left.
     let findings = out.join("findings");
     let left: Vec<String> = std::fs::read_dir(&findings)
         .unwrap()
         .flatten()
         .map(|e| e.file_name().to_string_lossy().into_owned())
-        .filter(|n| {
-            let unrecorded = |stem: &str| {
-                std::fs::read_to_string(findings.join(format!("{stem}.txt")))
-                    .is_ok_and(|t| t.contains("ended before this finding's run was recorded"))
-            };
-            let stem = n
-                .strip_suffix(".schedule.json")
-                .or_else(|| n.strip_suffix(".txt"));
-            !stem.is_some_and(unrecorded)
-        })
         .collect();
     assert!(left.is_empty(), "no partial files: {left:?}");
     assert!(!names(&out.join("queue")).is_empty(), "the corpus is kept");
@@ -584,18 +571,17 @@ fn spawn_endless(out: &Path, extra: &[&str]) -> std::process::Child {
 fn the_time_budget_ends_a_session_in_the_middle_of_a_long_run() {
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("out");
-    let started = std::time::Instant::now();
     let r = spawn_endless(&out, &["--time", "3s"])
         .wait_with_output()
         .unwrap();
-    let took = started.elapsed();
+    assert_eq!(r.status.code(), Some(0), "{}", stderr(&r));
+    // Said only when the run was cut short: the session did not wait for
+    // its end.
     assert!(
-        took < std::time::Duration::from_secs(8),
-        "--time 3s took {took:?}: {}",
+        stderr(&r).contains("the session ended before the target's first run did"),
+        "{}",
         stderr(&r)
     );
-    assert_eq!(r.status.code(), Some(0), "{}", stderr(&r));
-    assert!(stderr(&r).contains("first run"), "{}", stderr(&r));
     assert!(out.join("fuzzer_stats").exists());
 }
 
@@ -603,19 +589,20 @@ fn the_time_budget_ends_a_session_in_the_middle_of_a_long_run() {
 fn ctrl_c_ends_a_session_in_the_middle_of_a_long_run() {
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("out");
-    let child = spawn_endless(&out, &[]);
-    std::thread::sleep(std::time::Duration::from_secs(3));
+    let child = spawn_endless(&out, &["--max-steps", "1000000000000"]);
+    // The output directory is made once Ctrl-C is handled, before the
+    // first run.
+    wait_until("the session never started", || out.join("queue").is_dir());
     // SAFETY: kill(2) on the child we spawned; it has not been waited for.
     unsafe { libc::kill(child.id() as libc::pid_t, libc::SIGINT) };
-    let started = std::time::Instant::now();
+    // The run never ends by itself: only Ctrl-C ends the session.
     let r = child.wait_with_output().unwrap();
-    let took = started.elapsed();
+    assert_eq!(r.status.code(), Some(0), "{}", stderr(&r));
     assert!(
-        took < std::time::Duration::from_secs(5),
-        "Ctrl-C took {took:?}: {}",
+        stderr(&r).contains("the session ended before the target's first run did"),
+        "{}",
         stderr(&r)
     );
-    assert_eq!(r.status.code(), Some(0), "{}", stderr(&r));
     assert!(out.join("fuzzer_stats").exists());
 }
 
@@ -731,14 +718,17 @@ fn resume_refuses_another_targets_directory_and_keeps_counting() {
 fn statistics_that_cannot_be_written_are_warned_about_once() {
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("out");
-    let child = spawn_session("1", "6s", &out, &[]);
+    let child = spawn_session("1", "10m", &out, &[]);
     wait_until("the session never started", || {
         out.join("fuzzer_stats").exists()
     });
     // What a full disk does to the next write of fuzzer_stats, here by
-    // putting a directory in its way.
+    // putting a directory in its way; the session writes it again, at the
+    // latest when Ctrl-C ends it.
     std::fs::remove_file(out.join("fuzzer_stats")).unwrap();
     std::fs::create_dir(out.join("fuzzer_stats")).unwrap();
+    // SAFETY: kill(2) on the child we spawned; it has not been waited for.
+    unsafe { libc::kill(child.id() as libc::pid_t, libc::SIGINT) };
     let r = child.wait_with_output().unwrap();
     let err = stderr(&r);
     assert!(matches!(r.status.code(), Some(0 | 1)), "{err}");
@@ -782,15 +772,18 @@ fn the_live_screen_keeps_every_findings_commands_and_the_stats_speak_afl() {
     let out = dir.path().join("out");
     // A pseudo-terminal, as a person at a terminal (or in tmux) has.
     let cmd = format!(
-        "{} fuzz --target harness:philosophers --time 20s --jobs 1 -o {}",
+        "{} fuzz --target harness:philosophers --execs 300 --jobs 1 -o {}",
         env!("CARGO_BIN_EXE_rewind-fuzz"),
         out.display()
     );
-    let session = std::process::Command::new("script")
-        .args(["-qfec", &cmd, "/dev/null"])
-        .env("TERM", "xterm")
-        .output()
-        .unwrap();
+    let session = std::process::Command::new(common::require_tool(
+        "script",
+        "apt-get install -y util-linux",
+    ))
+    .args(["-qfec", &cmd, "/dev/null"])
+    .env("TERM", "xterm")
+    .output()
+    .unwrap();
     // A terminal tall enough that nothing scrolls off: what a clear of the
     // screen would wipe is gone from it.
     let mut term = vt100::Parser::new(3000, 250, 0);
@@ -823,6 +816,14 @@ fn the_live_screen_keeps_every_findings_commands_and_the_stats_speak_afl() {
         shown.contains(" rewind-fuzz  harness:philosophers"),
         "{shown}"
     );
+    // The latest finding, in the program's words, and minimization's share.
+    assert!(
+        shown
+            .lines()
+            .any(|l| l.contains("   latest    ") && l.contains("philosophers.c:")),
+        "{shown}"
+    );
+    assert!(shown.contains("   minimize  "), "{shown}");
     // fuzzer_stats and plot_data as AFL++'s tools read them.
     let stats = std::fs::read_to_string(out.join("fuzzer_stats")).unwrap();
     for key in AFL_STATS {
@@ -899,24 +900,29 @@ mod tests {
 }
 "#;
 
-#[test]
-fn per_test_fuzzing_finds_the_one_buggy_test_and_explores_every_test() {
-    common::require_kvm();
-    let dir = tempfile::tempdir().unwrap();
-    let exe = compile(
-        dir.path(),
+/// The test binary of [`FIVE_TESTS`], built by rustc in `dir`.
+fn five_tests(dir: &Path) -> PathBuf {
+    compile(
+        dir,
         "five.rs",
         FIVE_TESTS,
         "rustc",
         &["--test", "--edition", "2021", "-g", "-O"],
-    );
+    )
+}
+
+#[test]
+fn per_test_fuzzing_finds_the_one_buggy_test_and_explores_every_test() {
+    common::require_kvm();
+    let dir = tempfile::tempdir().unwrap();
+    let exe = five_tests(dir.path());
     let out = dir.path().join("out");
     let r = fuzz(&[
         "--target",
         exe.to_str().unwrap(),
         "--per-test",
-        "--time",
-        "50s",
+        "--execs",
+        "150",
         "--jobs",
         "1",
         "-q",
@@ -934,36 +940,95 @@ fn per_test_fuzzing_finds_the_one_buggy_test_and_explores_every_test() {
     ];
     for t in tests {
         let session = out.join(t.replace("::", "__"));
-        assert!(
-            stat(&session, "execs_done") > 0,
-            "{t} was not explored:\n{err}"
-        );
+        // Each test its share, as the table and the stats both say.
+        assert_eq!(stat(&session, "execs_done"), 30, "{t}:\n{err}");
         let row = err
             .lines()
             .find(|l| l.starts_with(&format!("{t} ")))
             .unwrap_or_else(|| panic!("no row for {t}:\n{err}"));
+        let cells: Vec<&str> = row.split_whitespace().collect();
+        assert_eq!(cells[1], "30", "{row}");
+        assert_eq!(
+            cells[3].parse::<u64>().unwrap(),
+            stat(&session, "findings"),
+            "{row}"
+        );
         assert_eq!(
             row.ends_with("FAILED"),
             t == "tests::transfers_both_ways",
             "{row}"
         );
     }
-    // The inversion, as a deadlock or (first, when the machine is busy and
-    // the test's share of time short) as a potential deadlock.
-    let found = std::fs::read_dir(out.join("tests__transfers_both_ways/findings"))
+    // The inversion, as a deadlock and as a potential deadlock.
+    let findings = out.join("tests__transfers_both_ways/findings");
+    let found: Vec<String> = std::fs::read_dir(&findings)
         .unwrap()
         .flatten()
-        .any(|e| {
-            let n = e.file_name().to_string_lossy().into_owned();
-            n.ends_with(".rwd")
-                && (n.starts_with("deadlocked-") || n.starts_with("potential-deadlock-"))
-        });
-    assert!(found, "{err}");
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .collect();
+    for kind in ["deadlocked-", "potential-deadlock-"] {
+        assert!(
+            found
+                .iter()
+                .any(|n| n.starts_with(kind) && n.ends_with(".rwd")),
+            "{kind}: {found:?}\n{err}"
+        );
+    }
     assert!(
         err.contains("test tests::transfers_both_ways: deadlocked")
-            || err.contains("test tests::transfers_both_ways: potential deadlock"),
-        "the finding names its test:\n{err}"
+            && err.contains("test tests::transfers_both_ways: potential deadlock"),
+        "the findings name their test:\n{err}"
     );
+}
+
+#[test]
+fn a_per_test_finding_on_the_last_execution_of_its_share_is_recorded() {
+    common::require_kvm();
+    let dir = tempfile::tempdir().unwrap();
+    let exe = five_tests(dir.path());
+    let out = dir.path().join("out");
+    // One execution per test: the inversion is found on the last (the
+    // only) execution of its test's share, and the share ends there.
+    let r = fuzz(&[
+        "--target",
+        exe.to_str().unwrap(),
+        "--per-test",
+        "--execs",
+        "5",
+        "--jobs",
+        "1",
+        "-q",
+        "-o",
+        out.to_str().unwrap(),
+    ]);
+    let err = stderr(&r);
+    assert_eq!(r.status.code(), Some(1), "{err}");
+    let session = out.join("tests__transfers_both_ways");
+    assert_eq!(stat(&session, "execs_done"), 1, "{err}");
+    let found: Vec<String> = std::fs::read_dir(session.join("findings"))
+        .unwrap()
+        .flatten()
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .collect();
+    assert!(
+        found
+            .iter()
+            .any(|n| n.starts_with("potential-deadlock-") && n.ends_with(".rwd")),
+        "{found:?}\n{err}"
+    );
+    assert!(
+        !found.iter().any(|n| n.ends_with(".schedule.json")),
+        "{found:?}"
+    );
+    assert!(!err.contains("Record with"), "{err}");
+    // Its reproducer replays, the test alone, as recorded.
+    let rwd = found.iter().find(|n| n.ends_with(".rwd")).unwrap();
+    let replay = cli()
+        .arg("replay")
+        .arg(session.join("findings").join(rwd))
+        .output()
+        .unwrap();
+    assert_eq!(replay.status.code(), Some(0), "{}", stderr(&replay));
 }
 
 #[test]
@@ -982,7 +1047,7 @@ fn the_cargo_command_builds_a_projects_tests_and_fuzzes_the_chosen_one() {
     let r = cli()
         .current_dir(&project)
         .env("CARGO_TARGET_DIR", dir.path().join("target"))
-        .args(["cargo", "transfers", "--time", "20s", "-j", "1", "-q", "-o"])
+        .args(["cargo", "transfers", "--execs", "40", "-j", "1", "-q", "-o"])
         .arg(&out)
         .output()
         .unwrap();
@@ -994,4 +1059,254 @@ fn the_cargo_command_builds_a_projects_tests_and_fuzzes_the_chosen_one() {
             .any(|l| l.starts_with("tests::transfers_both_ways ") && l.ends_with("FAILED")),
         "{err}"
     );
+    // The session is named after the crate's test target, not cargo's
+    // hashed file name.
+    let session = out.join("accounts-lib").join("tests__transfers_both_ways");
+    assert_eq!(stat(&session, "execs_done"), 40, "{err}");
+
+    // Again: the sessions are there, so it asks for --resume in one line,
+    // and with it goes on, with fuzz's other options, on a build of
+    // another profile (another file, other contents).
+    let again = |extra: &[&str]| {
+        cli()
+            .current_dir(&project)
+            .env("CARGO_TARGET_DIR", dir.path().join("target"))
+            .args(["cargo", "transfers", "--execs", "40", "-j", "1", "-q", "-o"])
+            .arg(&out)
+            .args(extra)
+            .output()
+            .unwrap()
+    };
+    let refused = again(&[]);
+    let said = stderr(&refused);
+    assert_eq!(refused.status.code(), Some(2), "{said}");
+    assert!(
+        said.trim_end()
+            .lines()
+            .last()
+            .unwrap()
+            .contains("continue them with --resume"),
+        "{said}"
+    );
+    let resumed = again(&[
+        "--resume",
+        "--release",
+        "--seed",
+        "3",
+        "--sync-points",
+        "atomics",
+        "--ok-exit-codes",
+        "0",
+        "--strategy-mix",
+        "0.5:pct,pos",
+    ]);
+    let said = stderr(&resumed);
+    assert!(matches!(resumed.status.code(), Some(0 | 1)), "{said}");
+    assert!(!said.contains("another target"), "{said}");
+    assert_eq!(stat(&session, "execs_done"), 80, "{said}");
+    let line = std::fs::read_to_string(session.join("fuzzer_stats")).unwrap();
+    assert!(
+        line.contains("--seed 3") && line.contains("--strategy-mix 0.5:pct,pos"),
+        "{line}"
+    );
+}
+
+#[test]
+fn findings_are_summed_up_and_signed_in_the_programs_own_words() {
+    common::require_kvm();
+    let dir = tempfile::tempdir().unwrap();
+    let source = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/programs/jobq.c");
+    let exe = compile(
+        dir.path(),
+        "jobq.c",
+        &std::fs::read_to_string(source).unwrap(),
+        "gcc",
+        &["-g", "-O1", "-pthread"],
+    );
+    let out = dir.path().join("out");
+    let r = fuzz(&[
+        "--target",
+        exe.to_str().unwrap(),
+        "--execs",
+        "300",
+        "--jobs",
+        "1",
+        "-q",
+        "-o",
+        out.to_str().unwrap(),
+    ]);
+    let err = stderr(&r);
+    assert_eq!(r.status.code(), Some(1), "{err}");
+    let summary = |kind: &str| {
+        err.lines()
+            .skip_while(|l| !l.contains("new finding after") || !l.ends_with(kind))
+            .nth(1)
+            .unwrap_or_else(|| panic!("no {kind} finding:\n{err}"))
+            .trim()
+            .to_string()
+    };
+    // A crash inside the C library, told by the program's frame.
+    let crash = summary("crashed");
+    assert!(
+        crash.contains("at logger (jobq.c:") && crash.contains("inside libc.so.6"),
+        "{crash}"
+    );
+    assert!(!crash.contains("+0x"), "{crash}");
+    // A condition-variable wait, told by what the program last did.
+    let deadlock = summary("deadlocked");
+    assert!(
+        deadlock.contains("main (jobq.c:") && deadlock.contains("waits in cond-wait job_done"),
+        "{deadlock}"
+    );
+    assert!(!deadlock.contains("futex 0x"), "{deadlock}");
+    // Signatures name the program, not its file: a copy under another
+    // name fails the same way.
+    let copy = dir.path().join("jobq-renamed");
+    std::fs::copy(&exe, &copy).unwrap();
+    for f in std::fs::read_dir(out.join("findings")).unwrap().flatten() {
+        let path = f.path();
+        if path.extension().is_none_or(|e| e != "rwd") {
+            continue;
+        }
+        let shown = cli().arg("show").arg(&path).output().unwrap();
+        let story = String::from_utf8_lossy(&shown.stdout).into_owned();
+        let signature = story.lines().find(|l| l.contains("signature:")).unwrap();
+        assert!(signature.contains("program!"), "{signature}");
+        assert!(!signature.contains("jobq!"), "{signature}");
+        let retest = cli()
+            .arg("replay")
+            .arg(&path)
+            .arg("--target")
+            .arg(&copy)
+            .output()
+            .unwrap();
+        let said = stderr(&retest);
+        assert!(said.contains("it still fails, the same way"), "{said}");
+        // `run` tells a crash inside the C library by the program's frame.
+        if signature.contains("crashed") {
+            let again = cli()
+                .args(["run", "--target"])
+                .arg(&exe)
+                .arg("--schedule")
+                .arg(&path)
+                .output()
+                .unwrap();
+            let said = stderr(&again);
+            assert!(said.contains("called from logger (jobq.c:"), "{said}");
+        }
+    }
+}
+
+#[test]
+fn the_status_line_the_summary_and_the_stats_give_the_same_counts() {
+    common::require_kvm();
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("out");
+    let r = fuzz(&[
+        "--target",
+        "harness:philosophers",
+        "--execs",
+        "100",
+        "--jobs",
+        "1",
+        "-o",
+        out.to_str().unwrap(),
+    ]);
+    let err = stderr(&r);
+    // The closing status line (not on a terminal: lines).
+    let line = err
+        .lines()
+        .rfind(|l| l.starts_with('[') && l.contains("] execs "))
+        .unwrap_or_else(|| panic!("no status line:\n{err}"));
+    let after = |text: &str, key: &str| -> u64 {
+        text.split(key)
+            .nth(1)
+            .and_then(|t| t.split(|c: char| !c.is_ascii_digit()).next())
+            .and_then(|n| n.parse().ok())
+            .unwrap_or_else(|| panic!("no {key:?} in {text}"))
+    };
+    let summary = err
+        .lines()
+        .find(|l| l.starts_with("rewind-fuzz: ") && l.contains(" executions in "))
+        .unwrap_or_else(|| panic!("no summary:\n{err}"));
+    let summary_execs: u64 = summary
+        .trim_start_matches("rewind-fuzz: ")
+        .split(' ')
+        .next()
+        .unwrap()
+        .parse()
+        .unwrap();
+    assert_eq!(after(line, "execs "), 100, "{line}");
+    assert_eq!(summary_execs, 100, "{summary}");
+    assert_eq!(stat(&out, "execs_done"), 100);
+    let corpus = stat(&out, "corpus_count");
+    assert_eq!(after(line, "corpus "), corpus, "{line}");
+    assert_eq!(after(summary, "corpus "), corpus, "{summary}");
+    assert_eq!(names(&out.join("queue")).len() as u64, corpus);
+    let findings = stat(&out, "findings");
+    assert!(findings >= 1, "{err}");
+    assert_eq!(after(line, "findings "), findings, "{line}");
+    assert_eq!(after(summary, "handoffs, "), findings, "{summary}");
+    // No rate before a second has passed.
+    assert!(!err.contains("1000.0/s"), "{err}");
+}
+
+#[test]
+fn minimization_takes_a_bounded_share_and_a_resumed_session_finishes_it() {
+    common::require_kvm();
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("out");
+    let o = out.to_str().unwrap();
+    let base = [
+        "--target",
+        "harness:philosophers",
+        "--jobs",
+        "1",
+        "-q",
+        "-o",
+        o,
+    ];
+    // The deadlock comes at the fifth execution; three more leave its
+    // minimization almost no share.
+    let first = fuzz(&[&base[..], &["--execs", "8"]].concat());
+    let err = stderr(&first);
+    assert_eq!(
+        stat(&out, "execs_done"),
+        8,
+        "the search ran its budget: {err}"
+    );
+    // A minimization run only when those before it are fewer than a third
+    // of the search's.
+    let share = |search: u64| search.div_ceil(3);
+    assert!(stat(&out, "minimize_execs") <= share(8), "{err}");
+    assert_eq!(stat(&out, "minimize_pending"), 1, "{err}");
+    let pending = std::fs::read_to_string(out.join("minimize_pending")).unwrap();
+    assert!(pending.starts_with("deadlocked-"), "{pending}");
+    let stats = std::fs::read_to_string(out.join("fuzzer_stats")).unwrap();
+    assert!(stats.contains("minimize_time"), "{stats}");
+    // A reproducer is there already, minimized or not.
+    let rwd = out.join("findings").join(format!("{}.rwd", pending.trim()));
+    assert!(rwd.exists(), "{err}");
+
+    let second = fuzz(&[&base[..], &["--execs", "300", "--resume"]].concat());
+    let err = stderr(&second);
+    assert_eq!(stat(&out, "minimize_pending"), 0, "{err}");
+    assert!(!out.join("minimize_pending").exists());
+    assert!(stat(&out, "minimize_execs") <= share(300), "{err}");
+    assert!(err.contains(pending.trim()), "{err}");
+    // At a fixed point: minimizing again removes nothing.
+    let again = cli()
+        .arg("minimize")
+        .arg(&rwd)
+        .args([
+            "-o",
+            dir.path().join("again.rwd").to_str().unwrap(),
+            "--json",
+        ])
+        .output()
+        .unwrap();
+    let v: serde_json::Value =
+        serde_json::from_slice(&again.stdout).unwrap_or_else(|_| panic!("{}", stderr(&again)));
+    assert_eq!(v["decisions_after"], v["decisions_before"], "{v}");
+    assert_eq!(v["window_after"], v["window_before"], "{v}");
 }

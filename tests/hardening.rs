@@ -103,7 +103,7 @@ fn a_reproducer_can_be_read_by_others_unless_it_holds_private_files() {
 }
 
 #[test]
-fn a_fifo_in_a_sync_directory_is_skipped_and_the_session_ends_on_time() {
+fn a_fifo_in_a_sync_directory_is_skipped_and_the_session_ends() {
     require_kvm();
     let dir = tempfile::tempdir().unwrap();
     let sync = dir.path().join("sync");
@@ -111,22 +111,17 @@ fn a_fifo_in_a_sync_directory_is_skipped_and_the_session_ends_on_time() {
     std::fs::create_dir_all(&peer).unwrap();
     mkfifo(&peer.join("0000000000000000.json"));
     let exe = harness("prodcons");
-    let started = std::time::Instant::now();
+    // Opened as a file, a FIFO with no writer would block the session for
+    // ever: that it ends at all is the test.
     let out = cli()
         .arg("--target")
         .arg(&exe)
-        .args(["-q", "--time", "5s", "-o"])
+        .args(["-q", "--execs", "20", "-o"])
         .arg(dir.path().join("out"))
         .arg("--sync-dir")
         .arg(&sync)
         .output()
         .unwrap();
-    let took = started.elapsed();
-    assert!(
-        took < std::time::Duration::from_secs(15),
-        "took {took:?}: {}",
-        stderr(&out)
-    );
     assert!(matches!(out.status.code(), Some(0 | 1)), "{}", stderr(&out));
     assert!(
         stderr(&out).contains("not a regular file"),
@@ -505,12 +500,12 @@ fn gdb_copies_the_program_into_a_private_directory_it_removes_on_every_exit() {
 
 /// A fuzzing session of `hello` whose output the oracle rejects (so it has
 /// a finding to copy), sharing `sync` as `me`.
-fn fuzz_hello_into(sync: &Path, out: &Path, time: &str) -> Output {
+fn fuzz_hello_into(sync: &Path, out: &Path, execs: &str) -> Output {
     cli()
         .args(["fuzz", "--target"])
         .arg(harness("hello"))
         .args(["--oracle", "grep -q goodbye", "--jobs", "1", "-q"])
-        .args(["--time", time, "--sync-id", "me", "-o"])
+        .args(["--execs", execs, "--sync-id", "me", "-o"])
         .arg(out)
         .arg("--sync-dir")
         .arg(sync)
@@ -537,7 +532,7 @@ fn links_planted_in_a_sync_directory_are_never_followed() {
     let dir = tempfile::tempdir().unwrap();
     let d = dir.path();
     // A first session shows the names a session publishes under.
-    let first = fuzz_hello_into(&d.join("sync1"), &d.join("out1"), "2s");
+    let first = fuzz_hello_into(&d.join("sync1"), &d.join("out1"), "10");
     assert_eq!(first.status.code(), Some(1), "{}", stderr(&first));
     let queue = names_in(&d.join("sync1/me/queue"));
     let findings = names_in(&d.join("sync1/me/findings"));
@@ -562,7 +557,7 @@ fn links_planted_in_a_sync_directory_are_never_followed() {
     let linked_peer = sync.join("linked-peer");
     std::os::unix::fs::symlink(d.join("sync1/me"), &linked_peer).unwrap();
 
-    let second = fuzz_hello_into(&sync, &d.join("out2"), "3s");
+    let second = fuzz_hello_into(&sync, &d.join("out2"), "10");
     let err = stderr(&second);
     assert_eq!(second.status.code(), Some(1), "{err}");
     assert_eq!(std::fs::read_to_string(&victim).unwrap(), "keep me");
@@ -581,13 +576,16 @@ fn links_planted_in_a_sync_directory_are_never_followed() {
     let lock_sync = d.join("sync3");
     std::fs::create_dir_all(lock_sync.join("me")).unwrap();
     std::os::unix::fs::symlink(&victim, lock_sync.join("me/.lock")).unwrap();
-    let third = fuzz_hello_into(&lock_sync, &d.join("out3"), "1s");
+    let third = fuzz_hello_into(&lock_sync, &d.join("out3"), "10");
     assert_eq!(third.status.code(), Some(2), "{}", stderr(&third));
     assert_eq!(stderr(&third).trim_end().lines().count(), 1);
     assert_eq!(std::fs::read_to_string(&victim).unwrap(), "keep me");
 }
 
+/// Its verdict is how long the sessions take: a soak, left out of the
+/// test profiles (`cargo nextest run --run-ignored only`).
 #[test]
+#[ignore = "timed: how soon sessions end beside a huge sync directory; run with --run-ignored only"]
 fn a_sync_directory_of_a_hundred_thousand_junk_entries_keeps_to_time_and_ctrl_c() {
     require_kvm();
     let dir = tempfile::tempdir().unwrap();
@@ -662,7 +660,7 @@ fn files_told_from_a_private_reproducer_are_private_too() {
             "--oracle",
             "grep -q nope",
         ])
-        .args(["--time", "2s", "--jobs", "1", "-q", "-o"])
+        .args(["--execs", "3", "--jobs", "1", "-q", "-o"])
         .arg(&out)
         .arg("--")
         .arg(&secret)
@@ -765,8 +763,8 @@ int main(void) {
         .args(["fuzz", "--target"])
         .arg(&exe)
         .args([
-            "--time",
-            "10s",
+            "--execs",
+            "100",
             "--minimize-execs",
             "0",
             "--jobs",
@@ -1041,7 +1039,7 @@ fn looking_at_a_large_file_never_reads_it() {
         String::from_utf8_lossy(&out.stdout),
         "size 4294967296 statx 4294967296\n"
     );
-    // Reading it would take 4 GiB.
+    // Reading the 4 GiB would have taken them in.
     let peak = children_peak_rss_mib();
     assert!(peak < 300, "the monitor took {peak} MiB");
     // The reproducer holds its metadata, and replays without the file.
@@ -1158,8 +1156,8 @@ fn a_hostile_corpus_file_name_is_warned_about_escaped() {
             "-j",
             "1",
             "-q",
-            "--time",
-            "1s",
+            "--execs",
+            "2",
         ])
         .arg("-i")
         .arg(&input)

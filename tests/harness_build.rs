@@ -361,7 +361,11 @@ fn every_fixed_twin_exits_zero_natively_every_time() {
     fs::remove_dir_all(&cwd).ok();
 }
 
+/// Its verdict hangs on how the host's scheduler interleaves native runs,
+/// which its load changes: a soak, left out of the test profiles (`cargo
+/// nextest run --run-ignored only`).
 #[test]
+#[ignore = "depends on the host's load: native runs of racy programs; run with --run-ignored only"]
 fn buggy_programs_pass_natively_in_most_runs() {
     // Runs until PASSES passes, giving up after MAX_RUNS: a program that
     // fails natively in most runs makes its bug too easy to be a benchmark.

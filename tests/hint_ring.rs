@@ -116,26 +116,48 @@ fn prefixed_schedules_with_any_tail_keep_to_their_horizon() {
     }
 }
 
+/// How sync sites reach the monitor: by a jump to a trampoline and the site
+/// dispatcher (the default), by a breakpoint and the dispatcher, or each by
+/// an exit.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Path {
+    Jumps,
+    Breakpoints,
+    Exits,
+}
+
 fn run_at(
     name: &str,
     level: SyncPoints,
-    ring: bool,
+    path: Path,
+    snapshot: SnapshotAt,
+    strategy: Box<dyn Strategy>,
+) -> RunReport {
+    run_exe(&harness(name), level, path, snapshot, strategy)
+}
+
+fn run_exe(
+    exe: &std::path::Path,
+    level: SyncPoints,
+    path: Path,
     snapshot: SnapshotAt,
     strategy: Box<dyn Strategy>,
 ) -> RunReport {
     common::require_kvm();
-    let mut c = config(&harness(name), &[]);
+    let mut c = config(exe, &[]);
     c.kernel.sync_points = level;
-    c.hint_ring = ring;
+    c.hint_ring = path != Path::Exits;
+    c.site_jumps = path == Path::Jumps;
     c.snapshot_at = snapshot;
     let mut vm = Vm::new(&c, FileSource::host()).unwrap();
     vm.set_strategy(strategy);
     vm.run().unwrap()
 }
 
-/// Sync sites the dispatcher takes in the guest give the runs their
-/// breakpoints give: the same steps, trace, outcome and schedule, for every
-/// strategy and level, and the schedules replay to them.
+/// Sync sites the guest takes without an exit, reached by jumps to
+/// trampolines or by breakpoints, give the runs that an exit per site
+/// gives: the same steps, trace, outcome and schedule, for every strategy
+/// and level, and the schedules replay to them.
 #[test]
 fn sync_sites_taken_without_an_exit_equal_their_breakpoints() {
     let programs = [
@@ -148,31 +170,38 @@ fn sync_sites_taken_without_an_exit_equal_their_breakpoints() {
         ("rust-mutex-inversion", SyncPoints::Globals),
     ];
     for (name, level) in programs {
-        let mut buffered = 0;
+        let mut buffered = [0, 0];
         for seed in 0..2 {
             for (sname, make) in strategies(seed) {
                 let what = format!("{name} at {level}, {sname} seed {seed}");
-                let with = run_at(name, level, true, SnapshotAt::Never, make());
-                let without = run_at(name, level, false, SnapshotAt::Never, make());
-                assert_eq!(with.trace_hash, without.trace_hash, "{what}");
-                assert_eq!(with.steps, without.steps, "{what}");
-                assert_eq!(with.outcome, without.outcome, "{what}");
-                assert_eq!(with.stdout, without.stdout, "{what}");
-                assert_eq!(with.schedule, without.schedule, "{what}");
-                assert_eq!(with.coverage, without.coverage, "{what}");
+                let without = run_at(name, level, Path::Exits, SnapshotAt::Never, make());
                 assert_eq!(without.buffered_sites, 0, "{what}");
-                buffered += with.buffered_sites;
-                let replay = run_at(
-                    name,
-                    level,
-                    true,
-                    SnapshotAt::FirstThread,
-                    Box::new(Replay::new(with.schedule.clone())),
-                );
-                assert_eq!(replay.trace_hash, with.trace_hash, "{what} replay");
+                for (n, path) in [Path::Jumps, Path::Breakpoints].into_iter().enumerate() {
+                    let what = format!("{what}, {path:?}");
+                    let with = run_at(name, level, path, SnapshotAt::Never, make());
+                    assert_eq!(with.trace_hash, without.trace_hash, "{what}");
+                    assert_eq!(with.steps, without.steps, "{what}");
+                    assert_eq!(with.outcome, without.outcome, "{what}");
+                    assert_eq!(with.stdout, without.stdout, "{what}");
+                    assert_eq!(with.schedule, without.schedule, "{what}");
+                    assert_eq!(with.coverage, without.coverage, "{what}");
+                    buffered[n] += with.buffered_sites;
+                    let replay = run_at(
+                        name,
+                        level,
+                        path,
+                        SnapshotAt::FirstThread,
+                        Box::new(Replay::new(with.schedule.clone())),
+                    );
+                    assert_eq!(replay.trace_hash, with.trace_hash, "{what} replay");
+                }
             }
         }
-        assert!(buffered > 0, "{name}: no site was taken without an exit");
+        assert!(buffered[0] > 0, "{name}: no site was taken by a jump");
+        assert!(
+            buffered[1] > 0,
+            "{name}: no site was taken from a breakpoint"
+        );
     }
 }
 
@@ -263,30 +292,27 @@ fn faults_and_first_touches_at_sites_taken_without_an_exit_are_the_programs() {
     let native = std::process::Command::new(&exe).output().unwrap();
     let native = String::from_utf8_lossy(&native.stdout).into_owned();
     assert!(native.contains("swapped 1"), "{native}");
-    let make = |ring: bool, strategy: Box<dyn Strategy>| {
-        let mut c = config(&exe, &[]);
-        c.kernel.sync_points = SyncPoints::Atomics;
-        c.hint_ring = ring;
-        c.snapshot_at = SnapshotAt::Never;
-        let mut vm = Vm::new(&c, FileSource::host()).unwrap();
-        vm.set_strategy(strategy);
-        vm.run().unwrap()
+    let make = |path: Path, strategy: Box<dyn Strategy>| {
+        run_exe(&exe, SyncPoints::Atomics, path, SnapshotAt::Never, strategy)
     };
     for seed in 0..3 {
         for (sname, strategy) in strategies(seed) {
-            let with = make(true, strategy());
-            let without = make(false, strategy());
-            let out = String::from_utf8_lossy(&with.stdout).into_owned();
-            // Addresses of the faults aside, what native prints.
-            assert_eq!(out.lines().last(), native.lines().last(), "{sname} {seed}");
-            assert!(out.contains("child 44"), "{sname} {seed}: {out}");
-            assert_eq!(out.matches("SIGSEGV").count(), 2, "{sname} {seed}: {out}");
-            assert_eq!(with.trace_hash, without.trace_hash, "{sname} {seed}");
-            assert_eq!(with.stdout, without.stdout, "{sname} {seed}");
-            assert_eq!(with.outcome, without.outcome, "{sname} {seed}");
-            // POS may switch at every step: it buffers nothing.
-            if sname == "default" {
-                assert!(with.buffered_sites > 100, "{seed}: {}", with.buffered_sites);
+            let without = make(Path::Exits, strategy());
+            for path in [Path::Jumps, Path::Breakpoints] {
+                let with = make(path, strategy());
+                let out = String::from_utf8_lossy(&with.stdout).into_owned();
+                let what = format!("{sname} {seed} {path:?}");
+                // Addresses of the faults aside, what native prints.
+                assert_eq!(out.lines().last(), native.lines().last(), "{what}");
+                assert!(out.contains("child 44"), "{what}: {out}");
+                assert_eq!(out.matches("SIGSEGV").count(), 2, "{what}: {out}");
+                assert_eq!(with.trace_hash, without.trace_hash, "{what}");
+                assert_eq!(with.stdout, without.stdout, "{what}");
+                assert_eq!(with.outcome, without.outcome, "{what}");
+                // POS may switch at every step: it buffers nothing.
+                if sname == "default" {
+                    assert!(with.buffered_sites > 100, "{what}: {}", with.buffered_sites);
+                }
             }
         }
     }

@@ -193,7 +193,21 @@ fn inversions_of_std_and_parking_lot_mutexes_are_found_at_every_opt_level() {
                 "{lock}: the lock made at {made_at} is not named: {summary}"
             );
         }
-        for wait in summary.lines().filter(|l| l.contains(" waits for ")) {
+        // A story line longer than a terminal goes on, indented, below.
+        let lines: Vec<&str> = summary.lines().collect();
+        let indent = |l: &str| l.len() - l.trim_start().len();
+        for (i, first) in lines.iter().enumerate() {
+            if !first.contains(" waits for ") {
+                continue;
+            }
+            let mut wait = first.to_string();
+            for more in &lines[i + 1..] {
+                if indent(more) <= indent(first) || more.trim_start().starts_with("held by") {
+                    break;
+                }
+                wait.push(' ');
+                wait.push_str(more.trim());
+            }
             assert!(
                 wait.contains("(mutex_inversions.rs:"),
                 "{lock}: not waited for at the program's line: {wait}"
@@ -227,18 +241,32 @@ fn inversions_of_spinlocks_and_hand_written_futex_mutexes_are_found() {
             "spinlocks {opt}: {found:?}"
         );
     }
-    // The first spinning deadlock names both locks and both threads.
+    // A spinning deadlock names both locks and both threads. (The default
+    // schedule takes both locks in one thread before the other runs: its
+    // first attempts wait for nobody.)
     let spin = program(dir.path(), "spin_inversion", "-O2");
     let cache = tempfile::tempdir().unwrap();
-    let out = cli()
-        .env("XDG_CACHE_HOME", cache.path())
-        .args(["run", "--max-steps", "5000", "--target"])
-        .arg(&spin)
-        .output()
-        .unwrap();
-    let text =
-        String::from_utf8_lossy(&out.stdout).to_string() + &String::from_utf8_lossy(&out.stderr);
-    assert!(text.contains("deadlocked"), "{text}");
+    let text = (0..50)
+        .map(|seed| {
+            let out = cli()
+                .env("XDG_CACHE_HOME", cache.path())
+                .args([
+                    "run",
+                    "--max-steps",
+                    "5000",
+                    "--strategy",
+                    "random",
+                    "--seed",
+                ])
+                .arg(seed.to_string())
+                .arg("--target")
+                .arg(&spin)
+                .output()
+                .unwrap();
+            String::from_utf8_lossy(&out.stdout).to_string() + &String::from_utf8_lossy(&out.stderr)
+        })
+        .find(|t| t.contains("deadlocked"))
+        .expect("a random schedule of 50 deadlocks");
     for lock in ["first_lock", "second_lock"] {
         assert!(text.contains(lock), "{lock} is not named: {text}");
     }

@@ -121,7 +121,7 @@ fn the_fuzzer_finds_the_wrong_sum_and_its_reproducer_shows_both_outputs() {
         .arg(&exe)
         .arg("--expect-stdout")
         .arg(&want)
-        .args(["--time", "20s", "--jobs", "1", "-q", "-o"])
+        .args(["--execs", "300", "--jobs", "1", "-q", "-o"])
         .arg(&out)
         .output()
         .unwrap();
@@ -215,7 +215,7 @@ fn dynamically_linked_oracles_judge_right_and_wrong_in_every_command() {
             let (code, err) = status(&a, d);
             assert_eq!(code, Some(want), "check {o}: {err}");
             let out = format!("fuzz{i}-{want}");
-            let mut a = vec!["fuzz", "--time", "2s", "--jobs", "1", "-q", "--oracle", o];
+            let mut a = vec!["fuzz", "--execs", "5", "--jobs", "1", "-q", "--oracle", o];
             a.extend(["-o", &out]);
             a.extend(t);
             let (code, err) = status(&a, d);

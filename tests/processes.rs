@@ -7,7 +7,7 @@ mod common;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use common::{cli, example};
+use common::{cli, example, require_tool};
 use serde_json::Value;
 
 fn build_c(dir: &Path, name: &str, source: &str, defines: &[&str]) -> PathBuf {
@@ -106,22 +106,6 @@ fn same_as_natively(dir: &Path, script: &str) -> String {
     v["trace_hash"].as_str().unwrap().to_string()
 }
 
-/// The path of tool `name` on this host (found in PATH, or the given
-/// absolute path); fails saying what to install when it is missing, so a
-/// missing tool never passes a test silently.
-fn require_tool(name: &str, install: &str) -> PathBuf {
-    let found = if name.starts_with('/') {
-        Some(PathBuf::from(name)).filter(|p| p.exists())
-    } else {
-        std::env::var_os("PATH").and_then(|paths| {
-            std::env::split_paths(&paths)
-                .map(|d| d.join(name))
-                .find(|p| p.is_file())
-        })
-    };
-    found.unwrap_or_else(|| panic!("{name} is missing on this host: install it ({install})"))
-}
-
 /// Runs `exe args` in the machine and natively, in `dir`, with the extra
 /// environment `env`; both must give the same stdout and exit code.
 /// Returns the machine's report.
@@ -174,6 +158,14 @@ fn same_as_natively_with(dir: &Path, exe: &Path, args: &[&str], env: &[(&str, &s
 
 #[test]
 fn shells_pipelines_and_real_programs_print_what_they_print_natively() {
+    // A program missing here would fail the same way in both runs.
+    for (tool, install) in [
+        ("xz", "apt-get install -y xz-utils"),
+        ("tar", "apt-get install -y tar"),
+        ("sqlite3", "apt-get install -y sqlite3"),
+    ] {
+        require_tool(tool, install);
+    }
     let dir = tempfile::tempdir().unwrap();
     std::fs::write(dir.path().join("f"), "hello\n").unwrap();
     std::fs::create_dir(dir.path().join("tree")).unwrap();

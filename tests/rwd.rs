@@ -188,9 +188,9 @@ fn show_names_the_forks_threads_and_source_lines_of_the_philosophers_cycle() {
     }
     assert!(story.contains("philosopher (philosophers.c:"), "{story}");
     assert!(story.contains("which took it at"), "{story}");
-    assert!(story.contains("THE LAST 40 STEPS"), "{story}");
+    assert!(story.contains("THE STEPS THAT MATTER"), "{story}");
     let lanes: Vec<&str> = story
-        .split("THE LAST 40 STEPS")
+        .split("THE STEPS THAT MATTER")
         .nth(1)
         .unwrap()
         .lines()
@@ -204,8 +204,8 @@ fn show_names_the_forks_threads_and_source_lines_of_the_philosophers_cycle() {
         story.contains("| thread 2") || idle.is_some_and(|t| t.contains('2')),
         "thread 2 has a lane or is named idle: {story}"
     );
-    // Six threads' lanes fit a 120-column terminal.
-    for l in &lanes {
+    // Six threads' lanes, and every other line, fit a 120-column terminal.
+    for l in story.lines() {
         assert!(
             l.chars().count() <= 120,
             "{} columns: {l}",
@@ -357,7 +357,7 @@ fn the_format_document_names_the_versions_this_build_reads_and_writes() {
 }
 
 #[test]
-fn a_reproducer_of_format_six_replays_with_polls_taken_up_after_any_activity() {
+fn older_reproducers_and_schedules_replay_with_polls_taken_up_after_any_activity() {
     require_kvm();
     let dir = tempfile::tempdir().unwrap();
     let path = format!(
@@ -367,8 +367,8 @@ fn a_reproducer_of_format_six_replays_with_polls_taken_up_after_any_activity() {
     let source = std::fs::read_to_string(path).unwrap();
     let exe = common::build_c_with(dir.path(), "many_waiters", &source, &["-pthread"]);
     // Six threads poll pipes of their own while the main thread passes
-    // bytes through another: format 6 took every poll up again after each
-    // of those bytes, format 7 takes none. A random walk runs the polls
+    // bytes through another: format 7 took every poll up again after each
+    // of those bytes, format 8 takes none. A random walk runs the polls
     // taken up.
     let record = |any_activity: bool| {
         let mut c = common::config(&exe, &["poll", "6", "30"]);
@@ -388,22 +388,205 @@ fn a_reproducer_of_format_six_replays_with_polls_taken_up_after_any_activity() {
         new_report.steps
     );
     // The older file: the same payload without its last field, framed as
-    // version 6.
+    // version 7.
     let file = old.encode();
     let mut payload = zstd::decode_all(&file[16..]).unwrap();
     assert_eq!(payload.pop(), Some(0), "polls taken up after any activity");
-    let mut v6 = b"RWD\0".to_vec();
-    v6.extend_from_slice(&6u32.to_le_bytes());
-    v6.extend_from_slice(&(payload.len() as u64).to_le_bytes());
-    v6.extend(zstd::encode_all(&payload[..], 3).unwrap());
-    let (v6_path, v7_path) = (dir.path().join("v6.rwd"), dir.path().join("v7.rwd"));
-    std::fs::write(&v6_path, v6).unwrap();
-    now.save(&v7_path).unwrap();
-    for (file, report) in [(&v6_path, &old_report), (&v7_path, &new_report)] {
+    let mut v7 = b"RWD\0".to_vec();
+    v7.extend_from_slice(&7u32.to_le_bytes());
+    v7.extend_from_slice(&(payload.len() as u64).to_le_bytes());
+    v7.extend(zstd::encode_all(&payload[..], 3).unwrap());
+    let (v7_path, v8_path) = (dir.path().join("v7.rwd"), dir.path().join("v8.rwd"));
+    std::fs::write(&v7_path, v7).unwrap();
+    now.save(&v8_path).unwrap();
+    for (file, report) in [(&v7_path, &old_report), (&v8_path, &new_report)] {
         let out = cli().arg("replay").arg(file).output().unwrap();
         let err = stderr(&out);
         assert_eq!(out.status.code(), Some(0), "{err}");
         assert!(err.contains("as recorded"), "{err}");
         assert!(err.contains(&report.trace_hash), "{err}");
+    }
+    // Their schedules, replayed by `run`: version 3 as it was made.
+    assert_eq!(old.schedule().version, 3);
+    assert_eq!(now.schedule().version, rewind_fuzz::sched::SCHEDULE_VERSION);
+    for (made, report) in [(&old, &old_report), (&now, &new_report)] {
+        let file = dir
+            .path()
+            .join(format!("v{}.json", made.schedule().version));
+        made.schedule().save(&file).unwrap();
+        let out = cli()
+            .args(["run", "--json", "--target"])
+            .arg(&exe)
+            .arg("--schedule")
+            .arg(&file)
+            .args(["--", "poll", "6", "30"])
+            .output()
+            .unwrap();
+        assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+        let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+        assert_eq!(v["steps"], report.steps, "{}", file.display());
+    }
+}
+
+/// The rows of the lanes in a story: `(step, preempted after it, text)`.
+fn lane_rows(story: &str) -> Vec<(u64, bool, String)> {
+    story
+        .split("THE STEPS THAT MATTER")
+        .nth(1)
+        .unwrap_or_else(|| panic!("no lanes: {story}"))
+        .lines()
+        .take_while(|l| !l.is_empty())
+        .filter_map(|l| {
+            let (head, rest) = l.split_once('|')?;
+            let preempted = head.trim_start().starts_with(">>");
+            let step = head.trim().trim_start_matches(">>").trim().parse().ok()?;
+            Some((step, preempted, rest.to_string()))
+        })
+        .collect()
+}
+
+#[test]
+fn show_centres_its_lanes_on_the_preemptions_and_keeps_every_line_within_120_columns() {
+    let dir = tempfile::tempdir().unwrap();
+    let found = check_rwd(dir.path(), "philosophers", "random", 60);
+    let min = dir.path().join("min.rwd");
+    minimize(&found, &min);
+    for file in [&found, &min] {
+        let (story, _) = show(file);
+        for l in story.lines() {
+            assert!(
+                l.chars().count() <= 120,
+                "{} columns: {l}",
+                l.chars().count()
+            );
+        }
+        // The preemptions the schedule lists, the last ones at least, are
+        // rows of the lanes, marked.
+        let decisions: Vec<u64> = story
+            .lines()
+            .filter_map(|l| l.trim().strip_prefix("after step "))
+            .filter_map(|l| l.split(':').next()?.parse().ok())
+            .collect();
+        assert!(!decisions.is_empty(), "{story}");
+        let rows = lane_rows(&story);
+        let marked: Vec<u64> = rows.iter().filter(|r| r.1).map(|r| r.0).collect();
+        for d in decisions.iter().rev().take(4) {
+            assert!(
+                marked.contains(d),
+                "the preemption after step {d} is not in the lanes:\n{story}"
+            );
+        }
+        // And so is the end.
+        let last: u64 = story
+            .lines()
+            .find_map(|l| {
+                l.split(" steps, trace ")
+                    .next()?
+                    .rsplit('(')
+                    .next()?
+                    .parse()
+                    .ok()
+            })
+            .unwrap();
+        assert!(
+            rows.iter().any(|r| r.0 == last),
+            "step {last} is not in the lanes:\n{story}"
+        );
+    }
+}
+
+#[test]
+fn show_folds_spins_and_names_rust_code_and_data_as_the_source_spells_them() {
+    let dir = tempfile::tempdir().unwrap();
+    let found = check_rwd(dir.path(), "rust-mutex-inversion", "random", 100);
+    let min = dir.path().join("min.rwd");
+    minimize(&found, &min);
+    let (story, _) = show(&min);
+    assert!(
+        !story.contains("_RNv") && !story.contains("_ZN"),
+        "mangled names:\n{story}"
+    );
+    let rows = lane_rows(&story);
+    // The threads spun for each other's locks until the step budget: the
+    // spin shows as a few rows, folded, not as the tens of steps it took.
+    assert!(story.contains("spin rust-mutex-inversion.rs:"), "{story}");
+    let spins = rows.iter().filter(|r| r.2.contains("spin ")).count();
+    assert!(spins <= 4, "{spins} spin rows:\n{story}");
+    assert!(
+        story.contains("steps above again") || story.contains(" ×"),
+        "{story}"
+    );
+    for l in story.lines() {
+        assert!(
+            l.chars().count() <= 120,
+            "{} columns: {l}",
+            l.chars().count()
+        );
+    }
+}
+
+/// The texts of an SVG picture and whether each fits its width: `(x, font
+/// size, text)`.
+fn svg_texts(svg: &str) -> (f64, Vec<(f64, f64, String)>) {
+    let attr = |tag: &str, name: &str| -> Option<f64> {
+        tag.split(&format!(" {name}=\""))
+            .nth(1)?
+            .split('"')
+            .next()?
+            .parse()
+            .ok()
+    };
+    let width = attr(svg.lines().next().unwrap(), "width").unwrap();
+    let texts = svg
+        .split("<text")
+        .skip(1)
+        .map(|t| {
+            let (tag, rest) = t.split_once('>').unwrap();
+            let content = rest.split("</text>").next().unwrap();
+            let content = content
+                .replace("&lt;", "<")
+                .replace("&gt;", ">")
+                .replace("&amp;", "&");
+            (
+                attr(tag, "x").unwrap(),
+                attr(tag, "font-size").unwrap_or(12.0),
+                content,
+            )
+        })
+        .collect();
+    (width, texts)
+}
+
+#[test]
+fn the_picture_marks_the_faulting_thread_and_step_and_fits_its_legend() {
+    require_kvm();
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("crash.rwd");
+    let out = cli()
+        .args(["run", "--target"])
+        .arg(harness("null-deref"))
+        .arg("--save-rwd")
+        .arg(&file)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    let (story, svg) = show(&file);
+    // The text marks the fault in the crashing thread's lane.
+    assert!(story.contains("!! SIGSEGV"), "{story}");
+    assert!(svg.contains("(faulted)"), "{svg}");
+    assert!(svg.contains("✖ SIGSEGV"), "{svg}");
+    let (width, texts) = svg_texts(&svg);
+    for (x, size, text) in &texts {
+        let right = x + 0.6 * size * text.chars().count() as f64;
+        assert!(
+            right <= width,
+            "{text:?} ends at {right} in a picture {width} wide"
+        );
+    }
+    for meaning in ["takes or waits for a lock", "another system call or step"] {
+        assert!(
+            texts.iter().any(|t| t.2 == meaning),
+            "{meaning} is not in the legend"
+        );
     }
 }

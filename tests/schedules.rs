@@ -269,3 +269,78 @@ fn run_trace_names_operations_objects_and_source_lines() {
     );
     assert!(lock["object"].is_string());
 }
+
+/// Schedules of version 2 and reproducers made under the format-6 step
+/// rules (a retry loop's atomic gives way at every hit) replay under those
+/// rules, through the command line as users replay them, while new runs
+/// follow the current ones.
+#[test]
+fn schedules_and_reproducers_made_under_the_format_6_rules_replay_under_them() {
+    use rewind_fuzz::code::{StepRules, SyncPoints};
+    use rewind_fuzz::kernel::vfs::FileSource;
+    use rewind_fuzz::sched::StrategyKind;
+    use rewind_fuzz::vm::Vm;
+    common::require_kvm();
+    let dir = tempfile::tempdir().unwrap();
+    // Spinlocks taken with an exchange in a retry loop, in two orders.
+    let src = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/programs/locks/spin_inversion.c");
+    let exe = dir.path().join("spin_inversion");
+    let built = std::process::Command::new("gcc")
+        .args(["-O2", "-pthread", "-o"])
+        .arg(&exe)
+        .arg(&src)
+        .output()
+        .expect("gcc");
+    assert!(
+        built.status.success(),
+        "{}",
+        String::from_utf8_lossy(&built.stderr)
+    );
+    let config = |rules: StepRules| {
+        let mut c = common::config(&exe, &[]);
+        c.kernel.sync_points = SyncPoints::Atomics;
+        c.kernel.step_rules = rules;
+        c.kernel.max_steps = 5000;
+        c
+    };
+    let run_under = |rules: StepRules| {
+        let mut vm = Vm::new(&config(rules), FileSource::host()).unwrap();
+        vm.set_strategy(StrategyKind::Default.build(0, 0));
+        vm.run().unwrap()
+    };
+    let old = run_under(StepRules::Format6);
+    let new = run_under(StepRules::Format7);
+    assert_ne!(
+        old.trace_hash, new.trace_hash,
+        "the rules differ on this program"
+    );
+    assert_eq!(old.schedule.version, 2);
+    assert_eq!(new.schedule.version, rewind_fuzz::sched::SCHEDULE_VERSION);
+    // The schedule file, replayed by `run`.
+    let schedule = dir.path().join("old.json");
+    old.schedule.save(&schedule).unwrap();
+    let v = run_json(
+        &exe,
+        &[
+            "--max-steps",
+            "5000",
+            "--schedule",
+            schedule.to_str().unwrap(),
+        ],
+    );
+    assert_eq!(v["trace_hash"], old.trace_hash.as_str(), "{}", v["outcome"]);
+    // The reproducer, replayed by `replay`.
+    let rwd = dir.path().join("old.rwd");
+    let (made, _) = rewind_fuzz::rwd::record(
+        &config(StepRules::Format6),
+        FileSource::host(),
+        &old.schedule,
+    )
+    .unwrap();
+    std::fs::write(&rwd, made.encode()).unwrap();
+    let out = cli().arg("replay").arg(&rwd).output().unwrap();
+    let text = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{text}");
+    assert!(text.contains(&old.trace_hash), "{text}");
+}

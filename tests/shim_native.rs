@@ -3,8 +3,10 @@
 //! the same output and exit status as without it, errno included. Natively
 //! every hint fails with `ENOSYS`; one test watches them under strace.
 //!
-//! These need gcc and g++ on PATH (rustc and strace for two tests, which say
-//! loudly when they skip), but no KVM.
+//! These need gcc and g++ on PATH (rustc and strace for two tests, which
+//! fail saying what to install when they are missing), but no KVM.
+
+mod common;
 
 use std::fs;
 use std::path::{Path, PathBuf};
@@ -1059,23 +1061,18 @@ fn main() {
     )
     .expect("writing the Rust source");
     let exe = sb.path("rusty");
-    let mut cmd = Command::new("rustc");
-    cmd.args(["--edition", "2021", "-O", "-o"])
+    let rustc = common::require_tool("rustc", "a Rust toolchain (rustup)");
+    let out = Command::new(rustc)
+        .args(["--edition", "2021", "-O", "-o"])
         .arg(&exe)
-        .arg(&src);
-    match cmd.output() {
-        Err(e) => {
-            eprintln!(
-                "!!! SKIPPED: rustc is not available here ({e}); the Rust program was not tried"
-            );
-            return;
-        }
-        Ok(out) => assert!(
-            out.status.success(),
-            "rustc failed:\n{}",
-            String::from_utf8_lossy(&out.stderr)
-        ),
-    }
+        .arg(&src)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "rustc failed:\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     assert_eq!(
         sb.same_with_and_without_shim(&exe),
         "counter 40000 ids 6 seen [60, 60, 60, 60]\n"
@@ -1315,7 +1312,8 @@ int main(void) {
         &[],
     );
     let trace_path = sb.path("trace.txt");
-    let mut cmd = Command::new("strace");
+    let strace = common::require_tool("strace", "apt-get install -y strace");
+    let mut cmd = Command::new(strace);
     cmd.args(["-f", "-qq", "-e", "trace=all", "-o"])
         .arg(&trace_path)
         .arg("-E")
@@ -1323,22 +1321,12 @@ int main(void) {
         .arg(&exe)
         .current_dir(sb.dir.path())
         .env_remove("LD_PRELOAD");
-    if let Err(e) = Command::new("strace").arg("-V").output() {
-        eprintln!(
-            "!!! SKIPPED: strace is not available ({e}); install it (apt-get install -y strace) \
-             to check that the hints are made"
-        );
-        return;
-    }
     let run = run_with_timeout(cmd, &sb.path("strace"));
-    if !run.status.success() && run.stderr.contains("ptrace") {
-        eprintln!(
-            "!!! SKIPPED: strace cannot trace here ({}); the hints were not checked",
-            run.stderr.trim()
-        );
-        return;
-    }
-    assert!(run.status.success(), "strace failed: {run:?}");
+    assert!(
+        run.status.success(),
+        "strace failed (where ptrace is not allowed, run the tests as root or with \
+         kernel.yama.ptrace_scope=0): {run:?}"
+    );
     let trace = fs::read_to_string(&trace_path).expect("reading the strace output");
 
     let addrs: Vec<u64> = run.stdout.split_whitespace().map(number).collect();

@@ -3,6 +3,8 @@
 //! the symbolizer's answers are compared with binutils' `addr2line` on the
 //! same file. These need gcc, g++, rustc and binutils on PATH, but no KVM.
 
+mod common;
+
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::Arc;
@@ -167,12 +169,15 @@ fn symbol_address_by(path: &Path, name: &str, wanted: impl Fn(&str) -> bool) -> 
 /// What binutils' addr2line says of a file-relative address: function, file
 /// base name and line.
 fn binutils(path: &Path, offset: u64) -> (String, String, u32) {
-    let out = run(Command::new("addr2line")
-        .arg("-f")
-        .arg("-C")
-        .arg("-e")
-        .arg(path)
-        .arg(format!("{offset:#x}")));
+    let out = run(Command::new(common::require_tool(
+        "addr2line",
+        "apt-get install -y binutils",
+    ))
+    .arg("-f")
+    .arg("-C")
+    .arg("-e")
+    .arg(path)
+    .arg(format!("{offset:#x}")));
     let mut lines = out.lines();
     let function = lines.next().unwrap().to_string();
     let place = lines.next().unwrap();

@@ -79,31 +79,56 @@ pub const RING_ENTRIES: u64 = (RING_SIZE / 8 - RING_HEADER_WORDS) / RING_ENTRY_W
 
 // Sync sites taken without an exit.
 //
-// A sync site's `int3` that cannot change who runs need not leave the
-// guest either. The guest's breakpoint handler (ring 0, `guest/entry.S`),
-// when the monitor has switched it on for the process about to run, stores
-// the address after the `int3` in the ring's `bp_rip` and returns to user
-// mode at the site dispatcher (`guest/sites.S`), mapped at [`SITES_VA`] in
-// every process with sync sites. The dispatcher saves the registers, finds
-// the site in the process's site table and, when the step it would be is
-// below `limit_step` (the shim's test), appends an entry
-// (op [`RING_OP_SITE`], object = the operand's address, site = the
+// A sync site's step that cannot change who runs need not leave the guest
+// either. A site reaches the site dispatcher (`guest/sites.S`), mapped at
+// [`SITES_VA`] in every process with sync sites, in one of two ways:
+//
+// - its first bytes are a jump to its *trampoline* (`code::trampoline`),
+//   which saves rax in the dispatcher's data, puts the address of the
+//   site's descriptor in rax and jumps to the dispatcher's second door
+//   (`rewind_sites_jump`): no exception, no ring 0;
+// - where no trampoline could be placed, its first byte is an `int3`: the
+//   guest's breakpoint handler (ring 0, `guest/entry.S`), when the monitor
+//   has switched it on for the process about to run, stores the address
+//   after the `int3` in the ring's `bp_rip` and returns to user mode at the
+//   dispatcher's first door, which finds the site's descriptor in the
+//   process's site table.
+//
+// The dispatcher saves the registers and, when the step it would be is
+// below `limit_step` (the shim's test), appends an entry (op
+// [`RING_OP_SITE`], object = the operand's address, site = the
 // instruction's address, value = the operand's first 8 bytes) with a side
 // record (the registers and the operand's 16 bytes), then runs the
-// instruction's out-of-line copy (a stub), which jumps back after it. The
-// monitor takes the entry at the next exit as the step the breakpoint
-// would have been: it emulates the instruction on the recorded registers and
-// operand to learn what it read and wrote. Everything else (no entry in
-// the table, a decision due, a full ring) ends at the dispatcher's `ud2`
-// (`SITES_MISS`), with the registers put back, which the monitor takes as
-// the breakpoint itself.
+// instruction's out-of-line copy, which jumps back after it. The monitor
+// takes the entry at the next exit as the step the breakpoint would have
+// been: it emulates the instruction on the recorded registers and operand
+// to learn what it read and wrote. Everything else (a decision due, a full
+// ring, a breakpoint with no entry in the table) ends at the dispatcher's
+// `ud2` (`SITES_MISS`), with the registers put back, which the monitor
+// takes as the breakpoint itself.
+//
+// A descriptor, 32 bytes (the table's entries and the trampolines' are
+// alike):
+//
+// | bytes | field |
+// | --- | --- |
+// | 0..8 | the site's address minus the descriptor's (0 = a free table slot) |
+// | 8..16 | the operand's displacement; for a RIP-relative operand ([`SITES_RIPREL_FLAG`]), its address minus the descriptor's |
+// | 16 | base register (x86 number, [`SITES_NO_REG`] for none) |
+// | 17 | index register |
+// | 18 | scale as a shift, with [`SITES_RUNTIME_FLAG`], [`SITES_RIPREL_FLAG`], [`SITES_YIELD_FLAG`] and [`SITES_RETRY_FLAG`] |
+// | 19 | operand size in bytes (1, 2, 4, 8, 16; 0 for none: a spin's `pause` or branch) |
+// | 20..24 | the copy's address minus the descriptor's (i32) |
+// | 24..32 | a table entry's: the 8 bytes after the site's first byte, as the entry was made |
 //
 // The sites area: code (r-x), then the table (r--), then data (rw-); none
-// is listed in /proc/self/maps.
+// is listed in /proc/self/maps, and neither are trampolines.
 
 /// The dispatcher's page; its stubs follow.
 pub const SITES_VA: u64 = 0x7fff_f810_0000;
-/// Out-of-line copies, one slot each.
+/// The dispatcher's door for trampolines, as an offset from [`SITES_VA`].
+pub const SITES_JUMP_DOOR: u64 = 0x20;
+/// Out-of-line copies of breakpoints' sites, one slot each.
 pub const SITES_STUBS_VA: u64 = SITES_VA + 0x1000;
 /// Bytes per stub slot; the slot's last 8 bytes hold the site's address.
 pub const SITES_STUB_BYTES: u64 = 64;
@@ -111,19 +136,9 @@ pub const SITES_STUB_BYTES: u64 = 64;
 pub const SITES_MAX: u64 = SITES_SLOTS / 2;
 /// The code mapping: the dispatcher and the stubs.
 pub const SITES_CODE_SIZE: u64 = 0x1000 + SITES_MAX * SITES_STUB_BYTES;
-/// The site table: open addressing over [`SITES_SLOTS`] entries of
-/// [`SITES_ENTRY_BYTES`], keyed by the site's address (0 = free):
-///
-/// | bytes | field |
-/// | --- | --- |
-/// | 0..8 | the site's address |
-/// | 8..16 | the operand's displacement (its absolute address when RIP-relative) |
-/// | 16 | base register (x86 number, [`SITES_NO_REG`] for none) |
-/// | 17 | index register |
-/// | 18 | scale as a shift, with [`SITES_RUNTIME_FLAG`] |
-/// | 19 | operand size in bytes (1, 2, 4, 8, 16) |
-/// | 20..24 | the stub's offset from [`SITES_VA`] |
-/// | 24..32 | the 8 bytes after the site's first byte, as the table was made |
+/// The site table of the breakpoints the dispatcher takes: open
+/// addressing over [`SITES_SLOTS`] descriptors of [`SITES_ENTRY_BYTES`],
+/// keyed by the site's address.
 pub const SITES_TABLE_VA: u64 = 0x7fff_f820_0000;
 pub const SITES_SLOTS: u64 = 16384;
 pub const SITES_ENTRY_BYTES: u64 = 32;
@@ -131,8 +146,10 @@ pub const SITES_NO_REG: u8 = 16;
 /// Multiplier of the table's hash (Fibonacci hashing of the address).
 pub const SITES_HASH_MUL: u64 = 0x9e37_79b9_7f4a_7c15;
 /// The data: word `n < 16` the saved register numbered `n`, then rflags,
-/// the site, the jump target, the stubs' scratch word and the stubs used;
-/// the dispatcher's private stack ends the first page; side records follow.
+/// the site, the jump target, the stubs' scratch word, the stubs used, the
+/// stack's bounds and the descriptor a trampoline passed (0 after a
+/// breakpoint); the dispatcher's private stack ends the first page; side
+/// records follow.
 pub const SITES_DATA_VA: u64 = 0x7fff_f830_0000;
 pub const SITES_SAVE_FLAGS: u64 = 16;
 pub const SITES_SAVE_SITE: u64 = 17;
@@ -143,6 +160,20 @@ pub const SITES_SAVE_USED: u64 = 20;
 /// when the monitor last entered it: the stack window ends at the upper one.
 pub const SITES_STACK_LO: u64 = 21;
 pub const SITES_STACK_HI: u64 = 22;
+/// The descriptor a trampoline passed, or 0 when the dispatcher was entered
+/// from a breakpoint.
+pub const SITES_SAVE_DESC: u64 = 23;
+/// The `limit_step` of steps that give way (a spin, an atomic in a retry
+/// loop), written by the monitor with the ring's: the ring's own when no
+/// other thread can run (nothing to give way to), else 0.
+pub const SITES_YIELD_LIMIT: u64 = 24;
+/// The site (instruction address) of the running thread's last step when
+/// the monitor entered it, or 0: a retry-loop atomic taken again first
+/// thing is a retry.
+pub const SITES_LAST_SITE: u64 = 25;
+/// 1 when a retry-loop atomic gives way at every hit (the format-6 step
+/// rules), 0 when only at a retry.
+pub const SITES_RETRY_ALWAYS: u64 = 26;
 /// Top of the dispatcher's stack (an offset in the data).
 pub const SITES_STACK_TOP: u64 = 0x1000;
 /// Side records, one per place in a batch of ring entries (the entries
@@ -159,6 +190,17 @@ pub const SITES_SIDE_WORDS: u64 = 20 + SITES_STACK_WINDOW / 8;
 pub const SITES_STACK_WINDOW: u64 = 4096;
 /// The flag in the table entry's scale byte of a site inside a runtime.
 pub const SITES_RUNTIME_FLAG: u8 = 0x80;
+/// The flag in a descriptor's scale byte of a RIP-relative operand, whose
+/// displacement is then relative to the descriptor.
+pub const SITES_RIPREL_FLAG: u8 = 0x40;
+/// The flag in a descriptor's scale byte of a site whose step gives way (a
+/// spin): buffered only below [`SITES_YIELD_LIMIT`].
+pub const SITES_YIELD_FLAG: u8 = 0x20;
+/// The flag of an atomic in a retry loop, whose step gives way when the
+/// thread retries it: its previous step (the ring's last entry, or
+/// [`SITES_LAST_SITE`] when the ring holds none since the exit) was the
+/// same site.
+pub const SITES_RETRY_FLAG: u8 = 0x10;
 pub const SITES_DATA_SIZE: u64 = SITES_SIDE_OFFSET + RING_ENTRIES * SITES_SIDE_WORDS * 8;
 /// The ring entry's op of a sync site (not a [`HintOp`]).
 pub const RING_OP_SITE: u64 = 0x5349_5445; // "SITE"

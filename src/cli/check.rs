@@ -16,7 +16,7 @@ use crate::explore;
 use crate::kernel::vfs::FileSource;
 use crate::observe::failure::{FailureKind, table_row};
 use crate::report::Symbols;
-use crate::sched::{Schedule, StrategySpec};
+use crate::sched::StrategySpec;
 use crate::vm::RunReport;
 
 #[derive(Args, Debug, Clone)]
@@ -34,7 +34,7 @@ pub struct CheckArgs {
     pub jobs: Option<usize>,
     /// Start no schedule after this long (e.g. 60s, 10m): the results are
     /// those of the schedules run by then.
-    #[arg(long = "time", short = 'V', value_parser = super::common::parse_duration)]
+    #[arg(long = "time", short = 'V', value_parser = super::common::parse_time_budget)]
     pub time: Option<std::time::Duration>,
     /// Where to save the first failing schedule (default:
     /// <target>.schedule.json in rewind-fuzz's cache directory,
@@ -110,10 +110,21 @@ impl RunCost {
     }
 }
 
+/// What a check ran and how many of its schedules failed.
+pub struct Checked {
+    pub schedules: u64,
+    pub failures: u64,
+}
+
 pub fn check(a: CheckArgs) -> Result<u8, UserError> {
     if a.per_test {
         return super::pertest::check_each(a);
     }
+    check_counting(a).map(|(code, _)| code)
+}
+
+/// One check: its exit code and its counts.
+pub fn check_counting(a: CheckArgs) -> Result<(u8, Checked), UserError> {
     if a.schedules == 0 {
         return Err(UserError::bad_input("--schedules must be at least 1"));
     }
@@ -196,18 +207,18 @@ pub fn check(a: CheckArgs) -> Result<u8, UserError> {
         .find(|t| t.kind() != "potential-deadlock")
         .or(failures.first())
         .copied();
-    let saved = match first {
-        Some(t) => Some(save_first(&a, &t.report.schedule)?),
-        None => None,
-    };
-    let replay = saved.as_ref().map(|p| replay_command(&a.target, p));
-    let (rwd_file, named) = match (first, &saved) {
-        (Some(t), Some(schedule_file)) => {
-            let (path, named) = save_rwd(&a, &cfg, &source, t, schedule_file)?;
-            (Some(path), Some(named))
+    let (saved, rwd_file, named) = match first {
+        Some(t) => {
+            let schedule_file = schedule_path(&a)?;
+            let (path, named) = save_rwd(&a, &cfg, &source, t, &schedule_file)?;
+            (Some(schedule_file), Some(path), Some(named))
         }
-        _ => (None, None),
+        None => (None, None, None),
     };
+    let replay = saved.as_ref().map(|p| {
+        let extra = ["--schedule".to_string(), p.display().to_string()];
+        super::common::run_command(&a.target.run_words(), &extra, &a.target.args)
+    });
     let headline = named.as_ref().map(|n| n.headline.clone());
     let files_written: Vec<String> = saved
         .iter()
@@ -306,11 +317,19 @@ pub fn check(a: CheckArgs) -> Result<u8, UserError> {
             eprintln!("every schedule exited 0");
         }
     }
-    Ok(if failures.is_empty() { 0 } else { 1 })
+    let code = if failures.is_empty() { 0 } else { 1 };
+    Ok((
+        code,
+        Checked {
+            schedules: trials.len() as u64,
+            failures: failures.len() as u64,
+        },
+    ))
 }
 
-fn save_first(a: &CheckArgs, s: &Schedule) -> Result<PathBuf, UserError> {
-    let path = match &a.save_schedule {
+/// Where the first failure's schedule goes.
+fn schedule_path(a: &CheckArgs) -> Result<PathBuf, UserError> {
+    Ok(match &a.save_schedule {
         Some(p) => p.clone(),
         None => {
             let program = a
@@ -332,10 +351,7 @@ fn save_first(a: &CheckArgs, s: &Schedule) -> Result<PathBuf, UserError> {
             })?;
             dir.join(format!("{name}.schedule.json"))
         }
-    };
-    s.save(&path)
-        .map_err(|e| UserError::bad_input(e.to_string()))?;
-    Ok(path)
+    })
 }
 
 /// Where `check` keeps a first failure's files unless told: out of the
@@ -352,7 +368,8 @@ struct Named {
     inversions_json: serde_json::Value,
 }
 
-/// Records the first failure again from scratch and writes its reproducer.
+/// Records the first failure again from scratch and writes its reproducer,
+/// and its schedule (noting the failure it gives) as `schedule_file`.
 fn save_rwd(
     a: &CheckArgs,
     cfg: &crate::vm::RunConfig,
@@ -367,14 +384,13 @@ fn save_rwd(
     });
     let (rwd, _) = crate::rwd::record(cfg, source.clone(), &t.report.schedule).map_err(vm_error)?;
     let excluding = !cfg.exclude_files.is_empty();
+    // The schedule beside it is as private as it is.
+    let note = rwd.expected.signature.to_note(rwd.signature_naming);
+    t.report
+        .schedule
+        .save_for_failure(schedule_file, rwd.readers(excluding), note)
+        .map_err(|e| UserError::bad_input(e.to_string()))?;
     super::common::save_rwd(&rwd, &path, excluding)?;
-    // The schedule beside it, written first, is as private as it is.
-    if rwd.readers(excluding) == crate::fsutil::Readers::Owner {
-        t.report
-            .schedule
-            .save_as(schedule_file, crate::fsutil::Readers::Owner)
-            .map_err(|e| UserError::bad_input(e.to_string()))?;
-    }
     let shown = rwd.for_display();
     let mut story = crate::rwd::story::StoryTeller::new(&shown);
     let named = Named {
@@ -383,36 +399,4 @@ fn save_rwd(
         inversions_json: story.inversions_json(),
     };
     Ok((path, named))
-}
-
-/// The command line that replays a saved schedule of this target.
-fn replay_command(t: &TargetArgs, schedule: &std::path::Path) -> String {
-    let mut cmd = format!(
-        "rewind-fuzz run --target {} --schedule {}",
-        t.target,
-        schedule.display()
-    );
-    if t.seed != 0 {
-        cmd.push_str(&format!(" --seed {}", t.seed));
-    }
-    if t.cpus != 4 {
-        cmd.push_str(&format!(" --cpus {}", t.cpus));
-    }
-    for e in &t.env {
-        cmd.push_str(&format!(" --env {e}"));
-    }
-    if let Some(f) = &t.expect_stdout {
-        cmd.push_str(&format!(" --expect-stdout {}", f.display()));
-    }
-    if let Some(c) = &t.oracle {
-        cmd.push_str(&format!(" --oracle '{}'", c.replace('\'', r"'\''")));
-    }
-    if !t.args.is_empty() {
-        cmd.push_str(" --");
-        for arg in &t.args {
-            cmd.push(' ');
-            cmd.push_str(arg);
-        }
-    }
-    cmd
 }

@@ -31,10 +31,16 @@ pub struct TargetArgs {
     /// Seed for getrandom, AT_RANDOM and /dev/urandom (and random strategies).
     #[arg(long, short = 's', default_value_t = 0)]
     pub seed: u64,
-    /// Stop a run after this many steps (system calls) [default: 1000000,
-    /// or a bundled harness's own budget].
+    /// Stop a run after this many steps (scheduling points: system calls,
+    /// pthread calls and sync sites) [default: 100000000, or a bundled
+    /// harness's own budget].
     #[arg(long)]
     pub max_steps: Option<u64>,
+    /// End a run as hung when its threads only go round states they have
+    /// been in (spinning on values nobody changes, retrying calls that keep
+    /// failing) for this many steps; 0 never [default: 200000].
+    #[arg(long)]
+    pub hang_steps: Option<u64>,
     /// The wall-clock watchdog: how long a thread may compute without a scheduling point before the run is stopped as `timed-out` (e.g. 60s, 500ms). Unlike every other outcome, this one depends on the host's speed and load.
     #[arg(long, default_value = "60s", value_parser = parse_duration)]
     pub timeout: Duration,
@@ -156,7 +162,98 @@ pub fn parse_duration(s: &str) -> Result<Duration, String> {
     humantime::parse_duration(s).map_err(|e| format!("{e} (write durations like 10s, 2m or 500ms)"))
 }
 
+/// Parses a `--time` budget: a duration, or bare seconds as AFL++'s `-V`
+/// takes them (`-V 60`). A budget of nothing is refused: it could do no
+/// work.
+pub fn parse_time_budget(s: &str) -> Result<Duration, String> {
+    let t = match s.parse::<u64>() {
+        Ok(secs) => Duration::from_secs(secs),
+        Err(_) => parse_duration(s)?,
+    };
+    if t.is_zero() {
+        return Err(
+            "a budget of no time can run nothing; give a positive duration like 60s".into(),
+        );
+    }
+    Ok(t)
+}
+
+/// Checks before any work that `dir` can be an output directory: a
+/// directory, or a path where one can be made.
+pub fn check_out_dir(flag: &str, dir: &Path) -> Result<(), UserError> {
+    match std::fs::symlink_metadata(dir) {
+        Ok(m) if m.is_dir() => Ok(()),
+        Ok(m) => {
+            let what = if m.file_type().is_symlink() {
+                "a symbolic link (not followed)"
+            } else if m.is_file() {
+                "a file"
+            } else {
+                "a device, FIFO or socket"
+            };
+            Err(UserError::bad_input(format!(
+                "{flag} {} is {what}, not a directory: give a directory (it is made if missing)",
+                dir.display()
+            )))
+        }
+        Err(_) => Ok(()),
+    }
+}
+
 impl TargetArgs {
+    /// `rewind-fuzz run`'s words for this target and every setting that
+    /// changes what a run does (the target first, the program's arguments
+    /// apart: see [`TargetArgs::args`]), so that a printed command runs
+    /// the program as this one did.
+    pub fn run_words(&self) -> Vec<String> {
+        let mut w = vec!["--target".to_string(), self.target.clone()];
+        let mut opt = |name: &str, value: String| {
+            w.push(format!("--{name}"));
+            w.push(value);
+        };
+        if self.cpus != 4 {
+            opt("cpus", self.cpus.to_string());
+        }
+        if self.seed != 0 {
+            opt("seed", self.seed.to_string());
+        }
+        if let Some(m) = self.max_steps {
+            opt("max-steps", m.to_string());
+        }
+        if let Some(h) = self.hang_steps {
+            opt("hang-steps", h.to_string());
+        }
+        if self.timeout != Duration::from_secs(60) {
+            opt("timeout", format!("{}ms", self.timeout.as_millis()));
+        }
+        for e in &self.env {
+            opt("env", e.clone());
+        }
+        if let Some(c) = &self.cwd {
+            opt("cwd", c.clone());
+        }
+        if self.memory != 1024 {
+            opt("memory", self.memory.to_string());
+        }
+        if let Some(l) = self.sync_points {
+            opt("sync-points", l.to_string());
+        }
+        for g in &self.exclude_files {
+            opt("exclude-files", g.clone());
+        }
+        if let Some(f) = &self.expect_stdout {
+            let f = std::path::absolute(f).unwrap_or_else(|_| f.clone());
+            opt("expect-stdout", f.to_string_lossy().into_owned());
+        }
+        if let Some(c) = &self.oracle {
+            opt("oracle", c.clone());
+        }
+        if self.no_shim {
+            w.push("--no-shim".into());
+        }
+        w
+    }
+
     /// The run configuration, after checking the target is something we can run.
     pub fn config(&self) -> Result<RunConfig, UserError> {
         let exe = absolute_target(&self.target)?;
@@ -178,6 +275,9 @@ impl TargetArgs {
         k.sync_points = self.sync_points.unwrap_or(SyncPoints::Atomics);
         if let Some(max) = self.max_steps.or_else(|| harness_step_budget(&self.target)) {
             k.max_steps = max;
+        }
+        if let Some(h) = self.hang_steps {
+            k.hang_steps = h;
         }
         for e in &self.env {
             let Some((key, _)) = e.split_once('=') else {
@@ -256,10 +356,40 @@ pub fn absolute_target(target: &str) -> Result<String, UserError> {
     }
     let data = std::fs::read(p)
         .map_err(|e| UserError::bad_input(format!("cannot read --target {target}: {e}")))?;
+    if let Some(interpreter) = script_interpreter(&data) {
+        return Err(UserError::bad_input(format!(
+            "--target {target} is a script for {interpreter}; give its interpreter as the target and the script as its argument: --target {interpreter} -- {target}"
+        )));
+    }
     check_elf(target, &data).map_err(|e| UserError::bad_input(e.to_string()))?;
     let abs = std::fs::canonicalize(p)
         .map_err(|e| UserError::bad_input(format!("cannot resolve --target {target}: {e}")))?;
     Ok(abs.to_string_lossy().into_owned())
+}
+
+/// The interpreter a `#!` script names (the machine runs scripts the
+/// program starts, but a target is the program itself).
+fn script_interpreter(data: &[u8]) -> Option<String> {
+    let first = data.strip_prefix(b"#!")?.split(|b| *b == b'\n').next()?;
+    let first = String::from_utf8_lossy(first);
+    let interpreter = first.split_whitespace().next()?;
+    Some(crate::escape::line(interpreter).into_owned())
+}
+
+/// Gives a run of a schedule made before the watch for progress existed
+/// (version 2 and earlier) the limits its runs had, where the command line
+/// gives none: they ended at a million steps, and never for want of
+/// progress.
+pub fn limits_of_older_schedule(k: &mut KernelConfig, schedule: &Schedule, t: &TargetArgs) {
+    if schedule.step_rules() != crate::code::StepRules::Format6 {
+        return;
+    }
+    if t.max_steps.is_none() && harness_step_budget(&t.target).is_none() {
+        k.max_steps = 1_000_000;
+    }
+    if t.hang_steps.is_none() {
+        k.hang_steps = 0;
+    }
 }
 
 /// The level a replay of `schedule` runs at: the one it was made at. A
@@ -447,6 +577,8 @@ pub fn report_json(
     v["recent_events"] = r.recent_events.iter().map(|e| sym.event_json(e)).collect();
     v
 }
+
+pub use crate::rwd::run_command;
 
 /// Reads a reproducer, as a user error (exit code 2) when it is bad.
 pub fn load_rwd(path: &Path) -> Result<Rwd, UserError> {

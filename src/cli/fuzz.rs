@@ -6,8 +6,8 @@ use std::time::Duration;
 use clap::Args;
 
 use super::UserError;
-use super::common::{TargetArgs, ctrl_c, interrupted, parse_duration, vm_error};
-use crate::fuzz::{Budget, FuzzConfig, FuzzError, ScheduleInput, StrategyMix};
+use super::common::{TargetArgs, ctrl_c, interrupted, vm_error};
+use crate::fuzz::{Budget, FuzzConfig, FuzzError, FuzzSummary, ScheduleInput, StrategyMix};
 
 #[derive(Args, Debug, Clone)]
 pub struct FuzzArgs {
@@ -20,7 +20,7 @@ pub struct FuzzArgs {
     #[arg(long, short = 'j')]
     pub jobs: Option<usize>,
     /// Stop after this long (e.g. 60s, 8h).
-    #[arg(long = "time", short = 'V', value_parser = parse_duration)]
+    #[arg(long = "time", short = 'V', value_parser = super::common::parse_time_budget)]
     pub time: Option<Duration>,
     /// Stop after this many executions (all jobs together).
     #[arg(long, short = 'E')]
@@ -62,6 +62,11 @@ pub struct FuzzArgs {
     /// `rewind-fuzz cargo`, which counts them first).
     #[arg(skip)]
     pub listed: Option<(super::pertest::Framework, Vec<String>)>,
+    /// What the target is, when not its file (`rewind-fuzz cargo`: the
+    /// crate's test target and the test, which stay the same across
+    /// rebuilds, so a session resumes on a new build).
+    #[arg(skip)]
+    pub identity: Option<String>,
 }
 
 /// Reads schedule inputs from a directory; a file that is not one is
@@ -106,12 +111,7 @@ fn lock_dir(dir: &Path, what: &str) -> Result<std::fs::File, UserError> {
     use std::io::{Read, Seek, Write};
     use std::os::fd::AsRawFd;
     use std::os::unix::fs::OpenOptionsExt;
-    if std::fs::symlink_metadata(dir).is_ok_and(|m| !m.is_dir()) {
-        return Err(UserError::bad_input(format!(
-            "{what} {} is not a directory (a link is not followed): remove it or choose another",
-            dir.display()
-        )));
-    }
+    super::common::check_out_dir(what, dir)?;
     std::fs::create_dir_all(dir).map_err(|e| {
         UserError::bad_input(format!("cannot create {what} {}: {e}", dir.display()))
     })?;
@@ -170,6 +170,12 @@ fn check_same_target(queue: &Path, fp: u64, out: &Path) -> Result<(), UserError>
 fn fingerprint(exe: &str, level: crate::code::SyncPoints) -> u64 {
     let mut bytes = exe.as_bytes().to_vec();
     bytes.extend(std::fs::read(exe).unwrap_or_default());
+    fingerprint_of(&bytes, level)
+}
+
+/// The fingerprint of a target known by `identity`, at `level`.
+fn fingerprint_of(identity: &[u8], level: crate::code::SyncPoints) -> u64 {
+    let mut bytes = identity.to_vec();
     if level != crate::code::SyncPoints::Calls {
         bytes.extend_from_slice(level.as_str().as_bytes());
     }
@@ -177,23 +183,32 @@ fn fingerprint(exe: &str, level: crate::code::SyncPoints) -> u64 {
 }
 
 pub fn fuzz(a: FuzzArgs) -> Result<u8, UserError> {
+    super::common::check_out_dir("--out", &a.out)?;
+    if let Some(d) = &a.sync_dir {
+        super::common::check_out_dir("--sync-dir", d)?;
+    }
     if a.per_test {
         return super::pertest::fuzz_each(a);
     }
+    session(a).map(|(code, _)| code)
+}
+
+/// One session: its exit code and what it did (none when it could not
+/// start).
+pub fn session(a: FuzzArgs) -> Result<(u8, Option<FuzzSummary>), UserError> {
     let run = a.target.config()?;
     if a.jobs == Some(0) {
         return Err(UserError::bad_input("--jobs must be at least 1"));
     }
-    let fp = fingerprint(&run.kernel.exe, run.kernel.sync_points);
+    let fp = match &a.identity {
+        Some(id) => fingerprint_of(id.as_bytes(), run.kernel.sync_points),
+        None => fingerprint(&run.kernel.exe, run.kernel.sync_points),
+    };
     // Held until the session ends.
     let _out_lock = lock_dir(&a.out, "--out")?;
     let queue = a.out.join("queue");
-    let queued = std::fs::read_dir(&queue).map(|d| d.count()).unwrap_or(0);
-    if queued > 0 && !a.resume {
-        return Err(UserError::bad_input(format!(
-            "{} already holds a session ({queued} corpus entries): continue it with --resume, or choose another --out",
-            a.out.display()
-        )));
+    if !a.resume {
+        super::pertest::refuse_a_session_there(&a.out)?;
     }
     let mut initial = Vec::new();
     if a.resume && queue.is_dir() {
@@ -222,6 +237,8 @@ pub fn fuzz(a: FuzzArgs) -> Result<u8, UserError> {
         run,
         target_fingerprint: fp,
         target_name: a.target.target.clone(),
+        run_words: a.target.run_words(),
+        args: a.target.args.clone(),
         out: a.out.clone(),
         jobs: a
             .jobs
@@ -258,11 +275,23 @@ pub fn fuzz(a: FuzzArgs) -> Result<u8, UserError> {
             });
         }
     };
+    let all_sessions = if summary.prior_execs > 0 {
+        format!(" ({} in all sessions)", summary.execs + summary.prior_execs)
+    } else {
+        String::new()
+    };
+    let rate = if summary.elapsed.as_secs_f64() >= 1.0 {
+        format!(
+            "{:.1}",
+            summary.execs as f64 / summary.elapsed.as_secs_f64()
+        )
+    } else {
+        "-".into()
+    };
     eprintln!(
-        "\nrewind-fuzz: {} executions in {:.0?} ({:.1}/s), corpus {}, features {} lock order / {} interleavings / {} handoffs, {} finding(s){}",
+        "\nrewind-fuzz: {} executions{all_sessions} in {:.0?} ({rate}/s), corpus {}, features {} lock order / {} interleavings / {} handoffs, {} finding(s){}",
         summary.execs,
         summary.elapsed,
-        summary.execs as f64 / summary.elapsed.as_secs_f64().max(1e-3),
         summary.corpus,
         summary.features["lock_order"],
         summary.features["interleavings"],
@@ -296,11 +325,10 @@ pub fn fuzz(a: FuzzArgs) -> Result<u8, UserError> {
         eprintln!("  not saved (free space in --out and rerun with --resume): {u}");
     }
     // A bug found but not saved still fails the gate: the bug is there.
-    Ok(
-        if summary.findings.is_empty() && summary.unsaved.is_empty() {
-            0
-        } else {
-            1
-        },
-    )
+    let code = if summary.findings.is_empty() && summary.unsaved.is_empty() {
+        0
+    } else {
+        1
+    };
+    Ok((code, Some(summary)))
 }

@@ -134,9 +134,11 @@ impl SymbolCopy {
             UserError::bad_input(format!("cannot write {what}: {e}"))
         };
         use std::os::unix::fs::PermissionsExt;
-        // Created 0700, under a random name (mkdtemp).
+        remove_stale_copies();
+        // Created 0700, under a random name (mkdtemp) that starts with our
+        // pid, so a later server can tell a copy whose server was killed.
         let dir = tempfile::Builder::new()
-            .prefix("rewind-fuzz-gdb-")
+            .prefix(&format!("{COPY_PREFIX}{}-", std::process::id()))
             .permissions(std::fs::Permissions::from_mode(0o700))
             .tempdir()
             .map_err(|e| cannot(&"a temporary directory", e))?;
@@ -156,6 +158,40 @@ impl SymbolCopy {
             remove_on_signals();
         }
         Ok(SymbolCopy { _dir: dir, path })
+    }
+}
+
+/// The start of a symbol copy's directory name, before the server's pid.
+const COPY_PREFIX: &str = "rewind-fuzz-gdb-";
+
+/// Removes the copies of servers that were killed without a chance to
+/// remove theirs (SIGKILL): this user's directories whose pid is gone.
+fn remove_stale_copies() {
+    use std::os::unix::fs::MetadataExt;
+    let tmp = std::env::temp_dir();
+    let Ok(entries) = std::fs::read_dir(&tmp) else {
+        return;
+    };
+    // SAFETY: getuid has no preconditions.
+    let me = unsafe { libc::getuid() };
+    for e in entries.flatten() {
+        let name = e.file_name().to_string_lossy().into_owned();
+        let Some(pid) = name
+            .strip_prefix(COPY_PREFIX)
+            .and_then(|rest| rest.split('-').next())
+            .and_then(|p| p.parse::<libc::pid_t>().ok())
+        else {
+            continue;
+        };
+        // Not followed: only a real directory of this user's is removed.
+        let ours = std::fs::symlink_metadata(e.path()).is_ok_and(|m| m.is_dir() && m.uid() == me);
+        // SAFETY: kill with signal 0 only asks whether the process exists.
+        let gone = pid > 0
+            && unsafe { libc::kill(pid, 0) } != 0
+            && std::io::Error::last_os_error().raw_os_error() == Some(libc::ESRCH);
+        if ours && gone {
+            let _ = std::fs::remove_dir_all(e.path());
+        }
     }
 }
 

@@ -26,7 +26,10 @@ pub struct ManArgs {
 pub fn completions(a: CompletionsArgs) -> Result<u8, UserError> {
     let mut cmd = Cli::command();
     let mut script = Vec::new();
-    clap_complete::generate(a.shell, &mut cmd, "rewind-fuzz", &mut script);
+    clap_complete::generate(a.shell, &mut cmd, BIN, &mut script);
+    if a.shell == clap_complete::Shell::Bash {
+        script = bash_names_agree(&String::from_utf8_lossy(&script)).into_bytes();
+    }
     // A reader that stops early (`| head`) is no error.
     match std::io::stdout().write_all(&script) {
         Err(e) if e.kind() != std::io::ErrorKind::BrokenPipe => Err(UserError::bad_input(format!(
@@ -34,6 +37,19 @@ pub fn completions(a: CompletionsArgs) -> Result<u8, UserError> {
         ))),
         _ => Ok(0),
     }
+}
+
+/// The command's name, as completion scripts register it.
+const BIN: &str = "rewind-fuzz";
+
+/// clap's bash script names a subcommand's state `rewind__fuzz__subcmd__X`
+/// where it sets it and `rewind__subcmd__fuzz__subcmd__X` where it looks
+/// it up (it spells the dash in the command's name two ways), so no option
+/// of any subcommand completes; this spells the lookups as the settings.
+fn bash_names_agree(script: &str) -> String {
+    let set = format!("{}__subcmd__", BIN.replace('-', "__"));
+    let looked_up = format!("{}__subcmd__", BIN.replace('-', "__subcmd__"));
+    script.replace(&looked_up, &set)
 }
 
 /// Writes the man pages into a directory.
@@ -44,6 +60,7 @@ pub fn man(a: ManArgs) -> Result<u8, UserError> {
             a.dir.display()
         ))
     };
+    super::common::check_out_dir("the man page directory", &a.dir)?;
     std::fs::create_dir_all(&a.dir).map_err(cannot)?;
     clap_mangen::generate_to(Cli::command(), &a.dir).map_err(cannot)?;
     eprintln!(

@@ -10,11 +10,12 @@ use serde_json::json;
 use super::UserError;
 use super::common::{
     TargetArgs, check_output, consent_to_host_files, consent_to_oracle, ctrl_c, interrupted,
-    parse_duration, replay_level, vm_error,
+    parse_time_budget, replay_level, vm_error,
 };
 use crate::explore::minimize::{self, Budget, MinimizeError};
 use crate::kernel::vfs::FileSource;
 use crate::report::RunFacts;
+use crate::report::signature::Naming;
 use crate::report::symbols::Symbolizer;
 use crate::rwd::{self, Rwd};
 use crate::sched::{Replay, Schedule};
@@ -34,7 +35,7 @@ pub struct MinimizeArgs {
     #[arg(long, value_parser = clap::value_parser!(u64).range(1..))]
     pub execs: Option<u64>,
     /// Spend at most this much time (e.g. 30s, 5m).
-    #[arg(long, value_parser = parse_duration)]
+    #[arg(long, short = 'V', value_parser = parse_time_budget)]
     pub time: Option<Duration>,
     /// Print one JSON object with the result on stdout.
     #[arg(long)]
@@ -59,6 +60,9 @@ pub struct ScheduleTarget {
     /// Its step limit.
     #[arg(long)]
     pub max_steps: Option<u64>,
+    /// Its limit of steps without progress.
+    #[arg(long)]
+    pub hang_steps: Option<u64>,
     /// Its timeout (e.g. 10s).
     #[arg(long)]
     pub timeout: Option<String>,
@@ -102,6 +106,7 @@ impl ScheduleTarget {
             || self.cpus.is_some()
             || self.seed.is_some()
             || self.max_steps.is_some()
+            || self.hang_steps.is_some()
             || self.timeout.is_some()
             || !self.env.is_empty()
             || self.cwd.is_some()
@@ -128,6 +133,7 @@ impl ScheduleTarget {
         opt("cpus", self.cpus.map(|v| v.to_string()));
         opt("seed", self.seed.map(|v| v.to_string()));
         opt("max-steps", self.max_steps.map(|v| v.to_string()));
+        opt("hang-steps", self.hang_steps.map(|v| v.to_string()));
         opt("timeout", self.timeout.clone());
         opt("cwd", self.cwd.clone());
         opt("memory", self.memory.map(|v| v.to_string()));
@@ -170,7 +176,7 @@ pub fn minimize(a: MinimizeArgs) -> Result<u8, UserError> {
     check_output("-o", Some(&a.output))?;
     let data = crate::fsutil::read_foreign(&a.input, crate::rwd::MAX_FILE)
         .map_err(|e| UserError::bad_input(format!("cannot read {name}: {e}")))?;
-    let (cfg, source, schedule, want) = if Rwd::looks_like(&data) {
+    let (cfg, source, schedule, want, naming) = if Rwd::looks_like(&data) {
         if a.target.given() {
             return Err(UserError::bad_input(format!(
                 "{name} is a reproducer, which names its own target: leave out --target and the run options"
@@ -185,7 +191,8 @@ pub fn minimize(a: MinimizeArgs) -> Result<u8, UserError> {
         consent_to_oracle(&rwd, &name, a.target.run_oracle)?;
         consent_to_host_files(&rwd, &name, a.target.read_host_files)?;
         let want = rwd.expected.signature.clone();
-        (rwd.run_config(), rwd.source(), rwd.schedule(), want)
+        let naming = rwd.signature_naming;
+        (rwd.run_config(), rwd.source(), rwd.schedule(), want, naming)
     } else {
         let schedule = Schedule::from_json(&name, &data).map_err(|e| {
             UserError::bad_input(format!(
@@ -199,19 +206,23 @@ pub fn minimize(a: MinimizeArgs) -> Result<u8, UserError> {
         };
         let mut cfg = t.config()?;
         cfg.kernel.sync_points = replay_level(t.sync_points, &schedule, &name)?;
+        cfg.kernel.step_rules = schedule.step_rules();
+        cfg.kernel.polls_retry_on_any_activity = schedule.polls_retry_on_any_activity();
+        super::common::limits_of_older_schedule(&mut cfg.kernel, &schedule, &t);
         let source = FileSource::host();
         // The failure to keep is the one this schedule gives.
         let mut vm = Vm::new(&cfg, source.clone()).map_err(vm_error)?;
         vm.set_strategy(Box::new(Replay::new(schedule.clone())));
         let report = vm.run().map_err(vm_error)?;
-        let want = RunFacts::of(&vm, &report).signature(&report, &mut Symbolizer::new());
+        let naming = Naming::default();
+        let want = RunFacts::of(&vm, &report).signature(&report, &mut Symbolizer::new(), naming);
         if !want.is_failure() {
             return Err(UserError::bad_input(format!(
                 "the schedule in {name} does not fail ({}): there is nothing to minimize",
                 report.outcome.summary()
             )));
         }
-        (cfg, source, schedule, want)
+        (cfg, source, schedule, want, naming)
     };
     if !want.is_failure() {
         return Err(UserError::bad_input(format!(
@@ -233,6 +244,7 @@ pub fn minimize(a: MinimizeArgs) -> Result<u8, UserError> {
                 p.phase, p.execs, p.decisions
             );
         }
+        std::ops::ControlFlow::Continue(())
     };
     // Ctrl-C ends the search, not the command: the best schedule so far is
     // recorded and written (a second Ctrl-C quits at once).
@@ -242,7 +254,7 @@ pub fn minimize(a: MinimizeArgs) -> Result<u8, UserError> {
         &searching,
         source.clone(),
         &schedule,
-        &want,
+        (&want, naming),
         budget,
         &mut progress,
     )
@@ -256,8 +268,10 @@ pub fn minimize(a: MinimizeArgs) -> Result<u8, UserError> {
             code: 1,
         },
     })?;
-    let (out, report) = rwd::record(&cfg, source, &m.schedule).map_err(vm_error)?;
-    if out.expected.signature != want {
+    let (out, report, same) =
+        rwd::record_expecting(&cfg, source, &m.schedule, Some((&want, naming)))
+            .map_err(vm_error)?;
+    if !same {
         return Err(UserError {
             message: format!(
                 "the minimized schedule recorded as {}, not {want}; this is a bug in rewind-fuzz",

@@ -15,15 +15,18 @@ mod show;
 
 use std::process::ExitCode;
 
-use clap::{Parser, Subcommand};
+use clap::{CommandFactory, FromArgMatches, Parser, Subcommand};
 
 /// A schedule-space fuzzer for multithreaded Linux programs.
 ///
 /// `rewind-fuzz --target ./test [OPTIONS] [-- ARGS]` fuzzes the thread
 /// schedules of a test (the same as `rewind-fuzz fuzz ...`).
 #[derive(Parser, Debug)]
-#[command(name = "rewind-fuzz", version, about, long_about = None)]
+#[command(name = "rewind-fuzz", version, about, long_about = None, disable_version_flag = true)]
 pub struct Cli {
+    /// Print the version (`-V` is `--time` here, as in AFL++).
+    #[arg(long, action = clap::ArgAction::Version)]
+    version: Option<bool>,
     #[command(subcommand)]
     command: Command,
 }
@@ -52,6 +55,18 @@ enum Command {
     Completions(install::CompletionsArgs),
     /// Write the man pages into a directory.
     Man(install::ManArgs),
+}
+
+/// The options a command's line gave (not their defaults), by their ids:
+/// `seed`, `cpus`, `args` for the arguments after `--`.
+fn given_on_the_command_line(m: Option<&clap::ArgMatches>) -> std::collections::BTreeSet<String> {
+    let Some(m) = m else {
+        return Default::default();
+    };
+    m.ids()
+        .filter(|id| m.value_source(id.as_str()) == Some(clap::parser::ValueSource::CommandLine))
+        .map(|id| id.as_str().to_string())
+        .collect()
 }
 
 /// An error for the user: one line, and the exit code to leave with.
@@ -84,11 +99,14 @@ pub fn main() -> ExitCode {
     let alone = args.len() == 2;
     if args.get(1).is_some_and(|a| {
         let a = a.to_string_lossy();
-        a.starts_with('-') && !(alone && matches!(a.as_ref(), "-h" | "--help" | "-V" | "--version"))
+        a.starts_with('-') && !(alone && matches!(a.as_ref(), "-h" | "--help" | "--version"))
     }) {
         args.insert(1, "fuzz".into());
     }
-    let cli = match Cli::try_parse_from(args) {
+    let parsed = Cli::command()
+        .try_get_matches_from(args)
+        .and_then(|m| Cli::from_arg_matches(&m).map(|cli| (cli, m)));
+    let (cli, matches) = match parsed {
         Ok(c) => c,
         Err(e) => {
             let code = if e.use_stderr() { 2 } else { 0 };
@@ -98,7 +116,10 @@ pub fn main() -> ExitCode {
     };
     let r = match cli.command {
         Command::Fuzz(a) => fuzz::fuzz(a),
-        Command::Run(a) => run::run(a),
+        Command::Run(mut a) => {
+            a.given = given_on_the_command_line(matches.subcommand_matches("run"));
+            run::run(a)
+        }
         Command::Check(a) => check::check(a),
         Command::Minimize(a) => minimize::minimize(a),
         Command::Replay(a) => replay::replay(a),

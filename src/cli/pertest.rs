@@ -148,18 +148,18 @@ struct Explored {
     /// Schedules (check) or executions (fuzz).
     runs: u64,
     time: Duration,
-    /// Failures (check) or findings (fuzz).
+    /// Failing schedules (check) or findings (fuzz).
     failures: u64,
     code: u8,
 }
 
-fn print_table(what: &str, rows: &[Explored]) {
+/// The closing table: `runs` names the runs (schedules, executions) and
+/// `failed` what failed (failing schedules, findings), as the commands
+/// count them.
+fn print_table((runs, failed): (&str, &str), rows: &[Explored]) {
     let width = rows.iter().map(|r| r.test.len()).max().unwrap_or(4).max(4);
     eprintln!();
-    eprintln!(
-        "{:<width$}  {:>10}  {:>8}  {:>8}",
-        "test", what, "time", "failures"
-    );
+    eprintln!("{:<width$}  {runs:>10}  {:>8}  {failed:>8}", "test", "time");
     for r in rows {
         eprintln!(
             "{:<width$}  {:>10}  {:>7.0}s  {:>8}{}",
@@ -197,16 +197,16 @@ pub fn check_each(a: CheckArgs) -> Result<u8, UserError> {
         one.save_schedule = derived(&a.save_schedule);
         one.save_rwd = derived(&a.save_rwd);
         let start = Instant::now();
-        let code = super::check::check(one)?;
+        let (code, checked) = super::check::check_counting(one)?;
         rows.push(Explored {
             test: test.clone(),
-            runs: a.schedules,
+            runs: checked.schedules,
             time: start.elapsed(),
-            failures: u64::from(code == 1),
+            failures: checked.failures,
             code,
         });
     }
-    print_table("schedules", &rows);
+    print_table(("schedules", "failing"), &rows);
     Ok(worst(&rows))
 }
 
@@ -236,19 +236,27 @@ pub fn fuzz_each(a: FuzzArgs) -> Result<u8, UserError> {
         None => list(&a.target)?,
     };
     let n = tests.len() as u32;
-    let time = a.time.map(|t| (t / n).max(Duration::from_secs(1)));
+    let share = |t: Duration, left: u32| (t / left).max(Duration::from_secs(1));
     let execs = a.execs.map(|e| (e / u64::from(n)).max(1));
     eprintln!(
         "rewind-fuzz: {n} tests in {}, each fuzzed alone for {}",
         a.target.target,
-        match (time, execs) {
-            (Some(t), _) => format!("{:.0?}", t),
+        match (a.time, execs) {
+            (Some(t), _) => format!("{:.0?}", share(t, n)),
             (None, Some(e)) => format!("{e} executions"),
             _ => unreachable!("a budget was checked"),
         }
     );
+    // Sessions of one binary's tests: a session already there is refused
+    // before any test has run, not after some have.
+    if !a.resume {
+        for test in &tests {
+            refuse_a_session_there(&a.out.join(file_name(test)))?;
+        }
+    }
+    let started = Instant::now();
     let mut rows = Vec::new();
-    for test in &tests {
+    for (i, test) in tests.iter().enumerate() {
         if super::common::interrupted() {
             break;
         }
@@ -257,21 +265,44 @@ pub fn fuzz_each(a: FuzzArgs) -> Result<u8, UserError> {
         one.per_test = false;
         one.target = for_test(&a.target, framework, test);
         one.out = a.out.join(file_name(test));
-        one.time = time;
+        // Each test its share of the time left: recording a finding at
+        // the end of one test's share takes from the others', not from
+        // the total.
+        let left = n - i as u32;
+        one.time = a
+            .time
+            .map(|t| share(t.saturating_sub(started.elapsed()), left));
         one.execs = execs;
+        one.identity = a.identity.as_ref().map(|id| format!("{id}\0{test}"));
         let start = Instant::now();
-        let code = super::fuzz::fuzz(one.clone())?;
-        let session = crate::fuzz::Prior::read(&one.out);
+        let (code, summary) = super::fuzz::session(one)?;
         rows.push(Explored {
             test: test.clone(),
-            runs: session.execs,
+            runs: summary.as_ref().map_or(0, |s| s.execs),
             time: start.elapsed(),
-            failures: session.findings.get("findings").copied().unwrap_or(0),
+            failures: summary
+                .as_ref()
+                .map_or(0, |s| (s.findings.len() + s.unsaved.len()) as u64),
             code,
         });
     }
-    print_table("executions", &rows);
+    print_table(("executions", "findings"), &rows);
     Ok(worst(&rows))
+}
+
+/// Refuses a directory that holds a session already (continued only with
+/// `--resume`).
+pub fn refuse_a_session_there(out: &Path) -> Result<(), UserError> {
+    let queued = std::fs::read_dir(out.join("queue"))
+        .map(|d| d.count())
+        .unwrap_or(0);
+    if queued > 0 {
+        return Err(UserError::bad_input(format!(
+            "{} already holds a session ({queued} corpus entries): continue it with --resume, or choose another --out",
+            out.display()
+        )));
+    }
+    Ok(())
 }
 
 #[cfg(test)]

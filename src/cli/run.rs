@@ -1,15 +1,17 @@
 //! `rewind-fuzz run`: one run, its output, its outcome.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use clap::Args;
 
 use super::UserError;
 use super::common::{
-    TargetArgs, check_output, estimate_steps, exit_code, replay_level, report_json, save_run,
-    vm_error,
+    TargetArgs, check_output, consent_to_oracle, estimate_steps, exit_code, replay_level,
+    report_json, save_run, vm_error,
 };
 use crate::kernel::vfs::FileSource;
+use crate::report::signature::{Naming, Signature};
+use crate::rwd::Rwd;
 use crate::sched::{Schedule, StrategySpec};
 use crate::vm::Vm;
 
@@ -21,13 +23,15 @@ pub struct RunArgs {
     #[arg(long, default_value = "default")]
     pub strategy: StrategySpec,
     /// Replay the decisions saved in FILE (the same as --strategy
-    /// schedule:FILE), a schedule file or a reproducer (.rwd): with
-    /// another --target, re-tests a fix against the schedule that broke it.
+    /// schedule:FILE), a schedule file or a reproducer (.rwd). A
+    /// reproducer's run is run again on --target (another build re-tests a
+    /// fix) with its arguments, environment, seed, level and oracle; the
+    /// options given here replace those.
     #[arg(long, value_name = "FILE", conflicts_with = "strategy")]
     pub schedule: Option<PathBuf>,
     /// Stop the run after this long (e.g. 30s, 5m) of wall-clock time:
     /// nothing is written then.
-    #[arg(long = "time", short = 'V', value_parser = super::common::parse_duration)]
+    #[arg(long = "time", short = 'V', value_parser = super::common::parse_time_budget)]
     pub time: Option<std::time::Duration>,
     /// Save the decisions this run took, so --schedule FILE replays it.
     #[arg(long, value_name = "FILE")]
@@ -36,6 +40,14 @@ pub struct RunArgs {
     /// for `rewind-fuzz replay` and `show` on any machine.
     #[arg(long, value_name = "FILE")]
     pub save_rwd: Option<PathBuf>,
+    /// Run the host command a reproducer given as --schedule judges its
+    /// output with (`--oracle`); without it, such a reproducer is refused.
+    #[arg(long)]
+    pub run_oracle: bool,
+    /// The options given on the command line (set after parsing): with a
+    /// reproducer as --schedule, they replace its settings.
+    #[arg(skip)]
+    pub given: std::collections::BTreeSet<String>,
     /// Print every step: thread, operation, object, call site, result.
     #[arg(long)]
     pub trace: bool,
@@ -61,35 +73,148 @@ pub struct RunArgs {
     pub gdb_listen_any_address: bool,
 }
 
-/// What `--schedule FILE` names: a saved schedule, or a reproducer whose
-/// schedule is replayed on `--target` (which may be another build of the
-/// program: re-testing a fix against the schedule that broke it).
-fn schedule_spec(file: &std::path::Path, exe: &str) -> Result<StrategySpec, UserError> {
-    let data = crate::fsutil::read_foreign(file, crate::rwd::MAX_FILE).map_err(|e| {
-        UserError::bad_input(format!("cannot read --schedule {}: {e}", file.display()))
-    })?;
-    if !crate::rwd::Rwd::looks_like(&data) {
-        return Ok(StrategySpec::Schedule(file.to_path_buf()));
-    }
+/// What `--schedule FILE` holds.
+enum Replaying {
+    /// A saved schedule, and the failure it was saved for, if it says.
+    Schedule(Schedule, Option<(Signature, Naming)>),
+    /// A reproducer: its schedule runs with its settings.
+    Reproducer(Box<Rwd>),
+}
+
+/// Reads `--schedule FILE`: a saved schedule or a reproducer.
+fn read_schedule(file: &Path) -> Result<Replaying, UserError> {
     let name = file.display().to_string();
-    let rwd =
-        crate::rwd::Rwd::decode(&name, &data).map_err(|e| UserError::bad_input(e.to_string()))?;
-    if rwd.target.exe != exe {
+    let data = crate::fsutil::read_foreign(file, crate::rwd::MAX_FILE)
+        .map_err(|e| UserError::bad_input(format!("cannot read --schedule {name}: {e}")))?;
+    if Rwd::looks_like(&data) {
+        let rwd = Rwd::decode(&name, &data).map_err(|e| UserError::bad_input(e.to_string()))?;
+        if let Some(why) = rwd.incompatibility() {
+            return Err(UserError::bad_input(format!(
+                "{name} cannot be replayed here: {why}"
+            )));
+        }
+        return Ok(Replaying::Reproducer(Box::new(rwd)));
+    }
+    let schedule =
+        Schedule::from_json(&name, &data).map_err(|e| UserError::bad_input(e.to_string()))?;
+    let failure = Schedule::saved_failure(&data).and_then(|f| Signature::from_note(&f));
+    Ok(Replaying::Schedule(schedule, failure))
+}
+
+/// The run a reproducer records, on `given`'s program (another build, or
+/// the same one) with this host's files: its arguments, environment, seed,
+/// CPUs, step budget, memory, level and oracle, except those given on the
+/// command line (`given`), which replace them and are named in a note.
+fn reproducers_settings(
+    rwd: &Rwd,
+    name: &str,
+    given: &crate::vm::RunConfig,
+    a: &RunArgs,
+) -> Result<crate::vm::RunConfig, UserError> {
+    let mut cfg = rwd.run_config();
+    cfg.kernel.exe = given.kernel.exe.clone();
+    if let (Some(mine), Some(theirs)) = (cfg.kernel.argv.first_mut(), given.kernel.argv.first()) {
+        *mine = theirs.clone();
+    }
+    cfg.exclude_files = given.exclude_files.clone();
+    cfg.snapshot_at = given.snapshot_at;
+    let t = &a.target;
+    let mut replaced = Vec::new();
+    let mut given_here = |id: &str, flag: &str| {
+        let is = a.given.contains(id);
+        if is {
+            replaced.push(flag.to_string());
+        }
+        is
+    };
+    if given_here("args", "the arguments after --") {
+        cfg.kernel.argv.truncate(1);
+        cfg.kernel.argv.extend(t.args.iter().cloned());
+    }
+    if given_here("env", "--env") {
+        for e in &t.env {
+            let key = e.split_once('=').map_or(e.as_str(), |(k, _)| k);
+            cfg.kernel
+                .env
+                .retain(|x| x.split_once('=').map(|(k, _)| k) != Some(key));
+            cfg.kernel.env.push(e.clone());
+        }
+    }
+    if given_here("cpus", "--cpus") {
+        cfg.kernel.cpus = given.kernel.cpus;
+    }
+    if given_here("seed", "--seed") {
+        cfg.kernel.seed = given.kernel.seed;
+    }
+    if given_here("max_steps", "--max-steps") {
+        cfg.kernel.max_steps = given.kernel.max_steps;
+    }
+    if given_here("hang_steps", "--hang-steps") {
+        cfg.kernel.hang_steps = given.kernel.hang_steps;
+    }
+    if given_here("timeout", "--timeout") {
+        cfg.timeout = given.timeout;
+    }
+    if given_here("cwd", "--cwd") {
+        cfg.kernel.cwd = given.kernel.cwd.clone();
+    }
+    if given_here("memory", "--memory") {
+        cfg.memory_mib = given.memory_mib;
+    }
+    if given_here("no_shim", "--no-shim") {
+        cfg.shim = given.shim;
+    }
+    let expect = given_here("expect_stdout", "--expect-stdout");
+    if expect || given_here("oracle", "--oracle") {
+        cfg.oracle = given.oracle.clone();
+    } else {
+        consent_to_oracle(rwd, name, a.run_oracle)?;
+    }
+    let recorded_on = crate::escape::line(&rwd.target.exe).into_owned();
+    eprintln!(
+        "rewind-fuzz: note: running {name}'s schedule with its arguments, environment, seed, level and oracle (recorded on {recorded_on}); the files are this host's"
+    );
+    if !replaced.is_empty() {
+        let theirs = crate::escape::shell_words(&rwd.target.argv[1..]);
         eprintln!(
-            "rewind-fuzz: note: replaying the schedule of {name} (recorded on {}) on {exe}; the files and arguments are this command's",
-            crate::escape::line(&rwd.target.exe)
+            "rewind-fuzz: note: given here, these replace the reproducer's: {} (its arguments: {theirs})",
+            replaced.join(", ")
         );
     }
-    Ok(StrategySpec::Loaded(
-        Box::new(rwd.schedule()),
-        file.to_path_buf(),
-    ))
+    Ok(cfg)
 }
 
 pub fn run(a: RunArgs) -> Result<u8, UserError> {
     check_output("--save-rwd", a.save_rwd.as_deref())?;
     check_output("--save-schedule", a.save_schedule.as_deref())?;
     let mut cfg = a.target.config()?;
+    let file = match (&a.schedule, &a.strategy) {
+        (Some(f), _) | (None, StrategySpec::Schedule(f)) => Some(f.clone()),
+        (None, _) => None,
+    };
+    let replaying = file.as_deref().map(read_schedule).transpose()?;
+    let name = file
+        .as_ref()
+        .map(|f| f.display().to_string())
+        .unwrap_or_default();
+    // The failure the run is expected to give again, as its signature
+    // names it.
+    let mut expected: Option<(Signature, Naming)> = None;
+    let spec = match (replaying, &file) {
+        (Some(Replaying::Reproducer(rwd)), Some(f)) => {
+            cfg = reproducers_settings(&rwd, &name, &cfg, &a)?;
+            if rwd.expected.signature.is_failure() {
+                expected = Some((rwd.expected.signature.clone(), rwd.signature_naming));
+            }
+            StrategySpec::Loaded(Box::new(rwd.schedule()), f.clone())
+        }
+        (Some(Replaying::Schedule(s, failure)), Some(f)) => {
+            expected = failure;
+            super::common::limits_of_older_schedule(&mut cfg.kernel, &s, &a.target);
+            StrategySpec::Loaded(Box::new(s), f.clone())
+        }
+        _ => a.strategy.clone(),
+    };
     cfg.stream_output = !a.json;
     if let Some(t) = a.time {
         cfg.cancel = cfg
@@ -97,23 +222,11 @@ pub fn run(a: RunArgs) -> Result<u8, UserError> {
             .clone()
             .with_deadline(std::time::Instant::now() + t);
     }
-    let spec = match (&a.schedule, &a.strategy) {
-        (Some(f), _) | (None, StrategySpec::Schedule(f)) => schedule_spec(f, &cfg.kernel.exe)?,
-        (None, other) => other.clone(),
-    };
     // A replayed schedule runs at the level it was made at.
-    let read;
-    let replayed = match &spec {
-        StrategySpec::Schedule(f) => {
-            read = Schedule::load(f).map_err(|e| UserError::bad_input(e.to_string()))?;
-            Some((&read, f))
-        }
-        StrategySpec::Loaded(s, f) => Some((&**s, f)),
-        StrategySpec::Kind(_) => None,
-    };
-    if let Some((s, f)) = replayed {
-        let name = f.display().to_string();
+    if let StrategySpec::Loaded(s, _) = &spec {
         cfg.kernel.sync_points = replay_level(a.target.sync_points, s, &name)?;
+        cfg.kernel.step_rules = s.step_rules();
+        cfg.kernel.polls_retry_on_any_activity = s.polls_retry_on_any_activity();
     }
     let source = FileSource::host();
     if a.gdb {
@@ -143,15 +256,45 @@ pub fn run(a: RunArgs) -> Result<u8, UserError> {
         },
         (e, _) => vm_error(e),
     })?;
-    report.schedule.origin = format!("{spec} seed {}", a.target.seed);
+    report.schedule.origin = format!("{spec} seed {}", cfg.kernel.seed);
+    // Whether the failure the schedule was saved for happened again.
+    let again = expected.as_ref().map(|(want, naming)| {
+        let got = crate::report::RunFacts::of(&vm, &report).signature(
+            &report,
+            &mut crate::report::symbols::Symbolizer::new(),
+            *naming,
+        );
+        let verdict = if got == *want {
+            Again::Same
+        } else if got.is_failure() {
+            Again::Other(got)
+        } else {
+            Again::Gone
+        };
+        (want.clone(), verdict)
+    });
     // Files told from a private reproducer are private too.
     let mut readers = if cfg.exclude_files.is_empty() {
         crate::fsutil::Readers::Everyone
     } else {
         crate::fsutil::Readers::Owner
     };
+    let mut not_reproduced = false;
     if let Some(f) = &a.save_rwd {
-        readers = save_run(&cfg, &vm, &report, f)?;
+        // A recording is made to keep a failure: one that did not happen
+        // again is not written as though it had.
+        if let Some((want, verdict)) = &again
+            && !matches!(verdict, Again::Same)
+        {
+            not_reproduced = true;
+            eprintln!(
+                "rewind-fuzz: this run did not reproduce the failure {name} was saved for ({}); {} was not written",
+                crate::escape::line(&want.to_string()),
+                f.display()
+            );
+        } else {
+            readers = save_run(&cfg, &vm, &report, f)?;
+        }
         if !a.trace {
             report.events = None;
         }
@@ -206,6 +349,31 @@ pub fn run(a: RunArgs) -> Result<u8, UserError> {
                 eprintln!("{line}");
             }
         }
+        if let Some((want, verdict)) = &again {
+            let want = crate::escape::line(&want.to_string()).into_owned();
+            match verdict {
+                Again::Same => {
+                    eprintln!("rewind-fuzz: the failure {name} records happened again: {want}")
+                }
+                Again::Other(got) => eprintln!(
+                    "rewind-fuzz: the run failed another way than {name} records: {}; it records {want}",
+                    crate::escape::line(&got.to_string())
+                ),
+                Again::Gone => eprintln!(
+                    "rewind-fuzz: the failure {name} records did not happen: it records {want}"
+                ),
+            }
+        }
+    }
+    if not_reproduced {
+        return Ok(1);
     }
     Ok(exit_code(&report.outcome))
+}
+
+/// How a run compares with the failure its schedule was saved for.
+enum Again {
+    Same,
+    Other(Signature),
+    Gone,
 }

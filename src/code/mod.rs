@@ -9,11 +9,12 @@ pub mod emulate;
 pub mod inline;
 pub mod out_of_line;
 pub mod sites;
+pub mod trampoline;
 pub mod unwind;
 
 use std::sync::Arc;
 
-pub use sites::{Site, SiteKind, SiteTable, SyncPoints};
+pub use sites::{Site, SiteKind, SiteTable, StepRules, SyncPoints};
 
 /// One file-backed mapping of the guest, as /proc/self/maps would list it.
 #[derive(Clone, Debug)]

@@ -17,10 +17,10 @@ use super::emulate;
 use super::sites::{Site, SiteKind};
 use crate::arch::abi;
 
-/// How the dispatcher finds a site's operand, and the site's copy.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct OutOfLine {
-    /// The operand's displacement; its absolute address when RIP-relative.
+/// Where a site's operand is, in the terms the dispatcher computes it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Operand {
+    /// The displacement; the operand's absolute address when RIP-relative.
     pub displacement: u64,
     /// Base and index registers (x86 numbers, [`abi::SITES_NO_REG`] for
     /// none) and the index's scale as a shift.
@@ -29,6 +29,13 @@ pub struct OutOfLine {
     pub scale_shift: u8,
     /// The operand's size in bytes.
     pub size: u8,
+    pub rip_relative: bool,
+}
+
+/// How the dispatcher finds a breakpoint's operand, and the site's copy.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct OutOfLine {
+    pub operand: Operand,
     /// The copy's bytes, a whole stub slot.
     pub stub: Vec<u8>,
 }
@@ -57,15 +64,24 @@ fn number(r: Register) -> Option<u8> {
     GPRS.iter().position(|x| *x == r).map(|n| n as u8)
 }
 
-/// The plan for `site` at `va` with its copy in the stub slot at `stub_va`,
-/// when the dispatcher can take it: an atomic, load or store (not a spin,
-/// which gives way) whose operand is plain memory (no segment override,
-/// 64-bit address) of 1 to 16 bytes.
-pub fn plan(site: &Site, va: u64, stub_va: u64) -> Option<OutOfLine> {
-    if site.spins || site.kind == SiteKind::Spin {
-        return None;
-    }
+/// The operand of `site` at `va`, when the dispatcher can take the site:
+/// an atomic, load or store whose operand is plain memory (no segment
+/// override, 64-bit address) of 1 to 16 bytes, or a spin's `pause` or
+/// branch, which has none (size 0). With the instruction, decoded at `va`.
+pub fn operand(site: &Site, va: u64) -> Option<(Instruction, Operand)> {
     let i = emulate::decode(site.code(), va);
+    if site.kind == SiteKind::Spin {
+        let none = Operand {
+            displacement: 0,
+            base: abi::SITES_NO_REG,
+            index: abi::SITES_NO_REG,
+            scale_shift: 0,
+            size: 0,
+            rip_relative: false,
+        };
+        let memory = (0..i.op_count()).any(|n| i.op_kind(n) == OpKind::Memory);
+        return (!memory).then_some((i, none));
+    }
     let memory = (0..i.op_count()).filter(|n| i.op_kind(*n) == OpKind::Memory);
     if memory.count() != 1 || i.segment_prefix() != Register::None {
         return None;
@@ -85,7 +101,8 @@ pub fn plan(site: &Site, va: u64, stub_va: u64) -> Option<OutOfLine> {
     if ![1, 2, 4, 8, 16].contains(&size) {
         return None;
     }
-    let (displacement, base, index) = if i.is_ip_rel_memory_operand() {
+    let rip_relative = i.is_ip_rel_memory_operand();
+    let (displacement, base, index) = if rip_relative {
         (
             i.ip_rel_memory_address(),
             abi::SITES_NO_REG,
@@ -102,12 +119,28 @@ pub fn plan(site: &Site, va: u64, stub_va: u64) -> Option<OutOfLine> {
             reg(i.memory_index())?,
         )
     };
-    Some(OutOfLine {
+    let operand = Operand {
         displacement,
         base,
         index,
         scale_shift: i.memory_index_scale().trailing_zeros() as u8,
         size: size as u8,
+        rip_relative,
+    };
+    Some((i, operand))
+}
+
+/// The plan for `site` at `va` with its copy in the stub slot at `stub_va`,
+/// when the dispatcher can take it from a breakpoint: an atomic, load or
+/// store (see [`operand`]; a step that gives way must leave the guest then,
+/// and a stub's bytes are copied as they are, so no branch).
+pub fn plan(site: &Site, va: u64, stub_va: u64) -> Option<OutOfLine> {
+    if site.spins || site.kind == SiteKind::Spin {
+        return None;
+    }
+    let (i, operand) = operand(site, va)?;
+    Some(OutOfLine {
+        operand,
         stub: stub(&i, site, va, stub_va)?,
     })
 }
@@ -200,8 +233,16 @@ mod tests {
         // lock xadd [rdi+rcx*4+0x10], eax
         let s = site(&[0xf0, 0x0f, 0xc1, 0x44, 0x8f, 0x10], SiteKind::AtomicRmw);
         let p = plan(&s, 0x5555_0000_1000, abi::SITES_STUBS_VA).unwrap();
-        assert_eq!((p.base, p.index, p.scale_shift, p.size), (7, 1, 2, 4));
-        assert_eq!(p.displacement, 0x10);
+        assert_eq!(
+            (
+                p.operand.base,
+                p.operand.index,
+                p.operand.scale_shift,
+                p.operand.size
+            ),
+            (7, 1, 2, 4)
+        );
+        assert_eq!(p.operand.displacement, 0x10);
         assert_eq!(p.stub.len(), abi::SITES_STUB_BYTES as usize);
         assert_eq!(&p.stub[..6], s.code());
         let back = u64::from_le_bytes(p.stub[12..20].try_into().unwrap());
@@ -223,8 +264,11 @@ mod tests {
         );
         let va = 0x5555_0000_1000;
         let p = plan(&s, va, abi::SITES_STUBS_VA).unwrap();
-        assert_eq!(p.displacement, va + 9 + 0x2000);
-        assert_eq!((p.base, p.index), (abi::SITES_NO_REG, abi::SITES_NO_REG));
+        assert_eq!(p.operand.displacement, va + 9 + 0x2000);
+        assert_eq!(
+            (p.operand.base, p.operand.index),
+            (abi::SITES_NO_REG, abi::SITES_NO_REG)
+        );
         let text = disassemble(&p.stub, abi::SITES_STUBS_VA);
         // r15 is the first register the instruction leaves alone.
         assert_eq!(p.stub[p.stub.len() - 9], 15);

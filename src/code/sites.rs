@@ -81,6 +81,33 @@ impl std::str::FromStr for SyncPoints {
     }
 }
 
+/// How the steps of a run are made, where that changed between versions.
+/// Schedules and reproducers name decisions by step number, so one made
+/// under earlier rules replays under them.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum StepRules {
+    /// Reproducers of format 6 and earlier, schedules of version 2 and
+    /// earlier: an atomic in a retry loop gives way at every hit.
+    Format6,
+    /// An atomic in a retry loop gives way when the thread retries it (its
+    /// previous step was the same instruction): a compare-and-swap that
+    /// succeeds at once waits for nobody.
+    #[default]
+    Format7,
+}
+
+impl StepRules {
+    /// The rules a schedule of `version` was made under.
+    pub fn of_schedule(version: u32) -> StepRules {
+        if version <= 2 {
+            StepRules::Format6
+        } else {
+            StepRules::Format7
+        }
+    }
+}
+
 /// What a site does.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
@@ -190,6 +217,8 @@ pub struct SiteTable {
     /// entry (`etext`, a label): it may read its machine code as data, and
     /// an `int3` would show. Such an object is left unpatched.
     pub reads_own_code: bool,
+    /// The jumps to trampolines of the sites the dispatcher can take.
+    pub trampolines: super::trampoline::Trampolines,
 }
 
 impl SiteTable {
@@ -238,6 +267,16 @@ impl SiteTable {
     /// The function holding the code at file offset `offset`.
     fn function_at(&self, offset: u64) -> Option<&Function> {
         function_at(&self.functions, self.vaddr_of(offset)?)
+    }
+
+    /// Link-time address minus file offset of the executable segment that
+    /// file offsets `[lo, hi)` overlap (a mapping of it may start a little
+    /// before the segment, at a page boundary).
+    pub fn link_delta(&self, lo: u64, hi: u64) -> Option<u64> {
+        self.segments
+            .iter()
+            .find(|(a, b, _)| *a < hi && lo <= *b)
+            .map(|(_, _, d)| *d)
     }
 
     /// The link-time address of the code at file offset `offset`, when an
@@ -375,6 +414,7 @@ pub fn discover(elf: &[u8], level: SyncPoints) -> SiteTable {
         sites: BTreeMap::new(),
         counts: SiteCounts::default(),
         reads_own_code: false,
+        targets: entries.iter().copied().collect(),
     };
     for (start, end) in ranges {
         let instrs = finder.decode(start, end);
@@ -400,6 +440,22 @@ pub fn discover(elf: &[u8], level: SyncPoints) -> SiteTable {
     for site in &mut table.sites {
         let va = site.offset;
         site.fast = super::out_of_line::plan(site, va, crate::arch::abi::SITES_STUBS_VA).is_some();
+    }
+    if !table.reads_own_code {
+        let reports_caller = |offset: u64| table.reports_caller(offset);
+        let vaddr_of = |offset: u64| table.vaddr_of(offset);
+        let object = super::trampoline::Object {
+            bytes_at: &bytes_at,
+            targets: &finder.targets,
+            reports_caller: &reports_caller,
+            vaddr_of: &vaddr_of,
+            region: match object::read::elf::FileHeader::e_type(file.elf_header(), file.endian()) {
+                object::elf::ET_EXEC => super::trampoline::LOW_REGION_BYTE,
+                _ => super::trampoline::REGION_BYTE,
+            },
+        };
+        let trampolines = super::trampoline::plan(&table.sites, &object);
+        table.trampolines = trampolines;
     }
     table
 }
@@ -652,6 +708,8 @@ struct Finder<'f, 'd> {
     sites: BTreeMap<u64, Site>,
     counts: SiteCounts,
     reads_own_code: bool,
+    /// Addresses direct branches and calls reach.
+    targets: std::collections::BTreeSet<u64>,
 }
 
 /// A decoded instruction and the file offset of its first byte.
@@ -714,6 +772,15 @@ impl Finder<'_, '_> {
     fn scan(&mut self, instrs: &[Decoded]) {
         for d in instrs {
             let i = &d.instr;
+            if matches!(
+                i.flow_control(),
+                FlowControl::ConditionalBranch
+                    | FlowControl::UnconditionalBranch
+                    | FlowControl::Call
+            ) && i.op0_kind() == iced_x86::OpKind::NearBranch64
+            {
+                self.targets.insert(i.near_branch_target());
+            }
             if i.mnemonic() == Mnemonic::Lea
                 && i.is_ip_rel_memory_operand()
                 && (self.code_as_data)(i.ip_rel_memory_address())
@@ -970,6 +1037,7 @@ mod tests {
             sites: BTreeMap::new(),
             counts: SiteCounts::default(),
             reads_own_code: false,
+            targets: Default::default(),
         };
         let instrs = decoded(code, 0x1000);
         f.scan(&instrs);

@@ -101,6 +101,38 @@ pub fn caller(
     rbp: u64,
     read: &mut dyn FnMut(u64) -> Option<u64>,
 ) -> Option<Step> {
+    rule(data, start, file_offset, pc, interrupted)?.caller(rsp, rbp, read)
+}
+
+/// How to find the caller of a frame at one address: what `.eh_frame`
+/// says there, once looked up (the engine unwinds from the same few
+/// addresses again and again, and keeps these).
+#[derive(Clone, Copy, Debug)]
+pub struct FrameRule(Rules);
+
+impl FrameRule {
+    /// The caller of a frame whose stack and frame pointers are `rsp` and
+    /// `rbp`.
+    pub fn caller(
+        &self,
+        rsp: u64,
+        rbp: u64,
+        read: &mut dyn FnMut(u64) -> Option<u64>,
+    ) -> Option<Step> {
+        let step = self.0.apply(rsp, rbp, read)?;
+        (step.ra != 0 && step.cfa > rsp).then_some(step)
+    }
+}
+
+/// The rule for the frame at `pc` (as for [`caller`]), if `.eh_frame`
+/// gives one this unwinder follows.
+pub fn rule(
+    data: &std::sync::Arc<Vec<u8>>,
+    start: u64,
+    file_offset: u64,
+    pc: u64,
+    interrupted: bool,
+) -> Option<FrameRule> {
     static CACHE: std::sync::OnceLock<CfiCache> = std::sync::OnceLock::new();
     let cfi = {
         let mut cache = CACHE
@@ -115,9 +147,7 @@ pub fn caller(
     };
     let probe = if interrupted { pc } else { pc.wrapping_sub(1) };
     let bias = cfi.bias(start, file_offset, probe)?;
-    let mut ctx = gimli::UnwindContext::new();
-    let step = cfi.step(&mut ctx, probe.wrapping_sub(bias), rsp, rbp, read)?;
-    (step.ra != 0 && step.cfa > rsp).then_some(step)
+    cfi.rules_at(probe.wrapping_sub(bias)).map(FrameRule)
 }
 
 /// What the unwinder keeps of one object: its load segments and its
@@ -144,6 +174,22 @@ struct Rules {
     /// Where the caller's RBP is: saved at an offset from the CFA, equal to
     /// CFA plus an offset, or unchanged.
     rbp: RbpRule,
+}
+
+impl Rules {
+    /// The caller of a frame whose stack and frame pointers are `rsp` and
+    /// `rbp`.
+    fn apply(&self, rsp: u64, rbp: u64, read: &mut dyn FnMut(u64) -> Option<u64>) -> Option<Step> {
+        let base = if self.cfa_from_rbp { rbp } else { rsp };
+        let cfa = base.wrapping_add_signed(self.cfa_offset);
+        let ra = read(cfa.wrapping_add_signed(self.ra_offset))?;
+        let rbp = match self.rbp {
+            RbpRule::Saved(n) => read(cfa.wrapping_add_signed(n))?,
+            RbpRule::Value(n) => cfa.wrapping_add_signed(n),
+            RbpRule::Same => rbp,
+        };
+        Some(Step { ra, cfa, rbp })
+    }
 }
 
 #[derive(Clone, Copy, Debug)]
@@ -228,15 +274,28 @@ impl Cfi {
                 r
             }
         }?;
-        let base = if rules.cfa_from_rbp { rbp } else { rsp };
-        let cfa = base.wrapping_add_signed(rules.cfa_offset);
-        let ra = read(cfa.wrapping_add_signed(rules.ra_offset))?;
-        let rbp = match rules.rbp {
-            RbpRule::Saved(n) => read(cfa.wrapping_add_signed(n))?,
-            RbpRule::Value(n) => cfa.wrapping_add_signed(n),
-            RbpRule::Same => rbp,
-        };
-        Some(Step { ra, cfa, rbp })
+        rules.apply(rsp, rbp, read)
+    }
+
+    /// The rules at object address `at`, looked up once.
+    fn rules_at(&self, at: u64) -> Option<Rules> {
+        let cached = self
+            .rows
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .get(&at)
+            .copied();
+        match cached {
+            Some(r) => r,
+            None => {
+                let r = self.rules(&mut gimli::UnwindContext::new(), at);
+                self.rows
+                    .lock()
+                    .unwrap_or_else(|e| e.into_inner())
+                    .insert(at, r);
+                r
+            }
+        }
     }
 
     /// The rules `.eh_frame` gives for object address `at`, if it covers it

@@ -17,6 +17,11 @@
 //!    search over its step), so the run follows the default policy as long
 //!    as it can and the story starts close to the failure.
 //!
+//! The phases repeat until a round removes nothing and moves nothing: a
+//! decision moved later can make another one unnecessary, so one round is
+//! not always the fewest (a second `minimize` of the result finds nothing
+//! to remove).
+//!
 //! Every candidate is a complete run in one `Vm` (restored from its snapshot
 //! between candidates). A decision that names a thread that cannot run
 //! where it falls is skipped, so any subset is a valid candidate. After each
@@ -25,6 +30,7 @@
 //! it is deterministic; the budget (`execs`, `time`) can only stop it early.
 
 use std::collections::HashMap;
+use std::ops::ControlFlow;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -33,10 +39,13 @@ use crate::ids::Tid;
 use crate::kernel::vfs::SharedSource;
 use crate::observe::outcome::Outcome;
 use crate::report::RunFacts;
-use crate::report::signature::Signature;
+use crate::report::signature::{Naming, Signature};
 use crate::report::symbols::Symbolizer;
 use crate::sched::{Decision, Replay, RunUntilBlocked, SchedView, Schedule, Strategy};
 use crate::vm::{RunConfig, VmError};
+
+/// The most rounds of the three phases one minimization makes.
+const MAX_ROUNDS: usize = 16;
 
 /// How much minimization may spend.
 #[derive(Clone, Copy, Debug, Default)]
@@ -71,9 +80,14 @@ pub enum MinimizeError {
     Vm(#[from] VmError),
     #[error("the input schedule does not fail as expected: it gives {got}, not {want}")]
     NotReproduced { got: String, want: String },
+    /// The caller stopped the search before its first run.
+    #[error("stopped before the first run")]
+    Stopped,
 }
 
-/// Progress of a minimization, for people watching.
+/// Progress of a minimization, told before each run: for people watching,
+/// and for a caller that shares the machine's time with other work (the
+/// fuzzer), which may hold the run back or stop the search there.
 #[derive(Clone, Copy, Debug)]
 pub struct Progress {
     pub execs: u64,
@@ -157,12 +171,13 @@ enum Candidate<'c> {
 struct Search<'a> {
     runner: Runner,
     want: &'a Signature,
+    naming: Naming,
     sym: Symbolizer,
     execs: u64,
     start: Instant,
     budget: Budget,
     out_of_budget: bool,
-    progress: &'a mut dyn FnMut(Progress),
+    progress: &'a mut dyn FnMut(Progress) -> ControlFlow<()>,
     phase: &'static str,
 }
 
@@ -190,6 +205,14 @@ impl Search<'_> {
             self.out_of_budget = true;
             return Ok(None);
         }
+        let size = match c {
+            Candidate::Steps(d) => d.len(),
+            Candidate::Anchors(a) => a.len(),
+        };
+        if self.ask(size).is_break() {
+            self.out_of_budget = true;
+            return Ok(None);
+        }
         match self.run(c) {
             Ok((hit, _)) => Ok(hit),
             // A deadline or Ctrl-C ended the candidate's run: keep the best
@@ -202,20 +225,27 @@ impl Search<'_> {
         }
     }
 
+    /// Tells the caller a run of `decisions` is next; it may stop here.
+    fn ask(&mut self, decisions: usize) -> ControlFlow<()> {
+        (self.progress)(Progress {
+            execs: self.execs,
+            decisions,
+            phase: self.phase,
+        })
+    }
+
     fn run(&mut self, c: Candidate) -> Result<(Option<Hit>, Signature), VmError> {
         let log = Arc::new(Mutex::new(Vec::new()));
-        let (by_step, by_anchor, size) = match c {
+        let (by_step, by_anchor) = match c {
             Candidate::Steps(d) => (
                 Some(Replay::new(Schedule::new("minimize", d.to_vec()))),
                 HashMap::new(),
-                d.len(),
             ),
             Candidate::Anchors(a) => (
                 None,
                 a.iter()
                     .map(|a| ((a.thread, a.object, a.nth), a.pick))
                     .collect(),
-                a.len(),
             ),
         };
         let report = self.runner.run(Box::new(Anchoring {
@@ -226,12 +256,7 @@ impl Search<'_> {
         }))?;
         self.execs += 1;
         let vm = self.runner.vm().expect("a run was just made");
-        let sig = RunFacts::of(vm, &report).signature(&report, &mut self.sym);
-        (self.progress)(Progress {
-            execs: self.execs,
-            decisions: size,
-            phase: self.phase,
-        });
+        let sig = RunFacts::of(vm, &report).signature(&report, &mut self.sym, self.naming);
         let hit = (sig == *self.want).then(|| {
             let log = log.lock().unwrap();
             let decisions = report.schedule.decisions.clone();
@@ -279,9 +304,9 @@ pub fn minimize(
     cfg: &RunConfig,
     source: SharedSource,
     schedule: &Schedule,
-    want: &Signature,
+    (want, naming): (&Signature, Naming),
     budget: Budget,
-    progress: &mut dyn FnMut(Progress),
+    progress: &mut dyn FnMut(Progress) -> ControlFlow<()>,
 ) -> Result<Minimized, MinimizeError> {
     let mut quiet = cfg.clone();
     quiet.stream_output = false;
@@ -292,6 +317,7 @@ pub fn minimize(
     let mut s = Search {
         runner: Runner::new(quiet, source),
         want,
+        naming,
         sym: Symbolizer::new(),
         execs: 0,
         start: Instant::now(),
@@ -300,7 +326,11 @@ pub fn minimize(
         progress,
         phase: "check",
     };
-    // The input must fail as expected (this run is always made).
+    // The input must fail as expected (this run is made unless the caller
+    // stops the search before it).
+    if s.ask(schedule.decisions.len()).is_break() {
+        return Err(MinimizeError::Stopped);
+    }
     let (hit, got) = s.run(Candidate::Steps(&schedule.decisions))?;
     let Some(first) = hit else {
         return Err(MinimizeError::NotReproduced {
@@ -312,12 +342,20 @@ pub fn minimize(
     let window_before = window(&schedule.decisions, first.steps);
     let mut best = first;
 
-    s.phase = "cycle";
-    cycle_seed(&mut s, &mut best)?;
-    s.phase = "ddmin";
-    ddmin(&mut s, &mut best)?;
-    s.phase = "narrow";
-    narrow(&mut s, &mut best)?;
+    // Rounds until one changes nothing (or the budget ends the search);
+    // a bound on them, should moving decisions later never settle.
+    for _ in 0..MAX_ROUNDS {
+        let was = (best.decisions.clone(), best.steps);
+        s.phase = "cycle";
+        cycle_seed(&mut s, &mut best)?;
+        s.phase = "ddmin";
+        ddmin(&mut s, &mut best)?;
+        s.phase = "narrow";
+        narrow(&mut s, &mut best)?;
+        if s.out_of_budget || (best.decisions.clone(), best.steps) == was {
+            break;
+        }
+    }
 
     let mut out = Schedule::new(
         format!("minimized from {}", schedule.origin),

@@ -173,7 +173,11 @@ impl VmExecutor {
     /// The signature of the failing run just made.
     fn signature(&mut self, report: &RunReport) -> Signature {
         let vm = self.runner.vm().expect("a run was just made");
-        crate::report::RunFacts::of(vm, report).signature(report, &mut self.sym)
+        crate::report::RunFacts::of(vm, report).signature(
+            report,
+            &mut self.sym,
+            crate::report::signature::Naming::default(),
+        )
     }
 
     /// Runs one input and returns its report.

@@ -12,11 +12,13 @@
 //! feature counts and the status screen in one place without a broker.
 
 pub mod executor;
+mod findings;
 pub mod input;
 pub mod mutators;
 mod output;
 mod sync;
 
+pub use findings::{PENDING_FILE, SEARCH_RUNS_PER_MINIMIZE_RUN};
 pub use output::Prior;
 mod worker;
 
@@ -108,8 +110,13 @@ pub struct FuzzConfig {
     pub run: RunConfig,
     /// Fingerprint of the target (path and contents), stamped into inputs.
     pub target_fingerprint: u64,
-    /// The target as the user named it (for printed commands).
+    /// The target as the user named it (for people).
     pub target_name: String,
+    /// `rewind-fuzz run`'s words for the target and its settings, and the
+    /// program's arguments: a printed command runs the program as the
+    /// session does.
+    pub run_words: Vec<String>,
+    pub args: Vec<String>,
     pub out: PathBuf,
     pub jobs: usize,
     pub budget: Budget,
@@ -168,6 +175,9 @@ pub struct Progress {
     /// machine projects to another (exits are the unit of cost).
     pub steps: AtomicU64,
     pub exits: AtomicU64,
+    /// Runs and time minimization spent beside the search.
+    pub minimize_execs: AtomicU64,
+    pub minimize_us: AtomicU64,
     limit: Option<u64>,
 }
 
@@ -179,6 +189,8 @@ impl Progress {
             per_worker: (0..jobs).map(|_| AtomicU64::new(0)).collect(),
             steps: AtomicU64::new(0),
             exits: AtomicU64::new(0),
+            minimize_execs: AtomicU64::new(0),
+            minimize_us: AtomicU64::new(0),
             limit,
         }
     }
@@ -252,6 +264,8 @@ pub struct FuzzSummary {
     pub unsaved: Vec<String>,
     /// A system call some runs needed and the monitor lacks.
     pub unsupported: Option<String>,
+    /// Executions of the sessions before a `--resume`.
+    pub prior_execs: u64,
 }
 
 /// How many schedules coverage-guided fuzzing runs until one is accepted by
@@ -271,6 +285,8 @@ pub fn schedules_to_bug(
     let cfg = FuzzConfig {
         target_fingerprint: 0,
         target_name: run.kernel.exe.clone(),
+        run_words: vec!["--target".into(), run.kernel.exe.clone()],
+        args: run.kernel.argv[1..].to_vec(),
         run,
         out: out.path().to_path_buf(),
         jobs: 1,
@@ -303,6 +319,11 @@ pub fn schedules_to_bug(
 /// first one and minimization's included: a run can be millions of steps.
 pub fn fuzz(mut cfg: FuzzConfig, cancel: crate::machine::Cancel) -> Result<FuzzSummary, FuzzError> {
     let session_start = Instant::now();
+    // Recording a finding is cut short by neither the time budget nor
+    // Ctrl-C: it is one run, and a finding is kept as a reproducer (a
+    // second Ctrl-C quits at once).
+    let mut recording = cfg.run.clone();
+    recording.cancel = crate::machine::Cancel::new();
     let cancel = match cfg.budget.time {
         Some(t) => cancel.with_deadline(session_start + t),
         None => cancel,
@@ -310,6 +331,10 @@ pub fn fuzz(mut cfg: FuzzConfig, cancel: crate::machine::Cancel) -> Result<FuzzS
     cfg.run.cancel = cancel.clone();
     let mut out = output::Output::create(&cfg)?;
     let source = FileSource::host();
+    let recorder = findings::Recorder {
+        run: recording,
+        source: source.clone(),
+    };
     // One default run first: it checks the target runs at all, and PCT needs
     // to know how many decision points a run has.
     let crate::explore::Probe {
@@ -331,6 +356,7 @@ pub fn fuzz(mut cfg: FuzzConfig, cancel: crate::machine::Cancel) -> Result<FuzzS
                 findings: Vec::new(),
                 unsaved: Vec::new(),
                 unsupported: None,
+                prior_execs: out.prior_execs(),
             };
             out.finish(&cfg, &summary, &Progress::new(cfg.jobs, cfg.budget.execs));
             return Ok(summary);
@@ -382,6 +408,26 @@ pub fn fuzz(mut cfg: FuzzConfig, cancel: crate::machine::Cancel) -> Result<FuzzS
                     .expect("spawn a worker"),
             );
         }
+        // Minimization, beside the search (not for a session that only
+        // measures).
+        let minimizer = (cfg.minimize_execs > 0 && cfg.watch.is_none()).then(|| {
+            let (cfg, source, desk, progress) =
+                (&cfg, source.clone(), out.desk(), progress.clone());
+            std::thread::Builder::new()
+                .name("fuzz-minimize".into())
+                .spawn_scoped(scope, move || {
+                    findings::minimizer(cfg, source, &desk, &progress)
+                })
+                .expect("spawn the minimizer")
+        });
+        // Findings are recorded and written on a thread of their own.
+        let writer = {
+            let (cfg, recorder, desk) = (&cfg, &recorder, out.desk());
+            std::thread::Builder::new()
+                .name("fuzz-findings".into())
+                .spawn_scoped(scope, move || findings::writer(cfg, recorder, &desk))
+                .expect("spawn the findings writer")
+        };
         // The main thread: findings, files, status, sync.
         let mut hub_cursor = 0;
         loop {
@@ -389,15 +435,7 @@ pub fn fuzz(mut cfg: FuzzConfig, cancel: crate::machine::Cancel) -> Result<FuzzS
             if cancel.is_cancelled() {
                 progress.stop.store(true, Ordering::Relaxed);
             }
-            out.tick(
-                &cfg,
-                &shared,
-                &hub,
-                &mut hub_cursor,
-                &progress,
-                start,
-                &source,
-            );
+            out.tick(&cfg, &shared, &hub, &mut hub_cursor, &progress, start);
             if done {
                 break;
             }
@@ -413,16 +451,32 @@ pub fn fuzz(mut cfg: FuzzConfig, cancel: crate::machine::Cancel) -> Result<FuzzS
                 failure.get_or_insert(e);
             }
         }
+        progress.stop.store(true, Ordering::Relaxed);
+        // The last failures the workers found are recorded and handed to
+        // the minimizer, which uses what is left of its share, then the
+        // writer writes what it did.
+        let desk = out.desk();
+        loop {
+            out.tick(&cfg, &shared, &hub, &mut hub_cursor, &progress, start);
+            let d = desk.lock().unwrap();
+            if d.to_record.is_empty() && d.recorded.is_empty() && !d.writing {
+                break;
+            }
+            drop(d);
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        desk.lock().unwrap().no_more_tasks = true;
+        if let Some(m) = minimizer {
+            while !m.is_finished() {
+                out.tick(&cfg, &shared, &hub, &mut hub_cursor, &progress, start);
+                std::thread::sleep(Duration::from_millis(10));
+            }
+            let _ = m.join();
+        }
+        desk.lock().unwrap().closing = true;
+        let _ = writer.join();
         // Findings the workers reported last, and the final files.
-        out.tick(
-            &cfg,
-            &shared,
-            &hub,
-            &mut hub_cursor,
-            &progress,
-            start,
-            &source,
-        );
+        out.tick(&cfg, &shared, &hub, &mut hub_cursor, &progress, start);
     });
     if let Some(e) = failure {
         return Err(e);
@@ -447,150 +501,8 @@ pub fn fuzz(mut cfg: FuzzConfig, cancel: crate::machine::Cancel) -> Result<FuzzS
         findings: out.findings.clone(),
         unsaved: out.unsaved.clone(),
         unsupported: shared.unsupported.clone(),
+        prior_execs: out.prior_execs(),
     };
     out.finish(&cfg, &summary, &progress);
     Ok(summary)
-}
-
-/// A finding as written.
-pub(crate) struct Written {
-    /// The reproducer (or, when the session ended first, the schedule).
-    pub path: PathBuf,
-    /// The one-line summary.
-    pub headline: String,
-    /// Whether its schedule, run again from scratch, gave the same trace
-    /// (`None` when not checked: a wall-clock outcome, or no time left).
-    pub stable: Option<bool>,
-}
-
-/// Runs a finding's schedule again from scratch: whether it gives the same
-/// trace hash. The workers' runs start from a snapshot; this one starts the
-/// program, so it checks both ways of running agree. It is the measured
-/// `stability` of `fuzzer_stats` (AFL++ re-runs inputs for the same end).
-fn reruns_the_same(
-    cfg: &FuzzConfig,
-    f: &NewFailure,
-    source: &crate::kernel::vfs::SharedSource,
-) -> Option<bool> {
-    if f.kind.depends_on_the_host() {
-        return None;
-    }
-    let mut quiet = cfg.run.clone();
-    quiet.stream_output = false;
-    let mut vm = crate::vm::Vm::new(&quiet, source.clone()).ok()?;
-    vm.set_strategy(Box::new(crate::sched::Replay::new(
-        f.report.schedule.clone(),
-    )));
-    let again = vm.run().ok()?;
-    Some(again.trace_hash == f.report.trace_hash)
-}
-
-/// Writes one finding: its schedule minimized (within the budget), recorded
-/// as a reproducer, with its story beside it.
-fn findings_writer(
-    cfg: &FuzzConfig,
-    f: &NewFailure,
-    dir: &std::path::Path,
-    base: &str,
-    source: &crate::kernel::vfs::SharedSource,
-) -> Result<Written, String> {
-    let stable = reruns_the_same(cfg, f, source);
-    let mut schedule = f.report.schedule.clone();
-    schedule.origin = format!("rewind-fuzz finding {base}");
-    if cfg.minimize_execs > 0 {
-        let budget = crate::explore::minimize::Budget {
-            execs: Some(cfg.minimize_execs),
-            time: Some(Duration::from_secs(120)),
-        };
-        match crate::explore::minimize::minimize(
-            &cfg.run,
-            source.clone(),
-            &schedule,
-            &f.signature,
-            budget,
-            &mut |_| {},
-        ) {
-            Ok(m) => {
-                schedule = m.schedule;
-                schedule.origin = format!(
-                    "rewind-fuzz finding {base}, minimized from {} to {} decisions",
-                    m.before, m.after
-                );
-            }
-            // Kept as found: a reproducer that is not minimal beats none.
-            Err(e) => eprintln!("rewind-fuzz: warning: minimizing {base}: {e}"),
-        }
-    }
-    let rwd = match crate::rwd::record(&cfg.run, source.clone(), &schedule) {
-        Ok((rwd, _)) => rwd,
-        // The session ended before the finding's run could be recorded:
-        // its schedule is kept, to be recorded with `run --save-rwd`.
-        Err(VmError::Cancelled) => {
-            // Not recorded, so what it read is not known: private only
-            // when files were to be kept out.
-            let readers = if cfg.run.exclude_files.is_empty() {
-                crate::fsutil::Readers::Everyone
-            } else {
-                crate::fsutil::Readers::Owner
-            };
-            let path = dir.join(format!("{base}.schedule.json"));
-            schedule
-                .save_as(&path, readers)
-                .map_err(|e| format!("cannot save {}: {e}", path.display()))?;
-            let text = format!(
-                "{}\nThe session ended before this finding's run was recorded.\n{}",
-                f.report.outcome.summary(),
-                finding_commands(cfg, &path)
-            );
-            let txt = dir.join(format!("{base}.txt"));
-            crate::fsutil::write_atomically_as(&txt, text.as_bytes(), readers)
-                .map_err(|e| e.to_string())?;
-            return Ok(Written {
-                path,
-                headline: f.report.outcome.summary(),
-                stable,
-            });
-        }
-        Err(e) => return Err(e.to_string()),
-    };
-    let path = dir.join(format!("{base}.rwd"));
-    let excluding = !cfg.run.exclude_files.is_empty();
-    let readers = rwd.readers(excluding);
-    rwd.save_as(&path, readers).map_err(|e| e.to_string())?;
-    if let Some(note) = rwd.privacy_note(&path, excluding) {
-        eprintln!("rewind-fuzz: note: {note}");
-    }
-    // Told as `show` tells it: the guest's strings (thread names, output)
-    // escaped, so `cat`ing the story cannot drive the terminal.
-    let shown = rwd.for_display();
-    let mut teller = crate::rwd::story::StoryTeller::new(&shown);
-    let headline = teller.headline();
-    let mut story = crate::escape::text(&teller.text(40)).into_owned();
-    story.push('\n');
-    story.push_str(&finding_commands(cfg, &path));
-    // The story holds what the program printed: as private as the run.
-    let txt = dir.join(format!("{base}.txt"));
-    crate::fsutil::write_atomically_as(&txt, story.as_bytes(), readers)
-        .map_err(|e| e.to_string())?;
-    Ok(Written {
-        path,
-        headline,
-        stable,
-    })
-}
-
-/// The commands that use a finding.
-fn finding_commands(cfg: &FuzzConfig, path: &std::path::Path) -> String {
-    let p = path.display();
-    if path.extension().is_some_and(|e| e == "json") {
-        let rwd = path.with_extension("").with_extension("rwd");
-        return format!(
-            "  Record with: rewind-fuzz run --target {} --schedule {p} --save-rwd {} (and the session's options)\n",
-            cfg.target_name,
-            rwd.display()
-        );
-    }
-    format!(
-        "  Reproduce with: rewind-fuzz replay {p}\n  Explain with:   rewind-fuzz show {p}\n  Debug with:     rewind-fuzz gdb {p} --at end\n"
-    )
 }

@@ -16,11 +16,11 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use super::executor::{FeatureKind, NewFailure, Shared};
+use super::findings::{self, Desk, MinimizeTask, SharedDesk};
 use super::input::ScheduleInput;
 use super::sync::SyncDir;
 use super::{Finding, FuzzConfig, FuzzError, FuzzSummary, Hub, Progress, SYNC_INTERVAL};
 use crate::fsutil::write_atomically;
-use crate::kernel::vfs::SharedSource;
 
 /// Interval between lines of `plot_data`.
 /// How long one tick may spend reading the sync directory.
@@ -127,6 +127,12 @@ pub struct Output {
     stability_same: u64,
     /// Lines of the status block now on the terminal (0: none drawn).
     drawn: usize,
+    /// Findings handed between this thread, the writer and the minimizer.
+    desk: SharedDesk,
+    /// Findings whose minimization the session's end cut short.
+    cut_short: BTreeSet<String>,
+    /// The last status line printed (not on a terminal).
+    last_line_said: Option<String>,
 }
 
 fn setup_error(what: &str, path: &Path, e: std::io::Error) -> FuzzError {
@@ -173,7 +179,9 @@ impl Output {
             warned: BTreeSet::new(),
             samples: Vec::new(),
             last_plot: None,
-            last_line: None,
+            // The first line comes after an interval: at the start every
+            // count is zero.
+            last_line: Some(Instant::now()),
             last_screen: None,
             last_sync: None,
             sync,
@@ -183,6 +191,17 @@ impl Output {
             stability_checks: 0,
             stability_same: 0,
             drawn: 0,
+            desk: Arc::new(Mutex::new(Desk {
+                // What an earlier session did not finish goes on first.
+                waiting: if cfg.resume && cfg.minimize_execs > 0 {
+                    findings::pending_tasks(&cfg.out).into()
+                } else {
+                    Default::default()
+                },
+                ..Default::default()
+            })),
+            cut_short: BTreeSet::new(),
+            last_line_said: None,
             last_new_feature: Instant::now(),
             last_features: 0,
             start_wall: SystemTime::now()
@@ -190,6 +209,16 @@ impl Output {
                 .map_or(0, |d| d.as_secs()),
             screen: cfg.screen && std::io::stderr().is_terminal(),
         })
+    }
+
+    /// Executions of the sessions before a `--resume`.
+    pub fn prior_execs(&self) -> u64 {
+        self.prior.execs
+    }
+
+    /// The desk the writer and the minimizer work from.
+    pub fn desk(&self) -> SharedDesk {
+        self.desk.clone()
     }
 
     /// Signature ids of the findings the sessions before this one saved.
@@ -224,7 +253,6 @@ impl Output {
         hub_cursor: &mut usize,
         progress: &Progress,
         start: Instant,
-        source: &SharedSource,
     ) {
         self.export(cfg, hub, hub_cursor);
         if self.scanning || self.last_sync.is_none_or(|t| t.elapsed() >= SYNC_INTERVAL) {
@@ -233,9 +261,17 @@ impl Output {
         let pending: Vec<NewFailure> = std::mem::take(&mut shared.lock().unwrap().pending);
         // A session that measures (bench) only counts executions to its goal.
         if cfg.watch.is_none() {
-            for f in pending {
-                self.write_finding(cfg, f, start, source);
+            let seen_at = start.elapsed();
+            let mut desk = self.desk.lock().unwrap();
+            desk.to_record
+                .extend(pending.into_iter().map(|f| (f, seen_at)));
+            let recorded = std::mem::take(&mut desk.recorded);
+            let told = std::mem::take(&mut desk.told);
+            drop(desk);
+            for r in recorded {
+                self.announce(cfg, r);
             }
+            self.tell_minimized(told);
         }
         let sample = {
             let s = shared.lock().unwrap();
@@ -267,7 +303,7 @@ impl Output {
             self.write_stats(cfg, &sample, progress);
         }
         if !cfg.quiet {
-            self.show(cfg, &sample, progress);
+            self.show(cfg, &sample, progress, false);
         }
     }
 
@@ -376,21 +412,27 @@ impl Output {
         }
     }
 
-    fn write_finding(
-        &mut self,
-        cfg: &FuzzConfig,
-        f: NewFailure,
-        start: Instant,
-        source: &SharedSource,
-    ) {
+    /// Announces a finding the writer recorded (or could not), and hands
+    /// it to the minimizer.
+    fn announce(&mut self, cfg: &FuzzConfig, r: findings::Recorded) {
         self.erase_status();
+        let f = r.failure;
         let base = f.signature.file_stem();
-        let dir = self.out.join("findings");
-        let (path, summary) = match super::findings_writer(cfg, &f, &dir, &base, source) {
+        let (path, summary) = match r.written {
             Ok(w) => {
                 if let Some(same) = w.stable {
                     self.stability_checks += 1;
                     self.stability_same += u64::from(same);
+                }
+                if w.recorded && cfg.minimize_execs > 0 && !f.report.schedule.decisions.is_empty() {
+                    let schedule = f.report.schedule.clone();
+                    self.desk.lock().unwrap().waiting.push_back(MinimizeTask {
+                        base: base.clone(),
+                        found_with: schedule.decisions.len(),
+                        schedule,
+                        want: f.signature.clone(),
+                        naming: crate::report::signature::Naming::default(),
+                    });
                 }
                 (w.path, w.headline)
             }
@@ -415,13 +457,13 @@ impl Output {
             path: path.clone(),
             summary: summary.clone(),
             execs: f.execs,
-            elapsed: start.elapsed(),
+            elapsed: r.seen_at,
         };
         let p = path.display();
         let mut msg = format!(
             "\nrewind-fuzz: new finding after {} executions ({:.0?}): {}\n  {summary}\n",
             f.execs,
-            start.elapsed(),
+            r.seen_at,
             f.kind.class()
         );
         if f.kind.depends_on_the_host() {
@@ -430,9 +472,33 @@ impl Output {
             );
         }
         msg.push_str(&format!("  Saved to: {p}\n"));
-        msg.push_str(&super::finding_commands(cfg, &path));
+        msg.push_str(&findings::finding_commands(cfg, &path));
         eprint!("{msg}");
         self.findings.push(finding);
+    }
+
+    /// Says what became of the minimizations the writer wrote.
+    fn tell_minimized(&mut self, told: Vec<(String, bool, Result<String, String>)>) {
+        for (base, cut, line) in told {
+            if cut {
+                self.cut_short.insert(base.clone());
+            }
+            self.erase_status();
+            match line {
+                Ok(line) => eprintln!("rewind-fuzz: {line}"),
+                Err(e) => eprintln!("rewind-fuzz: warning: minimizing {base}: {e}"),
+            }
+        }
+    }
+
+    /// Findings whose minimization is not done: waiting, under way or cut
+    /// short.
+    fn minimize_pending(&self) -> Vec<String> {
+        let mut pending = self.desk.lock().unwrap().pending();
+        pending.extend(self.cut_short.iter().cloned());
+        pending.sort();
+        pending.dedup();
+        pending
     }
 
     /// `plot_data` in AFL++'s columns (afl-plot draws it), then ours:
@@ -600,6 +666,21 @@ impl Output {
             ("last_hang", when(self.last_finding(true)).to_string()),
             ("execs_since_crash", since_crash.to_string()),
             ("exec_timeout", cfg.run.timeout.as_millis().to_string()),
+            (
+                "minimize_execs",
+                progress.minimize_execs.load(Ordering::Relaxed).to_string(),
+            ),
+            (
+                "minimize_time",
+                format!(
+                    "{:.1}",
+                    progress.minimize_us.load(Ordering::Relaxed) as f64 / 1e6
+                ),
+            ),
+            (
+                "minimize_pending",
+                self.minimize_pending().len().to_string(),
+            ),
             ("stability", format!("{stability:.2}%")),
             ("stability_checks", self.stability_checks.to_string()),
             (
@@ -629,12 +710,32 @@ impl Output {
         self.warn_if_unwritten("fuzzer_stats", r);
     }
 
-    fn show(&mut self, cfg: &FuzzConfig, s: &Sample, progress: &Progress) {
-        let rate = s.execs as f64 / s.secs.max(1e-3);
+    /// The status: a block redrawn in place on a terminal, else a line
+    /// every [`LINE_INTERVAL`]; `last` draws it once more at the end, with
+    /// the counts the summary gives.
+    fn show(&mut self, cfg: &FuzzConfig, s: &Sample, progress: &Progress, last: bool) {
+        // A rate over less than a second says nothing.
+        let per_sec = |n: u64| {
+            if s.secs >= 1.0 {
+                format!("{:.1}", n as f64 / s.secs)
+            } else {
+                "-".to_string()
+            }
+        };
+        let rate = per_sec(s.execs);
+        let all_sessions = if self.prior.execs > 0 {
+            format!(" ({} in all sessions)", s.execs + self.prior.execs)
+        } else {
+            String::new()
+        };
+        let minimize_runs = progress.minimize_execs.load(Ordering::Relaxed);
+        let minimize_secs = progress.minimize_us.load(Ordering::Relaxed) as f64 / 1e6;
+        let pending = self.minimize_pending().len();
         if self.screen {
-            if self
-                .last_screen
-                .is_some_and(|t| t.elapsed() < Duration::from_secs(1))
+            if !last
+                && self
+                    .last_screen
+                    .is_some_and(|t| t.elapsed() < Duration::from_secs(1))
             {
                 return;
             }
@@ -642,7 +743,7 @@ impl Output {
             let per_job: Vec<String> = progress
                 .per_worker
                 .iter()
-                .map(|e| format!("{:.1}", e.load(Ordering::Relaxed) as f64 / s.secs.max(1e-3)))
+                .map(|e| per_sec(e.load(Ordering::Relaxed)))
                 .collect();
             let kinds = [
                 ("crashed", "crashed"),
@@ -668,7 +769,7 @@ impl Output {
             };
             let last_crash = self.last_finding(false);
             let last_hang = self.last_finding(true);
-            let lines = [
+            let mut lines = vec![
                 format!(" rewind-fuzz  {}", cfg.target_name),
                 format!(
                     "   elapsed   {:>10.0?}      budget  {}",
@@ -676,7 +777,7 @@ impl Output {
                     budget_text(cfg)
                 ),
                 format!(
-                    "   execs     {:>10}      per sec {rate:.1} (jobs: {})",
+                    "   execs     {:>10}      per sec {rate} (jobs: {}){all_sessions}",
                     s.execs,
                     per_job.join(" ")
                 ),
@@ -690,15 +791,24 @@ impl Output {
                     "   features  lock order {}, interleavings {}, handoffs {}, reads-from {}",
                     s.features[0], s.features[1], s.features[2], s.features[3]
                 ),
-                format!("   findings  {}", found.join(", ")),
+                format!("   findings  {} ({})", s.findings, found.join(", ")),
                 format!(
                     "   last      find {}, crash {}, hang {}",
                     ago(self.findings.last()),
                     ago(last_crash),
                     ago(last_hang)
                 ),
-                format!("   output    {}", self.out.display()),
+                format!(
+                    "   minimize  {minimize_runs} runs in {minimize_secs:.1}s (at most 1 in {} of all runs), {pending} finding(s) to go",
+                    findings::SEARCH_RUNS_PER_MINIMIZE_RUN + 1
+                ),
             ];
+            // The latest finding in the program's words.
+            if let Some(f) = self.findings.last() {
+                let summary: String = f.summary.chars().take(100).collect();
+                lines.push(format!("   latest    {summary}"));
+            }
+            lines.push(format!("   output    {}", self.out.display()));
             // Redrawn in place: the findings printed above it stay.
             let mut e = std::io::stderr().lock();
             let mut text = String::new();
@@ -713,10 +823,10 @@ impl Output {
             text.push_str("\x1b[J");
             let _ = e.write_all(text.as_bytes());
             self.drawn = lines.len();
-        } else if self.last_line.is_none_or(|t| t.elapsed() >= LINE_INTERVAL) {
+        } else if last || self.last_line.is_none_or(|t| t.elapsed() >= LINE_INTERVAL) {
             self.last_line = Some(Instant::now());
-            eprintln!(
-                "[{:>6.0}s] execs {} ({rate:.1}/s), corpus {}, features {}/{}/{}/{} (lock order/interleavings/handoffs/reads-from), findings {}",
+            let line = format!(
+                "[{:>6.0}s] execs {}{all_sessions} ({rate}/s), corpus {}, features {}/{}/{}/{} (lock order/interleavings/handoffs/reads-from), findings {}, minimizing {pending}",
                 s.secs,
                 s.execs,
                 s.corpus,
@@ -726,6 +836,11 @@ impl Output {
                 s.features[3],
                 s.findings
             );
+            // The closing line is not said twice.
+            if self.last_line_said.as_deref() != Some(line.as_str()) {
+                eprintln!("{line}");
+                self.last_line_said = Some(line);
+            }
         }
     }
 
@@ -758,6 +873,18 @@ impl Output {
         self.samples.push(s);
         self.write_plot_data();
         self.write_stats(cfg, &s, progress);
+        // What the next --resume minimizes first.
+        let pending = self.minimize_pending();
+        let list = self.out.join(findings::PENDING_FILE);
+        if pending.is_empty() {
+            let _ = std::fs::remove_file(&list);
+        } else {
+            let r = write_atomically(&list, format!("{}\n", pending.join("\n")).as_bytes());
+            self.warn_if_unwritten(findings::PENDING_FILE, r);
+        }
+        if !cfg.quiet {
+            self.show(cfg, &s, progress, true);
+        }
         let r = write_atomically(
             &self.out.join("coverage.svg"),
             coverage_svg(

@@ -160,7 +160,14 @@ pub fn serve(
             Err(e) if e.is_target_error() => {
                 return Err(e.into_target_error().expect("a target error"));
             }
-            // The connection went away: wait for the next one.
+            // gdb's `disconnect` (or gdb ending) closes the connection:
+            // the run waits where it is for the next one.
+            Err(e) if e.is_connection_error() => {
+                let step = session.timeline().vm().debug_kernel().step();
+                eprintln!(
+                    "rewind-fuzz: gdb disconnected; the run waits at step {step} for the next gdb"
+                );
+            }
             Err(e) => eprintln!("rewind-fuzz: the gdb connection ended: {e}"),
         }
     }

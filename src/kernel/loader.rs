@@ -255,6 +255,7 @@ fn map_image(
                 data: data.clone(),
                 offset: page_floor(off),
                 sites: sites.clone(),
+                jumps: false,
             };
             let len = page_ceil(file_end) - start;
             k.mm.map(&k.mem, Placement::Fixed(start), len, prot, backing, path)

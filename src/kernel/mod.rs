@@ -57,6 +57,11 @@ use vfs::{SharedSource, Vfs};
 
 /// Virtual time that passes at every step.
 pub const STEP_QUANTUM_NS: Nanos = 1_000;
+
+/// The default step budget: far past what a test makes (a run that goes
+/// round in circles ends long before, as hung without progress), yet a
+/// bound on a run that keeps reaching new states forever.
+pub const MAX_STEPS: u64 = 100_000_000;
 /// Virtual time-stamp-counter ticks per nanosecond (a 1 GHz TSC).
 pub const TSC_PER_NS: u64 = 1;
 /// Thread id of the main thread (and the process id).
@@ -86,6 +91,10 @@ pub struct KernelConfig {
     pub preload: Vec<String>,
     /// Stop the run after this many steps.
     pub max_steps: u64,
+    /// End the run as hung when its threads only go round states they
+    /// have been in for this many steps (`observe::progress`); 0 never.
+    #[serde(default)]
+    pub hang_steps: u64,
     /// How far scheduling points reach into user code.
     #[serde(default)]
     pub sync_points: SyncPoints,
@@ -96,11 +105,21 @@ pub struct KernelConfig {
     pub runtime_caller_sites: bool,
     /// Take polls, epoll waits and waiting reads of timer, signal and
     /// socket descriptors up again after any change to any pipe, counter,
-    /// socket, timer, signal or process, as reproducers of format 6 and
-    /// earlier recorded them, so that they replay step for step (new runs
-    /// take them up when what they wait on changes).
+    /// socket, timer, signal or process, as reproducers of format 7 and
+    /// earlier and schedules of version 3 and earlier recorded them, so
+    /// that they replay step for step (new runs take them up when what
+    /// they wait on changes).
     #[serde(default)]
     pub polls_retry_on_any_activity: bool,
+    /// How steps are made where that changed between versions (recorded by
+    /// schedules and reproducers, which replay under their own).
+    #[serde(default)]
+    pub step_rules: crate::code::StepRules,
+    /// Patch the sync sites the dispatcher can take with jumps to
+    /// trampolines (see `code::trampoline`) instead of breakpoints: how a
+    /// site reaches the dispatcher, never what a run does.
+    #[serde(skip)]
+    pub site_jumps: bool,
 }
 
 impl KernelConfig {
@@ -117,10 +136,13 @@ impl KernelConfig {
             seed: 0,
             epoch: 1_767_225_600, // 2026-01-01T00:00:00Z
             preload: Vec::new(),
-            max_steps: 1_000_000,
+            max_steps: MAX_STEPS,
+            hang_steps: crate::observe::progress::HANG_STEPS,
             sync_points: SyncPoints::Calls,
             runtime_caller_sites: false,
             polls_retry_on_any_activity: false,
+            step_rules: crate::code::StepRules::default(),
+            site_jumps: false,
         }
     }
 }
@@ -218,6 +240,10 @@ pub struct Kernel {
     space_users: BTreeMap<process::Pid, std::collections::BTreeSet<process::Pid>>,
     /// What changed since the waiters last looked (`ready`).
     changes: ready::Changes,
+    /// Whether the run still makes progress.
+    progress: crate::observe::progress::ProgressWatch,
+    /// What the code says of the frames sync sites unwind through.
+    frames: Arc<std::sync::Mutex<sync::FrameCache>>,
 }
 
 /// What processes sharing an open file description share besides the
@@ -264,6 +290,7 @@ impl Kernel {
         let mut pipes = sys_pipe::Pipes::default();
         pipes.set_memory(mem.size());
         let rng = ChaCha20Rng::seed_from_u64(config.seed);
+        let config_hang_steps = config.hang_steps;
         let name = config
             .exe
             .rsplit('/')
@@ -303,6 +330,8 @@ impl Kernel {
             children: BTreeMap::new(),
             space_users: BTreeMap::new(),
             changes: Default::default(),
+            progress: crate::observe::progress::ProgressWatch::new(config_hang_steps),
+            frames: Default::default(),
         };
         let first = process::Process {
             pid: MAIN_TID.0,
@@ -651,13 +680,37 @@ impl Kernel {
     fn begin_step(&mut self) {
         self.obs.begin_step();
         self.now += STEP_QUANTUM_NS;
-        self.cur().yielded = false;
+        let t = self.cur();
+        t.yielded = false;
+        t.last_site = None;
     }
 
     fn finish_step(&mut self, event: Event) {
         let tid = Tid(event.thread);
+        // A call that reads the clock sees it move on.
+        let clock = matches!(
+            event.op,
+            Operation::Syscall { nr } if [libc::SYS_clock_gettime, libc::SYS_gettimeofday, libc::SYS_time]
+                .contains(&(nr as i64))
+        )
+        .then_some(self.now);
+        let timer = self.next_timer_step().is_some();
+        let stuck = self.progress.stuck_after(&event, clock, timer);
         self.obs.record(event);
         self.expire_timers();
+        if stuck && !self.obs.ended() {
+            let rip = self.threads.get(&tid).map_or(0, |t| t.regs.rip);
+            let spin_cycle = self.spin_cycle();
+            match spin_cycle {
+                Some((threads, cycle)) => self.end(Outcome::Deadlocked { threads, cycle }),
+                None => self.end(Outcome::Hung {
+                    reason: HungReason::NoProgress,
+                    thread: tid.0,
+                    rip,
+                }),
+            }
+            return;
+        }
         if !self.obs.ended() && self.obs.step() >= self.config.max_steps {
             let spin_cycle = (!self.config.runtime_caller_sites)
                 .then(|| self.spin_cycle())
@@ -738,6 +791,18 @@ impl Kernel {
         // A site the dispatcher cannot take: its invalid opcode.
         if vector == 6 && self.sync_step(rip) {
             return true;
+        }
+        // A jump into an instruction a site's jump moved to its trampoline
+        // (a `switch`'s table, a landing pad): its first byte traps; it runs
+        // in its copy.
+        let trapped = match vector {
+            3 => Some(rip.wrapping_sub(1)),
+            6 => Some(rip),
+            _ => None,
+        };
+        if let Some(copy) = trapped.and_then(|a| self.mm.moved_copy(a)) {
+            self.cur().regs.rip = copy;
+            return false;
         }
         let sig = |signo: u32, code: i32, addr: u64| thread::PendingSignal {
             signo,

@@ -7,6 +7,7 @@ use super::thread::PendingSignal;
 use super::{FpuAccess, Kernel, SysResult, ThreadState, Tid, Wait};
 use crate::arch::cpu::{ExtendedState, RFLAGS_USER_MASK, UserRegs};
 use crate::arch::layout::{SEL_USER_CS, SEL_USER_DS};
+use crate::code::trampoline::Origin;
 use crate::memory::MemError;
 
 pub const SIG_DFL: u64 = 0;
@@ -252,8 +253,15 @@ fn build_frame(
     act: SigAction,
     cpu: &mut dyn FpuAccess,
 ) -> Result<(), MemError> {
+    let mut regs = k.cur().regs;
+    // A thread about to run a trampoline's copies stands, for its handler
+    // and its return, at the program's instruction they stand for.
+    if let Some(o) = k.mm.jump_origin(regs.rip) {
+        regs.rip = match o.origin {
+            Origin::Site(a) | Origin::Moved(a) => a,
+        };
+    }
     let t = k.cur();
-    let regs = t.regs;
     // After a call with its own mask (rt_sigsuspend, ppoll ...), the
     // handler's return restores the mask it replaced, not the call's.
     let old_mask = t.saved_mask.take().unwrap_or(t.sigmask());

@@ -14,6 +14,7 @@ use super::Kernel;
 use crate::arch::abi::*;
 use crate::arch::cpu::UserRegs;
 use crate::code::emulate::{self, Fault};
+use crate::code::trampoline::Origin;
 use crate::code::{Site, SiteTable, out_of_line};
 use crate::memory::{Backing, HIDDEN_MAPPING, MemError, Placement, Prot};
 use crate::observe::Reported;
@@ -23,6 +24,8 @@ unsafe extern "C" {
     static rewind_sites_end: u8;
     #[cfg(test)]
     static rewind_sites_miss: u8;
+    #[cfg(test)]
+    static rewind_sites_jump: u8;
 }
 std::arch::global_asm!(
     include_str!("../../guest/sites.S"),
@@ -37,6 +40,14 @@ std::arch::global_asm!(
     side_bytes = const SITES_SIDE_WORDS * 8,
     side_offset = const SITES_SIDE_OFFSET,
     code = const SITES_VA,
+    desc = const SITES_SAVE_DESC * 8,
+    jump_door = const SITES_JUMP_DOOR,
+    riprel_flag = const SITES_RIPREL_FLAG,
+    yield_flag = const SITES_YIELD_FLAG,
+    retry_flag = const SITES_RETRY_FLAG,
+    yield_limit = const SITES_YIELD_LIMIT * 8,
+    last_site = const SITES_LAST_SITE * 8,
+    retry_always = const SITES_RETRY_ALWAYS * 8,
     runtime_flag = const SITES_RUNTIME_FLAG,
     window_words = const SITES_STACK_WINDOW / 8,
     stack_lo = const SITES_STACK_LO * 8,
@@ -59,6 +70,14 @@ fn dispatcher() -> &'static [u8] {
 /// Whether `rip` is in the dispatcher or a stub.
 fn in_sites_code(rip: u64) -> bool {
     (SITES_VA..SITES_VA + SITES_CODE_SIZE).contains(&rip)
+}
+
+impl Kernel {
+    /// Whether `rip` is in code of the site path: the dispatcher, a stub or
+    /// a trampoline.
+    fn in_site_path(&self, rip: u64) -> bool {
+        in_sites_code(rip) || self.mm.vma_at(rip).is_some_and(|v| v.is_jumps())
+    }
 }
 
 /// The slot of the table an address hashes to first.
@@ -104,9 +123,12 @@ pub struct BufferedSite {
     /// The operand's address and its 16 bytes as read then.
     pub addr: u64,
     pub operand: [u8; 16],
-    /// For a site inside a runtime, the stack window as it was then
-    /// (empty for other sites).
-    pub stack: Vec<u8>,
+    /// For a site inside a runtime, where the dispatcher copied the stack
+    /// window as it was then, and its length in bytes (0 for other sites).
+    /// Read word by word as unwinding asks: the copy stays until the thread
+    /// runs again.
+    pub stack_at: u64,
+    pub stack_len: u64,
 }
 
 impl Kernel {
@@ -150,7 +172,7 @@ impl Kernel {
     /// pointer is in, where the dispatcher's stack window ends.
     pub fn publish_stack_bounds(&mut self) {
         let (rip, rsp) = (self.cur().regs.rip, self.cur().regs.rsp);
-        if in_sites_code(rip) {
+        if self.in_site_path(rip) {
             // Inside the dispatcher (after a page fill): its own stack.
             return;
         }
@@ -163,9 +185,28 @@ impl Kernel {
         }
     }
 
+    /// Publishes what the dispatcher needs to tell whether a step gives
+    /// way, and below which step it may buffer one that does (see
+    /// `abi::SITES_YIELD_LIMIT`).
+    pub fn publish_yield_limit(&mut self, limit: u64) {
+        let last = self.cur().last_site.unwrap_or(0);
+        let always = u64::from(self.config.step_rules == crate::code::StepRules::Format6);
+        for (word, v) in [
+            (SITES_YIELD_LIMIT, limit),
+            (SITES_LAST_SITE, last),
+            (SITES_RETRY_ALWAYS, always),
+        ] {
+            let at = SITES_DATA_VA + word * 8;
+            if self.mm.peek_u64(&self.mem, at) != Some(v) {
+                let _ = self.write_u64(at, v);
+            }
+        }
+    }
+
     /// Enters the sites the dispatcher can take of a new executable mapping
     /// (`len` bytes at `start` of the object whose site table is `table`,
-    /// from file offset `offset`).
+    /// from file offset `offset`): jumps to their trampolines where it can,
+    /// else entries of the table the dispatcher finds breakpoints' sites in.
     pub fn add_site_path(&mut self, start: u64, len: u64, offset: u64, table: &SiteTable) {
         if self
             .mm
@@ -174,6 +215,7 @@ impl Kernel {
         {
             return;
         }
+        let jumps = self.config.site_jumps && self.mm.enable_jumps(&self.mem, start);
         let Ok(mut used) = self.read_u64(SITES_DATA_VA + SITES_SAVE_USED * 8) else {
             return;
         };
@@ -181,7 +223,7 @@ impl Kernel {
             if used >= SITES_MAX {
                 break;
             }
-            if !site.fast {
+            if !site.fast || (jumps && table.trampolines.jump(site.offset).is_some()) {
                 continue;
             }
             let va = start + (site.offset - offset);
@@ -199,19 +241,20 @@ impl Kernel {
                 let at = SITES_TABLE_VA + slot * SITES_ENTRY_BYTES;
                 match self.mm.peek_u64(&self.mem, at) {
                     Some(0) | None => break at,
-                    Some(v) if v == va => break at,
+                    Some(rel) if at.wrapping_add(rel) == va => break at,
                     Some(_) => slot = (slot + 1) % SITES_SLOTS,
                 }
             };
             let runtime = table.reports_caller(site.offset);
             let mut e = [0u8; SITES_ENTRY_BYTES as usize];
-            e[0..8].copy_from_slice(&va.to_le_bytes());
-            e[8..16].copy_from_slice(&p.displacement.to_le_bytes());
-            e[16] = p.base;
-            e[17] = p.index;
-            e[18] = p.scale_shift | if runtime { SITES_RUNTIME_FLAG } else { 0 };
-            e[19] = p.size;
-            e[20..24].copy_from_slice(&((stub_va - SITES_VA) as u32).to_le_bytes());
+            e[0..8].copy_from_slice(&va.wrapping_sub(free).to_le_bytes());
+            let o = &p.operand;
+            e[8..16].copy_from_slice(&o.displacement.to_le_bytes());
+            e[16] = o.base;
+            e[17] = o.index;
+            e[18] = o.scale_shift | if runtime { SITES_RUNTIME_FLAG } else { 0 };
+            e[19] = o.size;
+            e[20..24].copy_from_slice(&(stub_va.wrapping_sub(free) as u32).to_le_bytes());
             e[24..32].copy_from_slice(&after);
             if self.mm.poke(&self.mem, stub_va, &p.stub).is_err()
                 || self.mm.poke(&self.mem, free, &e).is_err()
@@ -233,7 +276,7 @@ impl Kernel {
         error_code: u64,
         fault_addr: u64,
     ) -> bool {
-        if !in_sites_code(regs.rip) {
+        if !self.in_site_path(regs.rip) {
             return false;
         }
         let access = crate::memory::Access::from_error_code(error_code);
@@ -244,17 +287,25 @@ impl Kernel {
         true
     }
 
-    /// When an exception arrived in the sites area, the registers and
-    /// vector it stands for in the program: the breakpoint itself when the
-    /// dispatcher handed it over (its `ud2`) or could not read what it
-    /// needed; the site's instruction when its copy faulted. `None` when the
-    /// exception is the program's own.
+    /// When an exception arrived in the sites area or a trampoline, the
+    /// registers and vector it stands for in the program: the breakpoint
+    /// itself when the dispatcher handed it over (its `ud2`) or could not
+    /// read what it needed; the site's instruction when its copy faulted; a
+    /// moved instruction when its copy faulted. `None` when the exception
+    /// is the program's own.
     pub(super) fn site_path_origin(
         &mut self,
         regs: &UserRegs,
         vector: u8,
     ) -> Option<(UserRegs, u8)> {
         let rip = regs.rip;
+        if let Some(o) = self.mm.jump_origin(rip) {
+            let mut out = *regs;
+            out.rip = match o.origin {
+                Origin::Site(a) | Origin::Moved(a) => a,
+            };
+            return Some((out, vector));
+        }
         if !in_sites_code(rip) {
             return None;
         }
@@ -289,13 +340,16 @@ impl Kernel {
         let instr = emulate::decode(site.code(), b.va);
         let fs = self.cur().fs_base;
         let seen = emulate::preview(&instr, &b.regs, fs, &mut self.recorded(b));
+        let (mm, mem) = (&self.mm, &self.mem);
         let window = |a: u64| {
-            let at = usize::try_from(a.checked_sub(b.regs.rsp)?).ok()?;
-            let bytes = b.stack.get(at..at.checked_add(8)?)?;
-            (a % 8 == 0).then(|| u64::from_le_bytes(bytes.try_into().unwrap()))
+            let at = a.checked_sub(b.regs.rsp)?;
+            if a % 8 != 0 || at.checked_add(8)? > b.stack_len {
+                return None;
+            }
+            mm.peek_u64(mem, b.stack_at + at)
         };
         let reported = self.user_site(b.va, &table, off, &b.regs, &window);
-        self.site_step(&site, reported.site, seen);
+        self.site_step(&site, b.va, reported.site, seen);
         Some((site, reported))
     }
 
@@ -349,6 +403,14 @@ mod tests {
         let disp = i32::from_le_bytes(d[jmp + 2..jmp + 6].try_into().unwrap());
         let word = (SITES_VA + miss as u64).wrapping_add(disp as i64 as u64);
         assert_eq!(word, SITES_DATA_VA + SITES_SAVE_TARGET * 8);
+    }
+
+    #[test]
+    fn the_trampolines_door_is_where_the_contract_says() {
+        // SAFETY: both labels are in the section `rewind_sites_start` opens.
+        let off =
+            unsafe { (&raw const rewind_sites_jump).offset_from(&raw const rewind_sites_start) };
+        assert_eq!(off as u64, SITES_JUMP_DOOR);
     }
 
     #[test]

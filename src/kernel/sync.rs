@@ -2,6 +2,7 @@
 //! reaches a patched instruction, and the instruction's execution when the
 //! thread runs again (see `code::sites` and `code::emulate`).
 
+use std::collections::HashMap;
 use std::ops::ControlFlow;
 use std::sync::Arc;
 
@@ -19,22 +20,37 @@ use crate::observe::trace::{Event, Operation};
 const MAX_RUNTIME_FRAMES: usize = 12;
 
 /// One frame of the unwinding from a sync site (see `walk_callers`).
-struct Frame<'a> {
+struct Frame {
     /// 0 for the site itself, then one more per caller.
     depth: usize,
     /// The site's address, or a return address.
     pc: u64,
-    /// The file offset of the instruction (a return address's call).
-    at: u64,
-    data: &'a Arc<Vec<u8>>,
-    sites: Option<&'a SiteTable>,
+    facts: FrameFacts,
 }
 
-impl Frame<'_> {
-    /// Whether the frame's function is a language runtime's, by symbol.
-    fn runtime(&self) -> bool {
-        self.sites.and_then(|t| t.is_runtime(self.at)) == Some(true)
-    }
+/// What an object's code says of a frame at one address: pure functions of
+/// the object's bytes, kept once looked up (the engine unwinds from the same
+/// few addresses at every step of a site inside a runtime).
+#[derive(Clone, Copy, Debug)]
+pub(super) struct FrameFacts {
+    /// How to find the caller.
+    rule: Option<unwind::FrameRule>,
+    /// The function is a language runtime's, by symbol.
+    runtime: bool,
+    /// A return address's call is the program's code inlined into that
+    /// runtime function (its debug information says so).
+    users_call: bool,
+    /// What the function's name says it does to a lock.
+    lock_role: Option<crate::code::acquire::LockRole>,
+}
+
+/// [`FrameFacts`] by object (its bytes' address, the bytes kept alive so
+/// the address stays theirs) and file offset of the instruction (a return
+/// address's call), shared by every copy of a kernel.
+#[derive(Default)]
+pub(super) struct FrameCache {
+    objects: HashMap<usize, Arc<Vec<u8>>>,
+    facts: HashMap<(usize, u64, bool), FrameFacts>,
 }
 
 /// Guest memory as a thread sees it, for the emulator.
@@ -94,18 +110,43 @@ impl Kernel {
             Some(u64::from_le_bytes(b))
         };
         let reported = self.user_site(va, &table, off, &regs, &window);
-        self.site_step(&site, reported.site, seen);
+        self.site_step(&site, va, reported.site, seen);
         self.cur().pending_site = Some(PendingSite { va, site, reported });
         true
     }
 
-    /// The step of the current thread at `site`, reported at `user_site`,
-    /// whose operand's address and value are `seen`.
-    pub(super) fn site_step(&mut self, site: &Site, user_site: u64, seen: Option<(u64, u64)>) {
+    /// Whether the current thread's step at `site` (at `va`) gives way: a
+    /// spin always; an atomic in a retry loop when the thread retries it
+    /// (at every hit under the format-6 rules). The site dispatcher decides
+    /// alike (`guest/sites.S`), from the ring and the thread's last site
+    /// published before it ran.
+    pub(super) fn gives_way(&self, site: &Site, va: u64) -> bool {
+        match site.kind {
+            _ if !site.spins => false,
+            crate::code::SiteKind::Spin => true,
+            _ => {
+                self.config.step_rules == crate::code::StepRules::Format6
+                    || self.threads[&self.current].last_site == Some(va)
+            }
+        }
+    }
+
+    /// The step of the current thread at `site` (at `va`), reported at
+    /// `user_site`, whose operand's address and value are `seen`.
+    pub(super) fn site_step(
+        &mut self,
+        site: &Site,
+        va: u64,
+        user_site: u64,
+        seen: Option<(u64, u64)>,
+    ) {
         let tid = self.current;
+        let gives_way = self.gives_way(site, va);
         self.begin_step();
         self.obs.syscall_step(tid, false);
-        self.cur().yielded = site.spins;
+        let t = self.cur();
+        t.yielded = gives_way;
+        t.last_site = Some(va);
         let event = Event {
             step: self.obs.step(),
             thread: tid.0,
@@ -167,14 +208,10 @@ impl Kernel {
             if f.depth == 0 {
                 return ControlFlow::Continue(());
             }
-            let lock_function = f.sites.and_then(|t| t.lock_role(f.at));
+            let lock_function = f.facts.lock_role;
             // A runtime function's call may be the program's code inlined
             // into it (a thread's closure into `std::thread`'s).
-            let runtime = f.runtime()
-                && !f
-                    .sites
-                    .and_then(|t| t.vaddr_of(f.at + 1))
-                    .is_some_and(|a| crate::code::inline::is_users_call(f.data, a));
+            let runtime = f.facts.runtime && !f.facts.users_call;
             found.role = found.role.or(lock_function);
             if !runtime && site.is_none() {
                 site = Some(f.pc);
@@ -211,7 +248,7 @@ impl Kernel {
         }
         let mut caller = None;
         self.walk_callers(va, regs, stack, &mut |f| {
-            if f.depth > 0 && !f.runtime() {
+            if f.depth > 0 && !f.facts.runtime {
                 caller = Some(f.pc);
                 return ControlFlow::Break(());
             }
@@ -229,7 +266,7 @@ impl Kernel {
         va: u64,
         regs: &UserRegs,
         stack: &dyn Fn(u64) -> Option<u64>,
-        visit: &mut dyn FnMut(&Frame<'_>) -> ControlFlow<()>,
+        visit: &mut dyn FnMut(&Frame) -> ControlFlow<()>,
     ) {
         let (mut pc, mut rsp, mut rbp) = (va, regs.rsp, regs.rbp);
         for depth in 0..MAX_RUNTIME_FRAMES {
@@ -240,26 +277,46 @@ impl Kernel {
                 data,
                 offset,
                 sites,
+                ..
             } = &v.backing
             else {
                 return;
             };
             // A return address is looked up at its call instruction.
             let at = offset + (if depth == 0 { pc } else { pc - 1 } - v.start);
-            let frame = Frame {
-                depth,
-                pc,
-                at,
-                data,
-                sites: sites.as_deref(),
+            let key = (Arc::as_ptr(data) as usize, at, depth == 0);
+            let cached = self
+                .frames
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .facts
+                .get(&key)
+                .copied();
+            let facts = match cached {
+                Some(f) => f,
+                None => {
+                    let sites = sites.as_deref();
+                    let users_call = depth > 0
+                        && sites
+                            .and_then(|t| t.vaddr_of(at + 1))
+                            .is_some_and(|a| crate::code::inline::is_users_call(data, a));
+                    let f = FrameFacts {
+                        rule: unwind::rule(data, v.start, *offset, pc, depth == 0),
+                        runtime: sites.and_then(|t| t.is_runtime(at)) == Some(true),
+                        users_call,
+                        lock_role: sites.and_then(|t| t.lock_role(at)),
+                    };
+                    let mut cache = self.frames.lock().unwrap_or_else(|e| e.into_inner());
+                    cache.objects.entry(key.0).or_insert_with(|| data.clone());
+                    cache.facts.insert(key, f);
+                    f
+                }
             };
-            if visit(&frame).is_break() {
+            if visit(&Frame { depth, pc, facts }).is_break() {
                 return;
             }
             let mut read = |a: u64| stack(a);
-            let Some(step) =
-                unwind::caller(data, v.start, *offset, pc, depth == 0, rsp, rbp, &mut read)
-            else {
+            let Some(step) = facts.rule.and_then(|r| r.caller(rsp, rbp, &mut read)) else {
                 return;
             };
             (pc, rsp, rbp) = (step.ra, step.cfa, step.rbp);
@@ -279,6 +336,13 @@ impl Kernel {
         let fs = self.cur().fs_base;
         match emulate::execute(&instr, &mut regs, fs, &mut ThreadMemory(self)) {
             Ok(access) => {
+                // The instructions after a jump's site run in its
+                // trampoline.
+                if regs.rip == p.va + u64::from(p.site.len) {
+                    if let Some((jump, bias)) = self.mm.jump_at(p.va) {
+                        regs.rip = jump.after.wrapping_add(bias);
+                    }
+                }
                 self.cur().regs = regs;
                 if let Some(a) = access {
                     self.obs.sync_access(tid, &p.reported, p.site.kind, &a);

@@ -59,7 +59,7 @@ struct Interest {
     events: u32,
     data: u64,
     /// When an edge-triggered interest last reported: the activity count
-    /// (reproducers of format 6 and earlier), else the change count.
+    /// (reproducers of format 7 and earlier), else the change count.
     reported_at: Option<u64>,
     /// The objects its number named when it was added, rebound or looked
     /// at (in any process): what it watches.
@@ -320,7 +320,7 @@ fn wait(k: &mut Kernel, a: [u64; 6], timeout: Timeout, nr: u64) -> SysResult {
     // that may be ready.
     k.sync_files();
     // Edge-triggered interests report again after a change: any activity
-    // at all in reproducers of format 6 and earlier, else a change of what
+    // at all in reproducers of format 7 and earlier, else a change of what
     // they watch.
     let any_activity = k.config.polls_retry_on_any_activity;
     let now_at = if any_activity {

@@ -190,6 +190,7 @@ fn backing(
             data,
             offset: off,
             sites,
+            jumps: false,
         },
         path,
     ))

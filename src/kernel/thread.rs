@@ -91,7 +91,8 @@ impl Wait {
     }
 
     /// Whether it is a poll or a read of a descriptor, which (in
-    /// reproducers of format 6 and earlier) any change takes up again.
+    /// reproducers of format 7 and earlier, schedules of version 3 and
+    /// earlier) any change takes up again.
     fn is_poll(&self) -> bool {
         matches!(self, Wait::Poll { .. } | Wait::Readable { .. })
     }
@@ -166,6 +167,10 @@ pub struct Thread {
     pub name: String,
     /// Whether the thread asked to give up the CPU at its last step.
     pub yielded: bool,
+    /// The sync site (its instruction's address) of the thread's last step,
+    /// if that step was one: an atomic in a retry loop taken again right
+    /// after is a retry.
+    pub last_site: Option<u64>,
     /// A sync site whose step the thread took and whose instruction it has
     /// not executed yet (it runs when the thread is next entered).
     pub pending_site: Option<PendingSite>,
@@ -215,6 +220,7 @@ impl Thread {
             altstack: AltStack::default(),
             name,
             yielded: false,
+            last_site: None,
             pending_site: None,
             saved_mask: None,
             mempolicy: (0, 0),

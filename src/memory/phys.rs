@@ -71,10 +71,15 @@ impl PhysMemory {
 
     /// Reads bytes at a guest-physical address.
     pub fn read(&self, pa: u64, buf: &mut [u8]) {
+        // Draining the hint ring reads small records by the thousand: a
+        // direct copy is several times cheaper than the region lookup.
         self.check(pa, buf.len());
-        self.mem
-            .read_slice(buf, GuestAddress(pa))
-            .expect("checked range");
+        // SAFETY: the range was checked to lie inside the mapping, which lives
+        // as long as `self`; the vCPU does not run while the monitor reads,
+        // and `buf` is the caller's own memory, apart from the guest's.
+        unsafe {
+            std::ptr::copy_nonoverlapping(self.host.add(pa as usize), buf.as_mut_ptr(), buf.len())
+        };
     }
 
     /// Writes bytes at a guest-physical address, recording the pages as dirty.

@@ -14,6 +14,9 @@ use std::sync::Arc;
 
 use crate::code::SiteTable;
 
+mod jumps;
+use jumps::JumpSet;
+
 use super::paging::{
     PTE_A, PTE_ADDR, PTE_COW, PTE_KEEP, PTE_P, PTE_W, PageTables, Prot, flags_keeping_cow,
     maybe_cached, owned_page,
@@ -59,13 +62,20 @@ impl From<PhysError> for MemError {
 pub enum Backing {
     /// Zero-filled anonymous memory.
     Anon,
-    /// A private copy of a file's bytes starting at `offset`, with an
-    /// `int3` over the first byte of each of `sites` (sync sites) in it.
+    /// A private copy of a file's bytes starting at `offset`, with each of
+    /// `sites` (sync sites) in it patched: a jump to its trampoline when
+    /// `jumps` (and it has one), else a trap over its first byte.
     File {
         data: Arc<Vec<u8>>,
         offset: u64,
         sites: Option<Arc<SiteTable>>,
+        jumps: bool,
     },
+    /// The trampolines of the object whose sites `table` holds, loaded with
+    /// `bias` (runtime minus link-time address; see `code::trampoline`).
+    /// The monitor's own: a program mapping over them takes their place,
+    /// and the object's sites go back to traps.
+    Jumps { table: Arc<SiteTable>, bias: u64 },
     /// The pages of shared memory object `object` (the pool's, see
     /// [`PageAllocator::object_page`]) from byte `offset`: every mapping of
     /// the object, in any address space, maps the same guest-physical
@@ -80,6 +90,7 @@ impl Backing {
             data,
             offset,
             sites: None,
+            jumps: false,
         }
     }
 }
@@ -108,10 +119,16 @@ impl Vma {
                 data,
                 offset,
                 sites,
+                jumps,
             } => Backing::File {
                 data: data.clone(),
                 offset: offset + (at - self.start),
                 sites: sites.clone(),
+                jumps: *jumps,
+            },
+            Backing::Jumps { table, bias } => Backing::Jumps {
+                table: table.clone(),
+                bias: *bias,
             },
             Backing::Shared { object, offset } => Backing::Shared {
                 object: *object,
@@ -381,19 +398,20 @@ impl AddressSpace {
         if start < MMAP_MIN_ADDR || end > USER_END || start >= end {
             return false;
         }
-        if let Some((_, v)) = self.vmas.range(..end).next_back() {
-            if v.end > start {
-                return false;
-            }
-        }
-        true
+        // Trampolines give way (see `Backing::Jumps`).
+        !self
+            .vmas
+            .range(..end)
+            .rev()
+            .take_while(|(_, v)| v.end > start)
+            .any(|(_, v)| !v.is_jumps())
     }
 
     /// The highest free range of `len` bytes below `MMAP_BASE` (Linux's
-    /// top-down layout).
+    /// top-down layout), trampolines not counting.
     fn find_free(&self, len: u64) -> Option<u64> {
         let mut top = MMAP_BASE;
-        for v in self.vmas.values().rev() {
+        for v in self.vmas.values().rev().filter(|v| !v.is_jumps()) {
             if v.start >= top {
                 continue;
             }
@@ -448,6 +466,7 @@ impl AddressSpace {
                 }
             }
         };
+        self.evict_jumps(mem, start, start + len);
         let vma = Vma {
             start,
             end: start + len,
@@ -505,17 +524,29 @@ impl AddressSpace {
         self.vmas.range(start..end).map(|(k, _)| *k).collect()
     }
 
-    /// Removes mappings in `[addr, addr+len)`.
+    /// Removes mappings in `[addr, addr+len)`. Trampolines there take the
+    /// jumps to them away first; code whose jumps go to trampolines takes
+    /// them along once no mapping of it is left.
     pub fn unmap(&mut self, mem: &PhysMemory, addr: u64, len: u64) -> Result<(), MemError> {
         if addr % PAGE_SIZE != 0 || len == 0 {
             return Err(MemError::Invalid);
         }
         let end = addr.checked_add(page_ceil(len)).ok_or(MemError::Invalid)?;
+        self.evict_jumps(mem, addr, end);
+        let leaving = self.jump_sets_in(addr, end);
+        self.remove_range(mem, addr, end);
+        for set in leaving {
+            self.drop_unused_jump_set(mem, &set);
+        }
+        Ok(())
+    }
+
+    /// Removes the mappings in `[addr, end)` and their pages.
+    fn remove_range(&mut self, mem: &PhysMemory, addr: u64, end: u64) {
         for k in self.isolate(addr, end) {
             let v = self.vmas.remove(&k).expect("isolated");
             self.drop_pages(mem, v.start, v.end);
         }
-        Ok(())
     }
 
     fn drop_pages(&mut self, mem: &PhysMemory, start: u64, end: u64) {
@@ -620,6 +651,7 @@ impl AddressSpace {
                 return Ok(old);
             }
             if old + old_len == vma.end && self.range_is_free(vma.end, old + new_len) {
+                self.evict_jumps(mem, vma.end, old + new_len);
                 self.split_at(old);
                 let v = self.vmas.get_mut(&old).expect("split");
                 v.end = old + new_len;
@@ -639,6 +671,12 @@ impl AddressSpace {
             }
             None => self.find_free(new_len).ok_or(MemError::NoMemory)?,
         };
+        self.evict_jumps(mem, dest, dest + new_len);
+        // Jumps reach trampolines at a fixed distance: moved code has none.
+        if let Some(set) = JumpSet::of(&vma) {
+            self.drop_jump_set(mem, &set);
+        }
+        let vma = self.vma_at(old).cloned().ok_or(MemError::Fault)?;
         let moved = old_len.min(new_len);
         let mut v = vma.clone();
         v.backing = vma.backing_from(old);
@@ -679,7 +717,7 @@ impl AddressSpace {
             let stop = v.end.min(end);
             let refill = match &v.backing {
                 Backing::Anon => None,
-                Backing::File { .. } => Some(v.clone()),
+                Backing::File { .. } | Backing::Jumps { .. } => Some(v.clone()),
                 // The object's pages are what it holds: Linux's next touch
                 // finds them again.
                 Backing::Shared { .. } => {
@@ -719,6 +757,7 @@ impl AddressSpace {
             if !self.range_is_free(old_top, new_top) {
                 return self.brk_end;
             }
+            self.evict_jumps(mem, old_top, new_top);
             if old_top == self.brk_start {
                 let vma = Vma {
                     start: old_top,
@@ -1103,7 +1142,7 @@ impl AddressSpace {
                 Backing::Shared { offset, .. } if !v.name.is_empty() => {
                     (*offset, 1 + (v.name.len() as u64 * 7919) % 100_000)
                 }
-                Backing::Shared { .. } | Backing::Anon => (0, 0),
+                Backing::Shared { .. } | Backing::Anon | Backing::Jumps { .. } => (0, 0),
             };
             let line = format!(
                 "{:08x}-{:08x} {}{}{}{} {:08x} {} {}",
@@ -1132,6 +1171,12 @@ impl AddressSpace {
 /// (a zeroed page), with its sync sites patched. Anonymous mappings need
 /// nothing.
 fn fill_from_file(mem: &PhysMemory, v: &Vma, va: u64, pa: u64) {
+    if let Backing::Jumps { table, bias } = &v.backing {
+        if let Some(page) = table.trampolines.page(va.wrapping_sub(*bias)) {
+            mem.write(pa, page);
+        }
+        return;
+    }
     if let Backing::File { data, offset, .. } = &v.backing {
         let file_off = offset + (va - v.start);
         if let Ok(off) = usize::try_from(file_off) {
@@ -1150,27 +1195,39 @@ fn fill_from_file(mem: &PhysMemory, v: &Vma, va: u64, pa: u64) {
 /// `/proc/self/maps` leaves out (the sync sites' dispatcher and tables).
 pub const HIDDEN_MAPPING: &str = "[rewind-sites]";
 
-/// Puts, in `buf` (bytes at `va`, within mapping `v`), the first bytes of
-/// the sync sites there: the originals (a read for the program), or the
-/// patches a page filled from the file gets.
+/// Puts, in `buf` (bytes at `va`, within mapping `v`), the bytes of the
+/// sync sites' patches there: the originals (a read for the program), or
+/// the patches a page filled from the file gets (a site's jump to its
+/// trampoline, five bytes, when the mapping's jumps are on and it has one;
+/// else a trap over its first byte).
 fn site_bytes(v: &Vma, va: u64, buf: &mut [u8], original: bool) {
     let Backing::File {
         data,
         offset,
         sites: Some(sites),
+        jumps,
     } = &v.backing
     else {
         return;
     };
     let lo = offset + (va - v.start);
     let hi = lo + buf.len() as u64;
-    for s in sites.in_range(lo, hi) {
-        let byte = match original {
-            true => data.get(s.offset as usize).copied(),
-            false => Some(s.patch_byte()),
+    // A jump starting up to four bytes before `lo` reaches into it.
+    for s in sites.in_range(lo.saturating_sub(4), hi) {
+        let jump = sites.trampolines.jump(s.offset);
+        let patch: &[u8] = match (original, jump) {
+            (false, Some(j)) if *jumps => &j.patch,
+            (false, _) => &[s.patch_byte()],
+            (true, Some(_)) => data.get(s.offset as usize..).unwrap_or(&[]),
+            (true, None) => data
+                .get(s.offset as usize..=s.offset as usize)
+                .unwrap_or(&[]),
         };
-        if let Some(b) = byte {
-            buf[(s.offset - lo) as usize] = b;
+        for (k, b) in patch.iter().take(5).enumerate() {
+            let at = s.offset + k as u64;
+            if (lo..hi).contains(&at) {
+                buf[(at - lo) as usize] = *b;
+            }
         }
     }
 }

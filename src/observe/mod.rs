@@ -8,6 +8,7 @@ pub mod failure;
 pub mod locks;
 pub mod oracle;
 pub mod outcome;
+pub mod progress;
 pub mod trace;
 
 use std::collections::{BTreeMap, BTreeSet};

@@ -60,12 +60,16 @@ pub fn wait_cycle(threads: &[BlockedThread]) -> Vec<u32> {
 pub enum HungReason {
     /// `--max-steps` scheduling points were taken.
     MaxSteps,
+    /// The threads only went round states they had been in, for
+    /// `--hang-steps` steps (see `observe::progress`).
+    NoProgress,
 }
 
 impl HungReason {
     pub fn as_str(self) -> &'static str {
         match self {
             HungReason::MaxSteps => "max-steps",
+            HungReason::NoProgress => "no-progress",
         }
     }
 }
@@ -192,9 +196,12 @@ impl Outcome {
                 thread,
                 rip,
             } => match reason {
-                HungReason::MaxSteps => {
-                    format!("hung: the step limit was reached (thread {thread} at rip {rip:#x})")
-                }
+                HungReason::MaxSteps => format!(
+                    "hung: the step limit was reached (thread {thread} at rip {rip:#x}; --max-steps raises it)"
+                ),
+                HungReason::NoProgress => format!(
+                    "hung: no progress, the threads only went round states they had been in (thread {thread} at rip {rip:#x}; --hang-steps raises how long that may last)"
+                ),
             },
             Outcome::TimedOut { thread, rip } => format!(
                 "timed out: thread {thread} ran for the wall-clock --timeout without a scheduling point (rip {rip:#x}); how far a run gets in that time depends on this host's speed and load"

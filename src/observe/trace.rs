@@ -22,6 +22,18 @@ pub enum Operation {
     Sync { site: SiteKind },
 }
 
+impl Operation {
+    /// The operation as one word (a system call's number; hints and sites
+    /// above every system call), as the trace hash takes it.
+    pub fn word(self) -> u64 {
+        match self {
+            Operation::Syscall { nr } => nr,
+            Operation::Hint { op } => crate::arch::abi::HINT_SYSCALL << 8 | op as u64,
+            Operation::Sync { site } => (crate::arch::abi::HINT_SYSCALL + 1) << 8 | site as u64,
+        }
+    }
+}
+
 /// One step of a run.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Event {
@@ -82,11 +94,7 @@ impl Trace {
     /// use hold whatever the program left there, which would make two runs
     /// that behave the same differ.
     pub fn step(&mut self, ev: Event) {
-        let nr = match ev.op {
-            Operation::Syscall { nr } => nr,
-            Operation::Hint { op } => crate::arch::abi::HINT_SYSCALL << 8 | op as u64,
-            Operation::Sync { site } => (crate::arch::abi::HINT_SYSCALL + 1) << 8 | site as u64,
-        };
+        let nr = ev.op.word();
         let rec = [
             ev.step,
             ev.thread as u64,

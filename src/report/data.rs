@@ -60,14 +60,31 @@ impl DataSymbols {
             if let Some(n) = super::varnames::describe(&o.data, name, v - start) {
                 return Some(n);
             }
+            let name = demangled(name);
             return Some(if v == *start {
-                name.clone()
+                name
             } else {
                 format!("{name}+{:#x}", v - start)
             });
         }
         None
     }
+}
+
+/// A data symbol's name as the program's source spells it: Rust's (legacy
+/// and v0 mangling, without the hash) and C++'s demangled, others as they
+/// are.
+fn demangled(name: &str) -> String {
+    if let Ok(rust) = rustc_demangle::try_demangle(name) {
+        return format!("{rust:#}");
+    }
+    if name.starts_with("_Z")
+        && let Ok(cpp) = cpp_demangle::Symbol::new(name)
+        && let Ok(text) = cpp.demangle(&cpp_demangle::DemangleOptions::new().no_params())
+    {
+        return text;
+    }
+    name.to_string()
 }
 
 impl DataObject {
@@ -118,5 +135,24 @@ impl DataObject {
             span,
             symbols,
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn data_symbols_are_named_as_the_source_spells_them() {
+        assert_eq!(
+            demangled("_RNvNtNtCsjrHSEGnQ3l9_3std2io5stdio6STDOUT"),
+            "std::io::stdio::STDOUT"
+        );
+        assert_eq!(
+            demangled("_ZN3std2io5stdio6STDOUT17h0123456789abcdefE"),
+            "std::io::stdio::STDOUT"
+        );
+        assert_eq!(demangled("_ZN5Queue5mutexE"), "Queue::mutex");
+        assert_eq!(demangled("forks"), "forks");
     }
 }

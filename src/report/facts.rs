@@ -6,7 +6,7 @@ use std::collections::BTreeMap;
 use crate::code::unwind;
 use crate::ids::Tid;
 use crate::observe::outcome::Outcome;
-use crate::report::signature::{self, Signature};
+use crate::report::signature::{self, Naming, Signature};
 use crate::report::symbols::{Mapping, Symbolizer};
 use crate::vm::{RunReport, Vm};
 
@@ -49,8 +49,10 @@ impl RunFacts {
         }
     }
 
-    /// The failure signature of the run.
-    pub fn signature(&self, report: &RunReport, sym: &mut Symbolizer) -> Signature {
+    /// The failure signature of the run, its sites named as `naming` says
+    /// (a new signature's: [`Naming::default`]; one to compare with a
+    /// reproducer's: the reproducer's).
+    pub fn signature(&self, report: &RunReport, sym: &mut Symbolizer, naming: Naming) -> Signature {
         let facts = signature::Facts {
             outcome: &report.outcome,
             potential_deadlocks: &report.potential_deadlocks,
@@ -58,6 +60,8 @@ impl RunFacts {
             backtrace: &self.backtrace,
             exe_object: &self.exe_object,
             stacks: &self.stacks,
+            output: [&report.stdout, &report.stderr],
+            naming,
         };
         let maps = &self.mappings;
         signature::compute(&facts, &mut |a, call| sym.locate_frame(maps, a, call))

@@ -32,7 +32,7 @@ pub fn mappings(mm: &AddressSpace) -> Vec<Mapping> {
                 path: v.name.clone(),
                 data: data.clone(),
             }),
-            Backing::Anon | Backing::Shared { .. } => None,
+            Backing::Anon | Backing::Shared { .. } | Backing::Jumps { .. } => None,
         })
         .collect()
 }
@@ -53,12 +53,18 @@ impl Symbols {
     /// For the run `vm` made (its mappings as they are now).
     pub fn new(vm: &Vm) -> Self {
         let mut s = Self::from_mappings(mappings(vm.kernel().mm()));
+        // Blocked threads', and a crashed one's: where each stopped.
+        let crashed = match vm.kernel().outcome() {
+            Some(Outcome::Crashed { thread, .. }) => Some(*thread),
+            _ => None,
+        };
         let blocked = vm
             .kernel()
             .threads()
             .values()
             .filter(|t| matches!(t.state(), crate::kernel::thread::ThreadState::Blocked(_)))
-            .map(|t| t.tid.0);
+            .map(|t| t.tid.0)
+            .chain(crashed);
         s.stacks = facts::stacks(vm, &s.maps, blocked);
         s.exe_object = facts::base_name(vm.kernel().program()).to_string();
         s
@@ -208,8 +214,13 @@ impl Symbols {
                 }
                 out
             }
-            Outcome::Crashed { rip, thread, .. }
-            | Outcome::Hung { rip, thread, .. }
+            Outcome::Crashed { rip, thread, .. } => {
+                vec![format!(
+                    "thread {thread} at {}",
+                    self.stopped_at(*thread, *rip)
+                )]
+            }
+            Outcome::Hung { rip, thread, .. }
             | Outcome::TimedOut { rip, thread }
             | Outcome::OutOfMemory { rip, thread, .. } => {
                 vec![format!("thread {thread} at {}", self.at(*rip).short())]

@@ -94,6 +94,65 @@ impl std::fmt::Display for Signature {
     }
 }
 
+/// How a signature names what it holds. A reproducer keeps the naming its
+/// signature was made with, so that it compares with its replays and its
+/// re-tests as it always did.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub enum Naming {
+    /// Reproducers of format versions 1 to 6: the program's code under its
+    /// file's name (`philosophers!philosopher (philosophers.c:43)`), and a
+    /// non-zero exit by its code alone.
+    FileName,
+    /// The program's code as `program!...` whatever its file is called
+    /// (cargo's hashed test binaries, a copy, another build directory),
+    /// and a Rust panic by where it panicked.
+    #[default]
+    Program,
+}
+
+impl Naming {
+    /// The name of the program's own object in sites.
+    pub const PROGRAM: &'static str = "program";
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Naming::FileName => "file-name",
+            Naming::Program => "program",
+        }
+    }
+
+    pub fn from_name(s: &str) -> Option<Naming> {
+        [Naming::FileName, Naming::Program]
+            .into_iter()
+            .find(|n| n.as_str() == s)
+    }
+}
+
+impl Signature {
+    /// The signature as a schedule file notes the failure it was saved for.
+    pub fn to_note(&self, naming: Naming) -> serde_json::Value {
+        serde_json::json!({
+            "kind": self.kind,
+            "sites": self.sites,
+            "naming": naming.as_str(),
+            "id": self.id(),
+        })
+    }
+
+    /// A signature noted by [`Signature::to_note`], if it is one.
+    pub fn from_note(v: &serde_json::Value) -> Option<(Signature, Naming)> {
+        let kind = v.get("kind")?.as_str()?;
+        let sites = v
+            .get("sites")?
+            .as_array()?
+            .iter()
+            .map(|s| s.as_str().map(str::to_string))
+            .collect::<Option<Vec<_>>>()?;
+        let naming = Naming::from_name(v.get("naming")?.as_str()?)?;
+        Some((Signature::new(kind, sites), naming))
+    }
+}
+
 /// Everything a signature is made from.
 #[derive(Clone, Copy, Debug)]
 pub struct Facts<'a> {
@@ -111,6 +170,10 @@ pub struct Facts<'a> {
     /// For a deadlock, blocked threads' stacks (innermost first) where
     /// known.
     pub stacks: &'a BTreeMap<u32, Vec<u64>>,
+    /// What the program printed on stdout and stderr (the end of it), for
+    /// the places Rust panics name.
+    pub output: [&'a [u8]; 2],
+    pub naming: Naming,
 }
 
 /// Locates an address: `(address, is_return_address)` to a location.
@@ -122,6 +185,8 @@ pub fn compute(f: &Facts, locate: &mut Locate) -> Signature {
     let Some(failure) = FailureKind::of(f.outcome, !f.potential_deadlocks.is_empty(), &[0]) else {
         return Signature::new(NO_FAILURE, Vec::new());
     };
+    let site_name = |l: &Location| named(f, site_name(l));
+    let function_name = |l: &Location| named(f, function_name(l));
     let sites = match (&failure, f.outcome) {
         (FailureKind::PotentialDeadlock, _) => f
             .potential_deadlocks
@@ -170,10 +235,51 @@ pub fn compute(f: &Facts, locate: &mut Locate) -> Signature {
         (_, Outcome::Unsupported { rip, .. }) | (_, Outcome::OutOfMemory { rip, .. }) => {
             vec![site_name(&locate(*rip, false))]
         }
+        // A Rust panic is told apart by where it panicked (not by its
+        // message, which may hold values that differ between runs).
+        (_, Outcome::Exited { .. }) if f.naming == Naming::Program => panic_places(f.output),
         // A wrong result has no site: one finding per program and oracle.
         (_, Outcome::Exited { .. }) | (_, Outcome::WrongOutput { .. }) => Vec::new(),
     };
     Signature::new(failure.detail(), sites)
+}
+
+/// A site's name as `f.naming` names the program's own object.
+fn named(f: &Facts, site: String) -> String {
+    match f.naming {
+        Naming::FileName => site,
+        Naming::Program => {
+            let Some(rest) = site.strip_prefix(f.exe_object) else {
+                return site;
+            };
+            if f.exe_object.is_empty() || !(rest.starts_with('!') || rest.starts_with('+')) {
+                return site;
+            }
+            format!("{}{rest}", Naming::PROGRAM)
+        }
+    }
+}
+
+/// Where the Rust panics in the output happened: `lib.rs:57:9 (panic)`
+/// for Rust's `thread 'NAME' panicked at src/lib.rs:57:9:` (the file by
+/// its name, as sites name theirs).
+pub fn panic_places(output: [&[u8]; 2]) -> Vec<String> {
+    let mut places = Vec::new();
+    for stream in output {
+        for line in String::from_utf8_lossy(stream).lines() {
+            let Some((_, place)) = line.split_once(" panicked at ") else {
+                continue;
+            };
+            let place = place.trim_end().trim_end_matches(':');
+            // Before Rust 1.73 the message came first: `'msg', src/x.rs:1:2`.
+            let place = place.rsplit(", ").next().unwrap_or(place);
+            let place = base_name(place);
+            if !place.is_empty() && place.contains(':') {
+                places.push(format!("{place} (panic)"));
+            }
+        }
+    }
+    places
 }
 
 /// The kind of a run that did not fail.
@@ -208,10 +314,10 @@ fn crash_sites(f: &Facts, rip: u64, locate: &mut Locate) -> Vec<String> {
             .collect()
     };
     let located: Vec<Location> = frames.iter().map(|(a, c)| locate(*a, *c)).collect();
-    let mut sites = vec![site_name(&located[0])];
+    let mut sites = vec![named(f, site_name(&located[0]))];
     if located[0].object != f.exe_object {
         if let Some(own) = located.iter().find(|l| l.object == f.exe_object) {
-            sites.push(site_name(own));
+            sites.push(named(f, site_name(own)));
         }
     }
     sites
@@ -291,7 +397,76 @@ mod tests {
             backtrace: &[],
             exe_object: "prog",
             stacks: &NO_STACKS,
+            output: [b"", b""],
+            naming: Naming::FileName,
         }
+    }
+
+    #[test]
+    fn the_programs_own_code_is_named_whatever_its_file_is_called() {
+        let o = Outcome::Deadlocked {
+            threads: vec![blocked(2, 0x2043, 3), blocked(3, 0x2043, 2)],
+            cycle: vec![2, 3],
+        };
+        let named_as = |exe: &str, naming| {
+            let mut at = |a: u64, c: bool| {
+                let mut l = locate(a, c);
+                l.object = exe.into();
+                l
+            };
+            let f = Facts {
+                exe_object: exe,
+                naming,
+                ..facts(&o)
+            };
+            compute(&f, &mut at)
+        };
+        let a = named_as("accounts-1a2b3c", Naming::Program);
+        assert_eq!(a, named_as("accounts-9f8e7d", Naming::Program));
+        assert_eq!(a.sites, vec!["program!f (prog.c:59)".to_string()]);
+        // Reproducers of earlier versions keep the file's name.
+        let old = named_as("accounts-1a2b3c", Naming::FileName);
+        assert_eq!(old.sites, vec!["accounts-1a2b3c!f (prog.c:59)".to_string()]);
+        assert_ne!(old, named_as("accounts-9f8e7d", Naming::FileName));
+    }
+
+    #[test]
+    fn rust_panics_are_told_apart_by_where_they_panicked() {
+        let o = Outcome::Exited { code: 101 };
+        let with = |stderr: &'static [u8], naming| {
+            let f = Facts {
+                output: [b"", stderr],
+                naming,
+                ..facts(&o)
+            };
+            compute(&f, &mut locate)
+        };
+        let a = with(
+            b"thread 'tests::w' panicked at src/lib.rs:57:9:\noverdrawn: -60\n",
+            Naming::Program,
+        );
+        assert_eq!(a.kind, "exited(101)");
+        assert_eq!(a.sites, vec!["lib.rs:57:9 (panic)".to_string()]);
+        let same = with(
+            b"thread 'main' panicked at src/lib.rs:57:9:\noverdrawn: -20\n",
+            Naming::Program,
+        );
+        assert_eq!(a, same, "the message is not part of it");
+        let other = with(
+            b"thread 'main' panicked at src/lib.rs:60:5:\nx\n",
+            Naming::Program,
+        );
+        assert_ne!(a, other);
+        let old = with(
+            b"thread 'main' panicked at 'x', src/lib.rs:3:5\n",
+            Naming::Program,
+        );
+        assert_eq!(old.sites, vec!["lib.rs:3:5 (panic)".to_string()]);
+        assert!(
+            with(b"panicked at lib.rs:1:1", Naming::FileName)
+                .sites
+                .is_empty()
+        );
     }
 
     #[test]

@@ -1,10 +1,10 @@
-//! The `.rwd` file format, version 5: its types, and encoding and decoding
+//! The `.rwd` file format, version 8: its types, and encoding and decoding
 //! with limits (the reader must survive hostile files). Version 1 files
 //! (before sync sites) still decode: they ran with `--sync-points calls`.
 //!
 //! ```text
 //! offset 0   4 bytes   magic "RWD\0"
-//!        4   u32 LE    format version (5; 1 to 4 are read too)
+//!        4   u32 LE    format version (8; 1 to 7 are read too)
 //!        8   u64 LE    length of the payload once decompressed
 //!       16   ...       one zstd frame (with its content checksum) holding the
 //!                      payload: bincode 2 (standard configuration: variable-
@@ -21,25 +21,27 @@ use std::sync::Arc;
 use serde::{Deserialize, Serialize};
 
 use crate::arch::abi::HintOp;
-use crate::code::{SiteKind, SyncPoints};
+use crate::code::{SiteKind, StepRules, SyncPoints};
 use crate::kernel::vfs::{HostNode, HostStat, NodeKind};
 use crate::observe::locks::{Inversion, OrderEdge};
 use crate::observe::oracle::Oracle;
 use crate::observe::outcome::{BlockedThread, HungReason, Outcome};
 use crate::observe::trace::{Event, Operation};
-use crate::report::signature::Signature;
+use crate::report::signature::{Naming, Signature};
 use crate::sched::{Decision, Schedule};
 
 /// The first four bytes of every reproducer.
 pub const MAGIC: [u8; 4] = *b"RWD\0";
-/// The format version this code writes; it reads 1 to 6 too. Version 2
+/// The format version this code writes; it reads 1 to 7 too. Version 2
 /// added the sync-point level, 3 files left out (`WireNode::Host`), 4 the
 /// host's metadata of the recorded files (`Rwd::stats`), 5 the output
 /// oracle (`Rwd::oracle`, `WireOutcome::WrongOutput`), 6 files whose
 /// metadata alone the run looked at (`WireNode::Unread`) and where sync
-/// sites are reported (`Rwd::sites_at`), 7 when waiting polls are taken up
-/// again (`Rwd::poll_wakes`).
-pub const VERSION: u32 = 7;
+/// sites are reported (`Rwd::sites_at`), 7 how signatures name sites
+/// (`Rwd::signature_naming`), the step rules (`Rwd::step_rules`) and how
+/// long a run may go without progress (`Rwd::hang_steps`), 8 when waiting
+/// polls are taken up again (`Rwd::poll_wakes`).
+pub const VERSION: u32 = 8;
 /// Bytes before the compressed payload.
 pub const HEADER_LEN: usize = 16;
 /// The largest payload a reader accepts (decompressed). With the decoding
@@ -94,7 +96,17 @@ pub struct Rwd {
     /// Where the runs' sync sites were reported (version 6): a reproducer
     /// of an earlier version replays as it was recorded.
     pub sites_at: SitesAt,
-    /// When the runs took waiting polls up again (version 7): a
+    /// How the signature names sites (version 7: the program's code
+    /// whatever its file is called, and Rust panics by place): replays and
+    /// re-tests compare in this naming.
+    pub signature_naming: Naming,
+    /// How the run's steps were made (version 7; earlier versions, under
+    /// `StepRules::Format6`).
+    pub step_rules: StepRules,
+    /// How many steps without progress end the run as hung (version 7;
+    /// earlier versions watched nothing: 0).
+    pub hang_steps: u64,
+    /// When the runs took waiting polls up again (version 8): a
     /// reproducer of an earlier version replays as it was recorded.
     pub poll_wakes: PollWakes,
 }
@@ -104,7 +116,7 @@ pub struct Rwd {
 /// re-executes its call: a step, part of the trace hash).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub enum PollWakes {
-    /// Versions 1 to 6: after any change to any pipe, counter, socket,
+    /// Versions 1 to 7: after any change to any pipe, counter, socket,
     /// timer, signal or process; an edge-triggered epoll interest reports
     /// again after any such change.
     AnyActivity,
@@ -198,22 +210,6 @@ struct RwdV5 {
     oracle: Option<WireOracle>,
 }
 
-/// Version 6: version 5 and where sync sites are reported.
-#[derive(Deserialize)]
-struct RwdV6 {
-    v5: RwdV5,
-    sites_at: SitesAt,
-}
-
-impl From<RwdV6> for Rwd {
-    fn from(v6: RwdV6) -> Rwd {
-        Rwd {
-            sites_at: v6.sites_at,
-            ..Rwd::from(v6.v5)
-        }
-    }
-}
-
 impl From<RwdV4> for RwdV5 {
     fn from(v4: RwdV4) -> RwdV5 {
         RwdV5 { v4, oracle: None }
@@ -239,8 +235,53 @@ impl From<RwdV3> for RwdV4 {
     }
 }
 
-impl From<RwdV5> for Rwd {
-    fn from(v5: RwdV5) -> Rwd {
+/// Version 6: version 5 and where sync sites were reported.
+#[derive(Deserialize)]
+struct RwdV6 {
+    v5: RwdV5,
+    sites_at: SitesAt,
+}
+
+impl From<RwdV5> for RwdV6 {
+    fn from(v5: RwdV5) -> RwdV6 {
+        RwdV6 {
+            v5,
+            sites_at: SitesAt::RuntimeCaller,
+        }
+    }
+}
+
+/// Version 7: version 6, how signatures name sites, the step rules and
+/// the hang watch.
+#[derive(Deserialize)]
+struct RwdV7 {
+    v6: RwdV6,
+    signature_naming: Naming,
+    step_rules: StepRules,
+    hang_steps: u64,
+}
+
+impl From<RwdV6> for RwdV7 {
+    fn from(v6: RwdV6) -> RwdV7 {
+        RwdV7 {
+            v6,
+            // Signatures before version 7 name the program by its file.
+            signature_naming: Naming::FileName,
+            step_rules: StepRules::Format6,
+            hang_steps: 0,
+        }
+    }
+}
+
+impl From<RwdV7> for Rwd {
+    fn from(v7: RwdV7) -> Rwd {
+        let RwdV7 {
+            v6,
+            signature_naming,
+            step_rules,
+            hang_steps,
+        } = v7;
+        let RwdV6 { v5, sites_at } = v6;
         let RwdV5 { v4, oracle } = v5;
         let RwdV4 { v3, stats } = v4;
         let RwdV3 { v1, sync_points } = v3;
@@ -257,7 +298,11 @@ impl From<RwdV5> for Rwd {
             sync_points,
             stats,
             oracle,
-            sites_at: SitesAt::RuntimeCaller,
+            sites_at,
+            signature_naming,
+            step_rules,
+            hang_steps,
+            // Before version 8 polls were taken up again after any activity.
             poll_wakes: PollWakes::AnyActivity,
         }
     }
@@ -373,7 +418,8 @@ pub enum WireOutcome {
         cycle: Vec<u32>,
     },
     Hung {
-        /// 0: the step limit; 1: the wall-clock timeout.
+        /// 0: the step limit; 1: the wall-clock timeout; 2: no progress
+        /// (version 7).
         reason: u8,
         thread: u32,
         rip: u64,
@@ -753,11 +799,14 @@ impl Rwd {
         let payload = decompress(&data[HEADER_LEN..], declared).map_err(corrupt)?;
         let rwd = match version {
             1 => decode_payload::<RwdV1>(&payload)
-                .map(|v| RwdV5::from(RwdV4::from(RwdV3::from(v))).into()),
-            2 | 3 => decode_payload::<RwdV3>(&payload).map(|v| RwdV5::from(RwdV4::from(v)).into()),
-            4 => decode_payload::<RwdV4>(&payload).map(|v| RwdV5::from(v).into()),
-            5 => decode_payload::<RwdV5>(&payload).map(Rwd::from),
-            6 => decode_payload::<RwdV6>(&payload).map(Rwd::from),
+                .map(|v| RwdV7::from(RwdV6::from(RwdV5::from(RwdV4::from(RwdV3::from(v))))).into()),
+            2 | 3 => decode_payload::<RwdV3>(&payload)
+                .map(|v| RwdV7::from(RwdV6::from(RwdV5::from(RwdV4::from(v)))).into()),
+            4 => decode_payload::<RwdV4>(&payload)
+                .map(|v| RwdV7::from(RwdV6::from(RwdV5::from(v))).into()),
+            5 => decode_payload::<RwdV5>(&payload).map(|v| RwdV7::from(RwdV6::from(v)).into()),
+            6 => decode_payload::<RwdV6>(&payload).map(|v| RwdV7::from(v).into()),
+            7 => decode_payload::<RwdV7>(&payload).map(Rwd::from),
             _ => decode_payload::<Rwd>(&payload),
         }
         .map_err(corrupt)?;
@@ -870,7 +919,7 @@ impl Rwd {
             }
         }
         if let WireOutcome::Hung { reason, .. } = self.expected.outcome {
-            if reason > 1 {
+            if reason > 2 {
                 return Err(format!("unknown reason {reason} for a hung run"));
             }
         }
@@ -985,6 +1034,10 @@ impl Rwd {
         );
         Schedule {
             sync_points: self.sync_points,
+            version: crate::sched::schedule_version_for(
+                self.step_rules,
+                self.poll_wakes == PollWakes::AnyActivity,
+            ),
             ..s
         }
     }
@@ -1158,11 +1211,14 @@ impl WireOutcome {
                 cycle,
             },
             Outcome::Hung {
-                reason: HungReason::MaxSteps,
+                reason,
                 thread,
                 rip,
             } => WireOutcome::Hung {
-                reason: 0,
+                reason: match reason {
+                    HungReason::MaxSteps => 0,
+                    HungReason::NoProgress => 2,
+                },
                 thread,
                 rip,
             },
@@ -1239,11 +1295,14 @@ impl WireOutcome {
                 cycle,
             },
             WireOutcome::Hung {
-                reason: 0,
+                reason: reason @ (0 | 2),
                 thread,
                 rip,
             } => Outcome::Hung {
-                reason: HungReason::MaxSteps,
+                reason: match reason {
+                    0 => HungReason::MaxSteps,
+                    _ => HungReason::NoProgress,
+                },
                 thread,
                 rip,
             },
@@ -1480,6 +1539,9 @@ pub(crate) mod tests {
             stats: Vec::new(),
             oracle: Some(WireOracle::Stdout(b"sum = 10\n".to_vec())),
             sites_at: SitesAt::ProgramFrame,
+            signature_naming: Naming::Program,
+            step_rules: StepRules::Format7,
+            hang_steps: 200_000,
             poll_wakes: PollWakes::OwnObjects,
         }
     }
@@ -1592,18 +1654,22 @@ pub(crate) mod tests {
         r.stats = Vec::new();
         r.sync_points = SyncPoints::Calls;
         r.sites_at = SitesAt::RuntimeCaller;
+        r.signature_naming = Naming::FileName;
+        r.step_rules = StepRules::Format6;
+        r.hang_steps = 0;
         r.poll_wakes = PollWakes::AnyActivity;
         let payload = bincode::serde::encode_to_vec(&r, bincode::config::standard()).unwrap();
         // The trailing fields take a byte each here: polls on any
-        // activity, sites at runtime callers, no oracle, no stats, level 0.
-        for (version, cut) in [(6, 1), (5, 2), (4, 3), (3, 4), (2, 4), (1, 5)] {
+        // activity, no hang watch, format-6 step rules, signatures by file
+        // name, sites at runtime callers, no oracle, no stats, level 0.
+        for (version, cut) in [(7, 1), (6, 4), (5, 5), (4, 6), (3, 7), (2, 7), (1, 8)] {
             let old = frame(version, &payload[..payload.len() - cut]);
             let back =
                 Rwd::decode("old", &old).unwrap_or_else(|e| panic!("version {version}: {e}"));
             assert_eq!(back, r, "version {version}");
         }
         // Cut one field too many and the payload is refused, not misread.
-        let short = frame(4, &payload[..payload.len() - 4]);
+        let short = frame(4, &payload[..payload.len() - 7]);
         assert!(Rwd::decode("old", &short).is_err());
     }
 

@@ -30,10 +30,25 @@ use crate::kernel::KernelConfig;
 use crate::kernel::vfs::{FileSource, HostNode, SharedSource};
 use crate::observe::trace::Event;
 use crate::report::RunFacts;
-use crate::report::signature::Signature;
+use crate::report::signature::{Naming, Signature};
 use crate::report::symbols::Symbolizer;
 use crate::sched::{Replay, SchedView, Schedule, Strategy};
 use crate::vm::{RunConfig, RunReport, Vm, VmError};
+
+/// A `rewind-fuzz run` command line: the target's words (`--target T` and
+/// its settings), then `extra` (`--schedule FILE`, ...), then the
+/// program's arguments after `--`, each word quoted for a shell where it
+/// must be: a printed command runs as printed.
+pub fn run_command(target: &[String], extra: &[String], args: &[String]) -> String {
+    let mut words: Vec<String> = vec!["rewind-fuzz".into(), "run".into()];
+    words.extend(target.iter().cloned());
+    words.extend(extra.iter().cloned());
+    if !args.is_empty() {
+        words.push("--".into());
+        words.extend(args.iter().cloned());
+    }
+    crate::escape::shell_words(&words)
+}
 
 /// Runs `schedule` from scratch in a new machine over `source`, recording
 /// every event, and makes the reproducer of that run.
@@ -42,6 +57,18 @@ pub fn record(
     source: SharedSource,
     schedule: &Schedule,
 ) -> Result<(Rwd, RunReport), VmError> {
+    record_expecting(cfg, source, schedule, None).map(|(rwd, report, _)| (rwd, report))
+}
+
+/// [`record`], and whether the run failed with `want` (a signature named
+/// as its [`Naming`] says), when given: a schedule found to fail, run
+/// again from scratch, should fail the same way.
+pub fn record_expecting(
+    cfg: &RunConfig,
+    source: SharedSource,
+    schedule: &Schedule,
+    want: Option<(&Signature, Naming)>,
+) -> Result<(Rwd, RunReport, bool), VmError> {
     let mut quiet = cfg.clone();
     quiet.stream_output = false;
     let mut vm = Vm::new(&quiet, source)?;
@@ -50,7 +77,15 @@ pub fn record(
     let mut report = vm.run()?;
     report.schedule.origin = schedule.origin.clone();
     let rwd = from_run(cfg, &vm, &report).expect("a fresh recorded run makes a reproducer");
-    Ok((rwd, report))
+    let same = match want {
+        None => true,
+        Some((want, naming)) if naming == rwd.signature_naming => rwd.expected.signature == *want,
+        Some((want, naming)) => {
+            let facts = RunFacts::of(&vm, &report);
+            facts.signature(&report, &mut Symbolizer::new(), naming) == *want
+        }
+    };
+    Ok((rwd, report, same))
 }
 
 /// The reproducer of the run `vm` just made from scratch (its first run),
@@ -63,7 +98,7 @@ pub fn from_run(cfg: &RunConfig, vm: &Vm, report: &RunReport) -> Option<Rwd> {
     }
     let facts = RunFacts::of(vm, report);
     let mut sym = Symbolizer::new();
-    let signature = facts.signature(report, &mut sym);
+    let signature = facts.signature(report, &mut sym, Naming::default());
     let k = vm.kernel();
 
     let mut blobs: BTreeMap<u128, Blob> = BTreeMap::new();
@@ -219,6 +254,9 @@ pub fn from_run(cfg: &RunConfig, vm: &Vm, report: &RunReport) -> Option<Rwd> {
         } else {
             format::SitesAt::ProgramFrame
         },
+        signature_naming: Naming::default(),
+        step_rules: kc.step_rules,
+        hang_steps: kc.hang_steps,
         poll_wakes: if kc.polls_retry_on_any_activity {
             format::PollWakes::AnyActivity
         } else {
@@ -239,9 +277,11 @@ impl Rwd {
         k.seed = t.seed;
         k.epoch = t.epoch;
         k.max_steps = t.max_steps;
+        k.hang_steps = self.hang_steps;
         k.sync_points = self.sync_points;
         k.runtime_caller_sites = self.sites_at == format::SitesAt::RuntimeCaller;
         k.polls_retry_on_any_activity = self.poll_wakes == format::PollWakes::AnyActivity;
+        k.step_rules = self.step_rules;
         let mut cfg = RunConfig::new(k);
         cfg.memory_mib = t.memory_mib;
         cfg.timeout = Duration::from_millis(t.timeout_ms);
@@ -396,7 +436,7 @@ pub fn replay(rwd: &Rwd) -> Result<Replayed, VmError> {
     vm.record_events();
     let report = vm.run()?;
     let facts = RunFacts::of(&vm, &report);
-    let signature = facts.signature(&report, &mut Symbolizer::new());
+    let signature = facts.signature(&report, &mut Symbolizer::new(), rwd.signature_naming);
     let matches = report.outcome == rwd.outcome() && report.trace_hash == rwd.trace_hash_hex();
     let events = report.events.clone().unwrap_or_default();
     let divergence = if matches {
@@ -443,7 +483,7 @@ pub fn retest(rwd: &Rwd, exe: &str, argv0: &str) -> Result<Retested, VmError> {
     }));
     let report = vm.run()?;
     let facts = RunFacts::of(&vm, &report);
-    let signature = facts.signature(&report, &mut Symbolizer::new());
+    let signature = facts.signature(&report, &mut Symbolizer::new(), rwd.signature_naming);
     let schedule_diverged_at = *diverged.lock().unwrap();
     Ok(Retested {
         report,

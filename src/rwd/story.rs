@@ -55,6 +55,8 @@ pub struct LaneCell {
     pub blocked: bool,
     /// A decision of the schedule took effect after this step.
     pub preempted_after: bool,
+    /// How often the step came in a row (a spin folded into one row).
+    pub times: u32,
 }
 
 impl<'a> StoryTeller<'a> {
@@ -162,6 +164,50 @@ impl<'a> StoryTeller<'a> {
         names.get(&a).cloned()
     }
 
+    /// The program's own object's name (its file's).
+    fn exe_object(&self) -> &str {
+        crate::report::base_name(&self.rwd.target.exe)
+    }
+
+    /// Whether a location is the program's own code (not a library's or a
+    /// language runtime's).
+    fn is_programs(&self, l: &Location) -> bool {
+        crate::report::signature::is_users(l, self.exe_object())
+    }
+
+    /// A library's code, briefly: `strlen in libc.so.6`, or the library.
+    fn library(l: &Location) -> String {
+        match &l.function {
+            Some(f) if !l.object.is_empty() => format!("{f} in {}", l.object),
+            _ if !l.object.is_empty() => l.object.clone(),
+            _ => l.raw(),
+        }
+    }
+
+    /// For a crash: the innermost frame of its backtrace in the program's
+    /// own code.
+    fn programs_frame_in_backtrace(&mut self) -> Option<Location> {
+        let bt = self.rwd.story.backtrace.clone();
+        bt.iter().enumerate().find_map(|(i, a)| {
+            let l = self.sym.locate_frame(&self.maps, *a, i > 0);
+            self.is_programs(&l).then_some(l)
+        })
+    }
+
+    /// A thread's last recorded step in code with source lines: where it
+    /// was in the program when it stopped.
+    fn last_step_in_the_program(&mut self, thread: u32) -> Option<Event> {
+        let mine: Vec<Event> = self
+            .events
+            .iter()
+            .rev()
+            .filter(|e| e.thread == thread)
+            .copied()
+            .collect();
+        mine.into_iter()
+            .find(|e| self.call_site(e.site).line.is_some_and(|l| l > 0))
+    }
+
     /// Where a location is, briefly: `philosophers.c:44`, else its
     /// function, else `object+0xoffset`.
     fn place(l: &Location) -> String {
@@ -222,16 +268,27 @@ impl<'a> StoryTeller<'a> {
                 };
                 let waits: Vec<(u32, String, String)> = shown
                     .iter()
-                    .map(|b| {
-                        let what = match b.lock {
-                            Some(l) => self.object_name(l),
-                            None => b.waits_on.clone(),
-                        };
-                        let at = match b.site {
-                            Some(s) => Self::place(&self.lock_site(s)),
-                            None => Self::place(&self.at(b.rip)),
-                        };
-                        (b.thread, what, at)
+                    .map(|b| match (b.lock, b.site) {
+                        (Some(l), Some(s)) => (
+                            b.thread,
+                            format!("waits for {}", self.object_name(l)),
+                            Self::place(&self.lock_site(s)),
+                        ),
+                        // A wait no lock explains (a condition variable, a
+                        // futex, a pipe) is told by the program's last
+                        // step, as the story tells it.
+                        _ => match self.last_step_in_the_program(b.thread) {
+                            Some(e) => (
+                                b.thread,
+                                format!("waits in {}", self.event_what(&e)),
+                                self.call_site(e.site).short(),
+                            ),
+                            None => (
+                                b.thread,
+                                format!("waits on {}", b.waits_on),
+                                Self::place(&self.at(b.rip)),
+                            ),
+                        },
                     })
                     .collect();
                 let head = if cycle.len() > 1 {
@@ -245,14 +302,14 @@ impl<'a> StoryTeller<'a> {
                     Some((_, _, at)) if one_place => {
                         let each: Vec<String> = waits
                             .iter()
-                            .map(|(t, what, _)| format!("thread {t} waits for {what}"))
+                            .map(|(t, what, _)| format!("thread {t} {what}"))
                             .collect();
                         format!("{head} at {at}: {}", each.join(", "))
                     }
                     _ => {
                         let each: Vec<String> = waits
                             .iter()
-                            .map(|(t, what, at)| format!("thread {t} waits for {what} at {at}"))
+                            .map(|(t, what, at)| format!("thread {t} {what} at {at}"))
                             .collect();
                         format!("{head}: {}", each.join("; "))
                     }
@@ -264,8 +321,17 @@ impl<'a> StoryTeller<'a> {
                 rip,
                 ..
             } => {
-                let at = Self::place(&self.at(*rip));
-                format!("crashed: {signal} in thread {thread} at {at}")
+                let here = self.at(*rip);
+                // A fault inside a library is told by the program's frame
+                // that called into it.
+                match self.programs_frame_in_backtrace() {
+                    Some(own) if !self.is_programs(&here) => format!(
+                        "crashed: {signal} in thread {thread} at {}, inside {}",
+                        own.short(),
+                        Self::library(&here)
+                    ),
+                    _ => format!("crashed: {signal} in thread {thread} at {}", here.short()),
+                }
             }
             o if o.is_success() => match self.rwd.potential_deadlocks().first() {
                 Some(inv) => {
@@ -332,17 +398,20 @@ impl<'a> StoryTeller<'a> {
         out.push('\n');
         out.push_str(&self.schedule_section());
         out.push('\n');
+        // Every line within the width the lanes keep to.
+        let mut out = fit(&out, LANES_WIDTH);
         out.push_str(&self.lanes_text(lane_steps));
         let tail = |b: &[u8]| String::from_utf8_lossy(b).trim_end().to_string();
         let (so, se) = (tail(&r.story.stdout), tail(&r.story.stderr));
         if !so.is_empty() || !se.is_empty() {
-            out.push_str("\nOUTPUT (the end)\n");
+            let mut output = String::from("\nOUTPUT (the end)\n");
             for (name, text) in [("stdout", so), ("stderr", se)] {
                 let lines: Vec<&str> = text.lines().collect();
                 for l in &lines[lines.len().saturating_sub(10)..] {
-                    let _ = writeln!(out, "  {name}| {l}");
+                    let _ = writeln!(output, "  {name}| {l}");
                 }
             }
+            out.push_str(&fit(&output, LANES_WIDTH));
         }
         out
     }
@@ -596,18 +665,13 @@ impl<'a> StoryTeller<'a> {
             _ => {
                 // The thread's last step in code with source lines says
                 // more than the library call it is blocked in.
-                let mine: Vec<Event> = self
-                    .events
-                    .iter()
-                    .rev()
-                    .filter(|e| e.thread == b.thread)
-                    .copied()
-                    .collect();
-                let last = mine
-                    .iter()
-                    .find(|e| self.call_site(e.site).line.is_some_and(|l| l > 0))
-                    .or(mine.first())
-                    .copied();
+                let last = self.last_step_in_the_program(b.thread).or_else(|| {
+                    self.events
+                        .iter()
+                        .rev()
+                        .find(|e| e.thread == b.thread)
+                        .copied()
+                });
                 let mut line = format!("{who} waits on {}", b.waits_on);
                 match last {
                     Some(e) => {
@@ -681,6 +745,16 @@ impl<'a> StoryTeller<'a> {
     fn event_what(&mut self, e: &Event) -> String {
         let object = match (e.op, e.object) {
             (_, None) => String::new(),
+            // A new thread by the function it runs.
+            (
+                Operation::Hint {
+                    op: crate::arch::abi::HintOp::ThreadCreate,
+                },
+                Some(o),
+            ) => match self.at(o).function {
+                Some(f) => format!(" {f}"),
+                None => format!(" {o:#x}"),
+            },
             (Operation::Hint { .. }, Some(o)) => format!(" {}", self.object_name(o)),
             (Operation::Syscall { .. }, Some(o)) if o < 1 << 16 => format!(" {o}"),
             (Operation::Syscall { .. }, Some(o)) => format!(" {}", self.object_name(o)),
@@ -699,75 +773,234 @@ impl<'a> StoryTeller<'a> {
             .unwrap_or_default()
     }
 
-    /// The last `n` steps as cells, with the threads they involve.
-    pub fn lanes(&mut self, n: usize) -> (Vec<u32>, Vec<LaneCell>) {
-        let decided: BTreeSet<u64> = self.rwd.schedule.decisions.iter().map(|d| d.0).collect();
-        let events: Vec<Event> = self.events[self.events.len().saturating_sub(n)..].to_vec();
-        // The threads of a deadlock's cycle have a lane even when they
-        // blocked before the window.
-        let mut threads: BTreeSet<u32> = match self.rwd.outcome() {
-            Outcome::Deadlocked { cycle, .. } => cycle.into_iter().collect(),
-            _ => BTreeSet::new(),
-        };
-        let mut cells = Vec::new();
-        for e in &events {
-            threads.insert(e.thread);
-            cells.push(LaneCell {
-                step: e.step,
-                thread: e.thread,
-                what: self.event_what(e),
-                place: self.event_place(e),
-                blocked: e.result.is_none(),
-                preempted_after: decided.contains(&e.step),
-            });
+    /// The steps the lanes show, as indices into the recorded events: the
+    /// end of the run, where each thread of a deadlock blocked, and around
+    /// the last decisions of the schedule (the preemptions that make the
+    /// failure, once minimized), as many as `budget` rows allow; all of
+    /// them when they fit.
+    fn picked(&mut self, budget: usize) -> Vec<usize> {
+        let n = self.events.len();
+        if n <= budget {
+            return (0..n).collect();
         }
-        (threads.into_iter().collect(), cells)
+        let index_of = |events: &[Event], step: u64| {
+            let i = events.partition_point(|e| e.step < step);
+            (i < events.len()).then_some(i)
+        };
+        let mut picked = BTreeSet::new();
+        let add = |picked: &mut BTreeSet<usize>, from: usize, to: usize| {
+            let to = to.min(n - 1);
+            let fresh = (from..=to).filter(|i| !picked.contains(i)).count();
+            if picked.len() + fresh > budget {
+                return false;
+            }
+            picked.extend(from..=to);
+            true
+        };
+        // The end, and the step each thread stopped at when the run ended
+        // with threads blocked.
+        let end = (budget / 4).clamp(4, 12);
+        add(&mut picked, n - end.min(n), n - 1);
+        if let Outcome::Deadlocked { threads, .. } = self.rwd.outcome() {
+            for b in &threads {
+                if let Some(i) = self.events.iter().rposition(|e| e.thread == b.thread) {
+                    add(&mut picked, i.saturating_sub(1), i);
+                }
+            }
+        }
+        // The decisions, the last first: a few steps before each (what the
+        // preempted thread was doing) and after (what the thread picked did).
+        let decisions: Vec<u64> = self.rwd.schedule.decisions.iter().map(|d| d.0).collect();
+        for step in decisions.iter().rev() {
+            let Some(i) = index_of(&self.events, *step) else {
+                continue;
+            };
+            if !add(&mut picked, i.saturating_sub(3), i + 4) {
+                break;
+            }
+        }
+        // What is left of the budget goes to the end.
+        let mut from = n - end.min(n);
+        while picked.len() < budget && from > 0 {
+            from -= 1;
+            picked.insert(from);
+        }
+        picked.into_iter().collect()
     }
 
-    fn lanes_text(&mut self, n: usize) -> String {
-        let (threads, cells) = self.lanes(n);
+    /// The rows of the lanes (at most about `budget` steps) and the threads
+    /// that have a step in them.
+    pub fn lanes(&mut self, budget: usize) -> (Vec<u32>, Vec<LaneRow>) {
+        // Folded spins leave room: pick more steps while they do.
+        let mut pick = budget;
+        let mut made = self.lanes_of(pick);
+        for _ in 0..4 {
+            let shown = made.1.len();
+            if shown >= budget || pick >= self.events.len() {
+                break;
+            }
+            pick += budget - shown;
+            made = self.lanes_of(pick);
+        }
+        made
+    }
+
+    /// The rows of the lanes for `budget` picked steps.
+    fn lanes_of(&mut self, budget: usize) -> (Vec<u32>, Vec<LaneRow>) {
+        let decided: BTreeSet<u64> = self.rwd.schedule.decisions.iter().map(|d| d.0).collect();
+        let picked = self.picked(budget);
+        let mut rows = Vec::new();
+        let mut last: Option<usize> = None;
+        let mut run: Vec<LaneCell> = Vec::new();
+        let flush = |rows: &mut Vec<LaneRow>, run: &mut Vec<LaneCell>| {
+            rows.extend(fold(std::mem::take(run)));
+        };
+        for &i in &picked {
+            if let Some(l) = last
+                && i > l + 1
+            {
+                flush(&mut rows, &mut run);
+                let skipped = self.events[i].step - self.events[l].step - 1;
+                rows.push(LaneRow::Gap(skipped));
+            }
+            last = Some(i);
+            let e = self.events[i];
+            run.push(LaneCell {
+                step: e.step,
+                thread: e.thread,
+                what: self.event_what(&e),
+                place: self.event_place(&e),
+                blocked: e.result.is_none(),
+                preempted_after: decided.contains(&e.step),
+                times: 1,
+            });
+        }
+        flush(&mut rows, &mut run);
+        if let Some(l) = last {
+            let unseen = self.rwd.expected.steps.saturating_sub(self.events[l].step);
+            if unseen > 0 {
+                rows.push(LaneRow::Gap(unseen));
+            }
+        }
+        if let Outcome::Crashed {
+            signal,
+            thread,
+            rip,
+            ..
+        } = self.rwd.outcome()
+        {
+            let here = self.at(rip);
+            let place = match self.programs_frame_in_backtrace() {
+                Some(own) if !self.is_programs(&here) => {
+                    format!("{} in {}", Self::place(&own), Self::library(&here))
+                }
+                _ => Self::place(&here),
+            };
+            rows.push(LaneRow::Fault {
+                thread,
+                what: format!("{signal} {place}"),
+            });
+        }
+        let mut threads: BTreeSet<u32> = BTreeSet::new();
+        for r in &rows {
+            match r {
+                LaneRow::Step(c) => {
+                    threads.insert(c.thread);
+                }
+                LaneRow::Fault { thread, .. } => {
+                    threads.insert(*thread);
+                }
+                _ => {}
+            }
+        }
+        (threads.into_iter().collect(), rows)
+    }
+
+    /// The text of a cell: what the step did, where, and how often in a row.
+    fn cell_text(c: &LaneCell, times: u32) -> String {
+        let mark = if c.blocked { "*" } else { "" };
+        let again = if times > 1 {
+            format!(" ×{times} (to step {})", c.step + u64::from(times) - 1)
+        } else {
+            String::new()
+        };
+        format!("{}{mark} {}{again}", c.what, c.place)
+            .trim_end()
+            .to_string()
+    }
+
+    fn lanes_text(&mut self, budget: usize) -> String {
+        let (threads, mut rows) = self.lanes(budget);
+        // Narrow columns: the source file most steps are in goes without
+        // saying, and the note says it once.
+        let mut files: BTreeMap<String, usize> = BTreeMap::new();
+        for r in &rows {
+            if let LaneRow::Step(c) = r
+                && let Some((file, _)) = c.place.rsplit_once(':')
+            {
+                *files.entry(file.to_string()).or_default() += 1;
+            }
+        }
+        let common = files
+            .into_iter()
+            .max_by_key(|(_, n)| *n)
+            .filter(|(_, n)| *n >= 3 && threads.len() >= 4)
+            .map(|(f, _)| f);
+        if let Some(file) = &common {
+            for r in &mut rows {
+                if let LaneRow::Step(c) = r
+                    && let Some(line) = c.place.strip_prefix(&format!("{file}:"))
+                {
+                    c.place = format!(":{line}");
+                }
+            }
+        }
         let mut out = String::new();
+        let steps: usize = rows
+            .iter()
+            .map(|r| match r {
+                LaneRow::Step(_) => 1,
+                _ => 0,
+            })
+            .sum();
         let _ = writeln!(
             out,
-            "THE LAST {} STEPS, one column per thread (>> marks a preemption after the step, * a step still blocked at the end)",
-            cells.len()
+            "THE STEPS THAT MATTER ({steps} rows: the last preemptions and the end), one column per thread"
         );
-        if cells.is_empty() {
+        let _ = writeln!(
+            out,
+            "  (>> a preemption after the step, * a step still blocked at the end, ×N a step repeated N times)"
+        );
+        if let Some(file) = &common {
+            let _ = writeln!(out, "  (:LINE is a line of {file})");
+        }
+        if rows.is_empty() {
             return out;
         }
-        // Threads without a step here get no column: the width goes to
-        // those that act.
-        let active: BTreeSet<u32> = cells.iter().map(|c| c.thread).collect();
-        let idle: Vec<String> = threads
-            .iter()
-            .filter(|t| !active.contains(t))
-            .map(|t| t.to_string())
-            .collect();
-        if !idle.is_empty() {
-            let _ = writeln!(out, "  (no steps here: thread {})", idle.join(", "));
-        }
-        let threads: Vec<u32> = threads.into_iter().filter(|t| active.contains(t)).collect();
-        let text = |c: &LaneCell| {
-            let mark = if c.blocked { "*" } else { "" };
-            format!("{}{mark} {}", c.what, c.place)
-                .trim_end()
-                .to_string()
-        };
         // Each column as wide as its widest cell, all of them within
-        // LANES_WIDTH when they can be; cells wrap at spaces.
+        // LANES_WIDTH; cells wrap at spaces. Too many threads for that: a
+        // list instead.
         const STEP_COLUMN: usize = 10;
         let share = (LANES_WIDTH.saturating_sub(STEP_COLUMN) / threads.len().max(1))
             .saturating_sub(3)
-            .clamp(MIN_LANE, CELL_WIDTH);
+            .min(CELL_WIDTH);
+        if share < MIN_LANE {
+            return out + &list_text(&rows);
+        }
         let mut width: BTreeMap<u32, usize> = threads
             .iter()
             .map(|t| (*t, format!("thread {t}").len()))
             .collect();
-        for c in &cells {
-            let w = width.get_mut(&c.thread).unwrap();
+        for r in &rows {
+            let (thread, text) = match r {
+                LaneRow::Step(c) => (c.thread, Self::cell_text(c, c.times)),
+                LaneRow::Fault { thread, what } => (*thread, format!("!! {what}")),
+                _ => continue,
+            };
+            let w = width.get_mut(&thread).unwrap();
             *w = (*w)
-                .max(text(c).chars().count())
-                .min(share.max(format!("thread {}", c.thread).len()));
+                .max(text.chars().count())
+                .min(share.max(format!("thread {thread}").len()));
         }
         let mut header = format!("  {:>7} ", "step");
         let mut rule = format!("  {:->7}-", "");
@@ -778,18 +1011,43 @@ impl<'a> StoryTeller<'a> {
         }
         let _ = writeln!(out, "{}", header.trim_end());
         let _ = writeln!(out, "{}", rule.trim_end());
-        for c in &cells {
-            let lines = wrap(&text(c), width[&c.thread]);
+        let table: usize = width.values().map(|w| w + 3).sum::<usize>() + STEP_COLUMN;
+        for r in &rows {
+            let (step, mark, thread, text) = match r {
+                LaneRow::Step(c) => (
+                    c.step.to_string(),
+                    if c.preempted_after { ">>" } else { "  " },
+                    c.thread,
+                    Self::cell_text(c, c.times),
+                ),
+                LaneRow::Fault { thread, what } => {
+                    (String::new(), "  ", *thread, format!("!! {what}"))
+                }
+                LaneRow::Gap(n) => {
+                    let note = format!("  {:>7}   ... {n} step{} not shown ...", "", plural(*n));
+                    let _ = writeln!(out, "{}", truncate(&note, table.min(LANES_WIDTH)));
+                    continue;
+                }
+                LaneRow::Repeat { len, times, to } => {
+                    let note = format!(
+                        "  {:>7}   ... the {len} steps above again, {times} more time{}, to step {to} ...",
+                        "",
+                        plural(u64::from(*times))
+                    );
+                    let _ = writeln!(out, "{}", truncate(&note, LANES_WIDTH));
+                    continue;
+                }
+            };
+            let lines = wrap(&text, width[&thread]);
             for (i, line) in lines.iter().enumerate() {
-                let mark = if c.preempted_after { ">>" } else { "  " };
                 let mut row = if i == 0 {
-                    format!("  {mark}{:>5} ", c.step)
+                    format!("  {mark}{step:>5} ")
                 } else {
                     format!("  {:>7} ", "")
                 };
                 for t in &threads {
                     let w = width[t];
-                    let cell = if *t == c.thread { line.as_str() } else { "" };
+                    let cell = if *t == thread { line.as_str() } else { "" };
                     let _ = write!(row, "| {cell:<w$} ");
                 }
                 let _ = writeln!(out, "{}", row.trim_end());
@@ -798,10 +1056,13 @@ impl<'a> StoryTeller<'a> {
         out
     }
 
-    /// The lanes as an SVG picture.
-    pub fn svg(&mut self, n: usize) -> String {
-        let (threads, cells) = self.lanes(n);
-        let summary = match self.rwd.outcome() {
+    /// The lanes as an SVG picture: the faulting thread's column and step
+    /// in red, the preemptions as dashed lines, the legend within the
+    /// picture.
+    pub fn svg(&mut self, budget: usize) -> String {
+        let (threads, rows) = self.lanes(budget);
+        let outcome = self.rwd.outcome();
+        let summary = match &outcome {
             Outcome::Deadlocked { cycle, .. } if !cycle.is_empty() => {
                 let ids: Vec<String> = cycle.iter().map(|t| t.to_string()).collect();
                 format!(
@@ -811,14 +1072,44 @@ impl<'a> StoryTeller<'a> {
                     ids[0]
                 )
             }
-            o => format!("{} after {} steps", o.summary(), self.rwd.expected.steps),
+            _ => format!(
+                "{} after {} steps",
+                self.headline(),
+                self.rwd.expected.steps
+            ),
+        };
+        let faulted = match &outcome {
+            Outcome::Crashed { thread, .. } => Some(*thread),
+            _ => None,
         };
         let col_w = 300.0;
         let row_h = 22.0;
         let left = 70.0;
         let top = 76.0;
-        let width = left + col_w * threads.len().max(1) as f64 + 20.0;
-        let height = top + row_h * cells.len() as f64 + 52.0;
+        // A monospace character is about 0.6 of the font size wide.
+        const CHAR_W: f64 = 6.0;
+        let fits = |px: f64, size: f64| ((px / (0.6 * size)) as usize).max(8);
+        let cell_chars = fits(col_w - 16.0, 12.0);
+        let lanes_w = left + col_w * threads.len().max(1) as f64 + 20.0;
+        // The legend in rows that fit the picture, which is at least wide
+        // enough for its longest entry and its note.
+        let note = "red border: blocked at the end; red cell: where the run faulted; dashed orange line: a preemption (the next step is another thread's)";
+        let width = lanes_w.max(560.0);
+        let per_line = ((width - 20.0) / CHAR_W) as usize;
+        let notes = wrap(note, per_line);
+        let mut legend_rows: Vec<Vec<(&str, &str)>> = vec![Vec::new()];
+        let mut used = 10.0;
+        for (fill, meaning) in LEGEND {
+            let w = 16.0 + CHAR_W * meaning.len() as f64 + 14.0;
+            if used + w > width - 10.0 && !legend_rows.last().unwrap().is_empty() {
+                legend_rows.push(Vec::new());
+                used = 10.0;
+            }
+            legend_rows.last_mut().unwrap().push((fill, meaning));
+            used += w;
+        }
+        let foot = 16.0 * (legend_rows.len() + notes.len()) as f64 + 16.0;
+        let height = top + row_h * rows.len() as f64 + foot;
         let mut s = String::new();
         let _ = writeln!(
             s,
@@ -828,97 +1119,253 @@ impl<'a> StoryTeller<'a> {
         let _ = writeln!(
             s,
             r#"<text x="10" y="20" font-size="14" font-weight="bold">{}</text>"#,
-            xml(&truncate(&self.rwd.target.exe, 120))
+            xml(&truncate(&self.rwd.target.exe, fits(width - 20.0, 14.0)))
         );
         let _ = writeln!(
             s,
             r##"<text x="10" y="40" fill="#aa0000">{}</text>"##,
-            xml(&truncate(&summary, 160))
+            xml(&truncate(&summary, fits(width - 20.0, 12.0)))
         );
         for (i, t) in threads.iter().enumerate() {
             let x = left + col_w * i as f64;
-            let _ = writeln!(
-                s,
-                r##"<rect x="{x}" y="{}" width="{}" height="{}" fill="{}"/>"##,
-                top - 24.0,
-                col_w - 4.0,
-                row_h * cells.len() as f64 + 26.0,
-                if i % 2 == 0 { "#f4f6fa" } else { "#fafafa" }
-            );
-            let _ = writeln!(
-                s,
-                r#"<text x="{}" y="{}" font-weight="bold">{}</text>"#,
-                x + 6.0,
-                top - 8.0,
-                xml(&self.thread(*t))
-            );
-        }
-        for (r, c) in cells.iter().enumerate() {
-            let y = top + row_h * r as f64;
-            let _ = writeln!(
-                s,
-                r##"<text x="8" y="{}" fill="#666666">{}</text>"##,
-                y + 15.0,
-                c.step
-            );
-            let col = threads.iter().position(|t| *t == c.thread).unwrap_or(0);
-            let x = left + col_w * col as f64;
-            let fill = op_color(&c.what);
-            let stroke = if c.blocked {
-                r##"stroke="#cc0000" stroke-width="2""##
+            let (band, label) = if faulted == Some(*t) {
+                ("#fbe3e3", format!("{} (faulted)", self.thread(*t)))
+            } else if i % 2 == 0 {
+                ("#f4f6fa", self.thread(*t))
             } else {
-                r##"stroke="#888888" stroke-width="0.5""##
+                ("#fafafa", self.thread(*t))
             };
             let _ = writeln!(
                 s,
-                r#"<rect x="{}" y="{}" width="{}" height="{}" rx="3" fill="{fill}" {stroke}/>"#,
-                x + 2.0,
-                y + 2.0,
-                col_w - 10.0,
-                row_h - 4.0
+                r##"<rect x="{x}" y="{}" width="{}" height="{}" fill="{band}"/>"##,
+                top - 24.0,
+                col_w - 4.0,
+                row_h * rows.len() as f64 + 26.0,
             );
-            let label = format!("{} {}", c.what, c.place);
+            let colour = if faulted == Some(*t) {
+                "#aa0000"
+            } else {
+                "#000000"
+            };
             let _ = writeln!(
                 s,
-                r#"<text x="{}" y="{}">{}</text>"#,
-                x + 8.0,
-                y + 15.0,
-                xml(&truncate(&label, 40))
+                r##"<text x="{}" y="{}" font-weight="bold" fill="{colour}">{}</text>"##,
+                x + 6.0,
+                top - 8.0,
+                xml(&truncate(&label, cell_chars))
             );
-            if c.preempted_after {
-                let y2 = y + row_h;
-                let _ = writeln!(
-                    s,
-                    r##"<line x1="{left}" y1="{y2}" x2="{}" y2="{y2}" stroke="#cc6600" stroke-width="2" stroke-dasharray="6,3"/>"##,
-                    width - 20.0
-                );
-                let _ = writeln!(
-                    s,
-                    r##"<path d="M {} {} l 8 4 l -8 4 z" fill="#cc6600"/>"##,
-                    left - 12.0,
-                    y2 - 4.0
-                );
+        }
+        for (r, row) in rows.iter().enumerate() {
+            let y = top + row_h * r as f64;
+            let column = |thread: u32| threads.iter().position(|t| *t == thread).unwrap_or(0);
+            match row {
+                LaneRow::Step(c) => {
+                    let _ = writeln!(
+                        s,
+                        r##"<text x="8" y="{}" fill="#666666">{}</text>"##,
+                        y + 15.0,
+                        c.step
+                    );
+                    let x = left + col_w * column(c.thread) as f64;
+                    let stroke = if c.blocked {
+                        r##"stroke="#cc0000" stroke-width="2""##
+                    } else {
+                        r##"stroke="#888888" stroke-width="0.5""##
+                    };
+                    let _ = writeln!(
+                        s,
+                        r#"<rect x="{}" y="{}" width="{}" height="{}" rx="3" fill="{}" {stroke}/>"#,
+                        x + 2.0,
+                        y + 2.0,
+                        col_w - 10.0,
+                        row_h - 4.0,
+                        op_color(&c.what)
+                    );
+                    let _ = writeln!(
+                        s,
+                        r#"<text x="{}" y="{}">{}</text>"#,
+                        x + 8.0,
+                        y + 15.0,
+                        xml(&truncate(&Self::cell_text(c, c.times), cell_chars))
+                    );
+                    if c.preempted_after {
+                        let y2 = y + row_h;
+                        let _ = writeln!(
+                            s,
+                            r##"<line x1="{left}" y1="{y2}" x2="{}" y2="{y2}" stroke="#cc6600" stroke-width="2" stroke-dasharray="6,3"/>"##,
+                            lanes_w - 20.0
+                        );
+                        let _ = writeln!(
+                            s,
+                            r##"<path d="M {} {} l 8 4 l -8 4 z" fill="#cc6600"/>"##,
+                            left - 12.0,
+                            y2 - 4.0
+                        );
+                    }
+                }
+                LaneRow::Fault { thread, what } => {
+                    let x = left + col_w * column(*thread) as f64;
+                    let _ = writeln!(
+                        s,
+                        r##"<rect x="{}" y="{}" width="{}" height="{}" rx="3" fill="#e04040" stroke="#880000" stroke-width="2"/>"##,
+                        x + 2.0,
+                        y + 2.0,
+                        col_w - 10.0,
+                        row_h - 4.0
+                    );
+                    let _ = writeln!(
+                        s,
+                        r##"<text x="{}" y="{}" fill="#ffffff" font-weight="bold">{}</text>"##,
+                        x + 8.0,
+                        y + 15.0,
+                        xml(&truncate(&format!("✖ {what}"), cell_chars))
+                    );
+                }
+                LaneRow::Gap(n) => {
+                    let _ = writeln!(
+                        s,
+                        r##"<text x="{left}" y="{}" fill="#888888" font-style="italic">… {n} step{} not shown …</text>"##,
+                        y + 15.0,
+                        plural(*n)
+                    );
+                }
+                LaneRow::Repeat { len, times, to } => {
+                    let _ = writeln!(
+                        s,
+                        r##"<text x="{left}" y="{}" fill="#888888" font-style="italic">… the {len} steps above again, {times} more time{}, to step {to} …</text>"##,
+                        y + 15.0,
+                        plural(u64::from(*times))
+                    );
+                }
             }
         }
-        let mut x = 10.0;
-        for (fill, meaning) in LEGEND {
+        let mut y = top + row_h * rows.len() as f64 + 12.0;
+        for entries in &legend_rows {
+            let mut x = 10.0;
+            for (fill, meaning) in entries {
+                let _ = writeln!(
+                    s,
+                    r##"<rect x="{x}" y="{}" width="12" height="10" rx="2" fill="{fill}" stroke="#999999"/><text x="{}" y="{}" fill="#444444" font-size="10">{meaning}</text>"##,
+                    y,
+                    x + 16.0,
+                    y + 9.0
+                );
+                x += 16.0 + CHAR_W * meaning.len() as f64 + 14.0;
+            }
+            y += 16.0;
+        }
+        for line in &notes {
             let _ = writeln!(
                 s,
-                r##"<rect x="{x}" y="{}" width="12" height="10" rx="2" fill="{fill}" stroke="#999999"/><text x="{}" y="{}" fill="#444444" font-size="10">{meaning}</text>"##,
-                height - 38.0,
-                x + 16.0,
-                height - 29.0
+                r##"<text x="10" y="{}" fill="#666666" font-size="10">{}</text>"##,
+                y + 9.0,
+                xml(line)
             );
-            x += 16.0 + 6.5 * meaning.len() as f64 + 14.0;
+            y += 16.0;
         }
-        let _ = writeln!(
-            s,
-            r##"<text x="10" y="{}" fill="#666666" font-size="10">red border: blocked at the end; dashed orange line: a preemption of the schedule (the next step is another thread's)</text>"##,
-            height - 10.0
-        );
         s.push_str("</svg>\n");
         s
     }
+}
+
+/// One row of the lanes.
+#[derive(Clone, Debug)]
+pub enum LaneRow {
+    /// A step (and the same step repeated right after it, folded in).
+    Step(LaneCell),
+    /// Steps left out.
+    Gap(u64),
+    /// The `len` rows above repeat `times` more times, to step `to`.
+    Repeat { len: usize, times: u32, to: u64 },
+    /// Where a thread faulted: the signal and the place.
+    Fault { thread: u32, what: String },
+}
+
+/// Consecutive cells as rows, repeats folded: a step done again and again
+/// (a spin) is one row with its count, a short cycle of steps (a poll
+/// loop, a lock and unlock) is shown once with how often it came again.
+fn fold(cells: Vec<LaneCell>) -> Vec<LaneRow> {
+    let key = |c: &LaneCell| (c.thread, c.what.clone(), c.place.clone(), c.blocked);
+    let mut rows = Vec::new();
+    let mut i = 0;
+    while i < cells.len() {
+        // The same step again.
+        let mut j = i + 1;
+        while j < cells.len() && key(&cells[j]) == key(&cells[i]) && !cells[j - 1].preempted_after {
+            j += 1;
+        }
+        if j - i >= 2 {
+            let mut c = cells[i].clone();
+            c.times = (j - i) as u32;
+            c.preempted_after = cells[j - 1].preempted_after;
+            rows.push(LaneRow::Step(c));
+            i = j;
+            continue;
+        }
+        // A cycle of two to four steps, repeated.
+        let mut folded = false;
+        for len in 2..=4 {
+            let same = |a: usize, b: usize| {
+                (0..len).all(|k| {
+                    b + k < cells.len()
+                        && key(&cells[a + k]) == key(&cells[b + k])
+                        && !cells[a + k].preempted_after
+                })
+            };
+            let mut times = 0;
+            while same(i, i + len * (times + 1)) {
+                times += 1;
+            }
+            if times >= 2 {
+                rows.extend(cells[i..i + len].iter().cloned().map(LaneRow::Step));
+                let end = i + len * (times + 1);
+                rows.push(LaneRow::Repeat {
+                    len,
+                    times: times as u32,
+                    to: cells[end - 1].step,
+                });
+                i = end;
+                folded = true;
+                break;
+            }
+        }
+        if !folded {
+            rows.push(LaneRow::Step(cells[i].clone()));
+            i += 1;
+        }
+    }
+    rows
+}
+
+/// The rows as a list, one line each, for more threads than columns fit.
+fn list_text(rows: &[LaneRow]) -> String {
+    let mut out = String::new();
+    for r in rows {
+        let line = match r {
+            LaneRow::Step(c) => format!(
+                "  {}{:>7} thread {:<4} {}",
+                if c.preempted_after { ">>" } else { "  " },
+                c.step,
+                c.thread,
+                StoryTeller::cell_text(c, c.times)
+            ),
+            LaneRow::Fault { thread, what } => {
+                format!("  {:>9} thread {thread:<4} !! {what}", "")
+            }
+            LaneRow::Gap(n) => format!("  {:>9} ... {n} step{} not shown ...", "", plural(*n)),
+            LaneRow::Repeat { len, times, to } => format!(
+                "  {:>9} ... the {len} steps above again, {times} more time{}, to step {to} ...",
+                "",
+                plural(u64::from(*times))
+            ),
+        };
+        let _ = writeln!(out, "{}", truncate(&line, LANES_WIDTH));
+    }
+    out
+}
+
+fn plural(n: u64) -> &'static str {
+    if n == 1 { "" } else { "s" }
 }
 
 /// The lanes' colours, with what each means (the picture's legend).
@@ -967,6 +1414,57 @@ fn file_line(l: &Location) -> Option<String> {
         "{}:{line}",
         file.rsplit('/').next().unwrap_or(file)
     ))
+}
+
+/// `text` with every line of more than `width` characters broken at spaces
+/// (a word longer than that at `width`), what follows indented four more
+/// than the line it came from.
+fn fit(text: &str, width: usize) -> String {
+    let mut out = String::with_capacity(text.len());
+    for line in text.lines() {
+        if line.chars().count() <= width {
+            out.push_str(line);
+            out.push('\n');
+            continue;
+        }
+        let indent = line.len() - line.trim_start().len();
+        let more = " ".repeat((indent + 4).min(width / 2));
+        let mut current = line[..indent].to_string();
+        let mut empty = true;
+        for word in line[indent..].split(' ').filter(|w| !w.is_empty()) {
+            let mut word: Vec<char> = word.chars().collect();
+            loop {
+                let used = current.chars().count();
+                let need = word.len() + usize::from(!empty);
+                if used + need <= width {
+                    if !empty {
+                        current.push(' ');
+                    }
+                    current.extend(&word);
+                    empty = false;
+                    break;
+                }
+                if empty {
+                    // A word longer than a line: cut where the line ends.
+                    let room = width.saturating_sub(used).max(1).min(word.len());
+                    current.extend(&word[..room]);
+                    word.drain(..room);
+                }
+                out.push_str(current.trim_end());
+                out.push('\n');
+                current = more.clone();
+                empty = true;
+                if word.is_empty() {
+                    break;
+                }
+            }
+        }
+        if !empty {
+            out.push_str(current.trim_end());
+            out.push('\n');
+        }
+    }
+    out
 }
 
 /// `s` in lines of at most `width` characters, broken at spaces; a word
@@ -1028,6 +1526,56 @@ mod tests {
         assert_eq!(op_color("thread-join 0x7fff"), LEGEND[2].0);
         assert_eq!(op_color("clock_gettime 1"), LEGEND[3].0);
         assert_eq!(op_color("futex forks[2]"), LEGEND[3].0);
+    }
+
+    #[test]
+    fn long_lines_are_broken_within_the_width_and_indented() {
+        let line = format!("  after step 7: {} the end", "word ".repeat(30));
+        let fitted = fit(&format!("short\n{line}\n"), 40);
+        let lines: Vec<&str> = fitted.lines().collect();
+        assert_eq!(lines[0], "short");
+        assert!(lines.iter().all(|l| l.chars().count() <= 40), "{fitted}");
+        assert!(lines[2].starts_with("      word"), "{fitted}");
+        assert!(fitted.trim_end().ends_with("the end"), "{fitted}");
+        let long_word = fit(&format!("x {}", "y".repeat(100)), 40);
+        assert!(
+            long_word.lines().all(|l| l.chars().count() <= 40),
+            "{long_word}"
+        );
+        assert_eq!(
+            long_word.replace(['\n', ' '], ""),
+            format!("x{}", "y".repeat(100))
+        );
+    }
+
+    #[test]
+    fn a_spin_folds_into_one_row_and_a_short_loop_into_a_repeat() {
+        let cell = |step: u64, thread: u32, what: &str| LaneCell {
+            step,
+            thread,
+            what: what.into(),
+            place: "lib.rs:22".into(),
+            blocked: false,
+            preempted_after: false,
+            times: 1,
+        };
+        let spins: Vec<LaneCell> = (1..=36).map(|s| cell(s, 2, "spin")).collect();
+        let rows = fold(spins);
+        assert_eq!(rows.len(), 1);
+        assert!(matches!(&rows[0], LaneRow::Step(c) if c.times == 36 && c.step == 1));
+        let alternating: Vec<LaneCell> = (1..=8)
+            .map(|s| cell(s, 2 + (s % 2) as u32, "spin"))
+            .collect();
+        let rows = fold(alternating);
+        assert_eq!(rows.len(), 3, "{rows:?}");
+        assert!(matches!(
+            rows[2],
+            LaneRow::Repeat {
+                len: 2,
+                times: 3,
+                to: 8
+            }
+        ));
     }
 
     #[test]

@@ -18,7 +18,10 @@ pub use pct::Pct;
 pub use pos::Pos;
 pub use prefixed::{Prefixed, default_tail};
 pub use random::{GOLDEN_GAMMA, RandomWalk, mix64, splitmix64};
-pub use schedule::{Decision, MAX_SCHEDULE_FILE, Replay, Schedule, ScheduleError};
+pub use schedule::{
+    Decision, MAX_SCHEDULE_FILE, Replay, SCHEDULE_VERSION, Schedule, ScheduleError,
+    schedule_version_for,
+};
 
 use crate::ids::Tid;
 
@@ -188,11 +191,23 @@ impl StarveWatch {
         Some(t)
     }
 
+    /// The step the slice of `t` ends, when it runs because it was starved:
+    /// until then [`StarveWatch::due`] names it, whatever it does.
+    pub fn boost_of(&self, t: Tid) -> Option<u64> {
+        self.boosted
+            .filter(|(b, _)| *b == t)
+            .map(|(_, until)| until)
+    }
+
     /// The first step at which [`StarveWatch::due`] may name a thread
     /// other than `v.current`, if asked at every step from `v.step + 1`.
     pub fn next_due(&self, v: &SchedView) -> u64 {
-        if self.boosted.is_some() {
-            return v.step + 1;
+        // A boosted thread keeps the CPU to the end of its slice: nothing
+        // else is named before.
+        match self.boosted {
+            Some((t, until)) if t == v.current => return until.max(v.step + 1),
+            Some(_) => return v.step + 1,
+            None => {}
         }
         v.runnable
             .iter()

@@ -111,6 +111,11 @@ impl Strategy for Pct {
     }
 
     fn horizon(&mut self, v: &SchedView) -> u64 {
+        // A thread run because it was starved keeps the CPU to the end of
+        // its slice, whatever its priority or its steps.
+        if let Some(until) = self.starve.boost_of(v.current) {
+            return until.max(v.step + 1);
+        }
         // The current thread keeps running while it has the highest
         // priority, and priorities change only at change points (and
         // yields, which are system calls). After a schedule prefix it may

@@ -11,12 +11,26 @@ use std::path::Path;
 use serde::{Deserialize, Serialize};
 
 use super::{RunUntilBlocked, SchedView, Strategy};
-use crate::code::SyncPoints;
+use crate::code::{StepRules, SyncPoints};
 use crate::ids::Tid;
 
 /// Format version of schedule files (version 1, before sync sites, is
-/// read as made with `--sync-points calls`).
-pub const SCHEDULE_VERSION: u32 = 2;
+/// read as made with `--sync-points calls`; versions 1 and 2 replay under
+/// the step rules they were made under, `StepRules::Format6`; versions 1
+/// to 3 with waiting polls taken up again after any activity, as they
+/// were made).
+pub const SCHEDULE_VERSION: u32 = 4;
+
+/// The schedule version that records decisions made under `rules`, with
+/// waiting polls taken up again after any activity or not: each step the
+/// decisions name is numbered under both.
+pub fn schedule_version_for(rules: StepRules, polls_retry_on_any_activity: bool) -> u32 {
+    match (rules, polls_retry_on_any_activity) {
+        (StepRules::Format6, _) => 2,
+        (StepRules::Format7, true) => 3,
+        (StepRules::Format7, false) => SCHEDULE_VERSION,
+    }
+}
 
 /// After step `step`, thread `thread` runs.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
@@ -95,6 +109,42 @@ impl Schedule {
             ));
         }
         Ok(s)
+    }
+
+    /// The step rules the schedule was made under (its decisions name steps
+    /// numbered under them).
+    pub fn step_rules(&self) -> StepRules {
+        StepRules::of_schedule(self.version)
+    }
+
+    /// Whether its runs took waiting polls up again after any activity
+    /// (versions 1 to 3), rather than when what they wait on changed.
+    pub fn polls_retry_on_any_activity(&self) -> bool {
+        self.version <= 3
+    }
+
+    /// Writes the schedule atomically for `readers`, with the failure it
+    /// was saved for (a signature as JSON: its `kind`, `sites` and
+    /// `naming`) beside its own fields: a run that records it can then
+    /// say whether that failure happened again.
+    pub fn save_for_failure(
+        &self,
+        path: &Path,
+        readers: crate::fsutil::Readers,
+        failure: serde_json::Value,
+    ) -> Result<(), ScheduleError> {
+        let name = path.display().to_string();
+        let mut v = serde_json::to_value(self).expect("schedules serialize");
+        v["failure"] = failure;
+        let json = serde_json::to_vec_pretty(&v).expect("JSON serializes");
+        crate::fsutil::write_atomically_as(path, &json, readers)
+            .map_err(|e| ScheduleError::Write(name, e))
+    }
+
+    /// The failure a schedule file says it was saved for, if it says.
+    pub fn saved_failure(text: &[u8]) -> Option<serde_json::Value> {
+        let v: serde_json::Value = serde_json::from_slice(text).ok()?;
+        v.get("failure").filter(|f| f.is_object()).cloned()
     }
 
     /// Writes the schedule atomically (a temporary file, then a rename).

@@ -58,6 +58,10 @@ pub struct RunConfig {
     /// the hint ring; see `arch::abi`). Needs `hint_ring`; the run is the
     /// same either way.
     pub site_path: bool,
+    /// Let sync sites reach the site dispatcher by a jump to a trampoline
+    /// instead of a breakpoint (see `code::trampoline`). Needs `site_path`;
+    /// the run is the same either way.
+    pub site_jumps: bool,
     /// Ends runs from outside: a session's deadline, Ctrl-C.
     pub cancel: crate::machine::Cancel,
     /// Files kept out of reproducers (`--exclude-files`): their replays
@@ -92,6 +96,7 @@ impl RunConfig {
             snapshot_at: SnapshotAt::FirstThread,
             hint_ring: true,
             site_path: true,
+            site_jumps: true,
             cancel: crate::machine::Cancel::new(),
             exclude_files: globset::GlobSet::empty(),
             oracle: None,
@@ -272,6 +277,7 @@ impl Vm {
         let mem = Arc::new(PhysMemory::new(cfg.memory_mib << 20)?);
         let machine = Machine::new(&mem)?;
         let mut kcfg = cfg.kernel.clone();
+        kcfg.site_jumps = cfg.hint_ring && cfg.site_path && cfg.site_jumps;
         if cfg.shim {
             let shim = Arc::new(crate::arch::shim::SHIM_SO.to_vec());
             source.lock().unwrap().provide(SHIM_PATH, shim, 0o755);
@@ -400,6 +406,10 @@ impl Vm {
             wall_us: start.elapsed().as_micros() as u64,
             schedule: Schedule {
                 sync_points: k.config().sync_points,
+                version: crate::sched::schedule_version_for(
+                    k.config().step_rules,
+                    k.config().polls_retry_on_any_activity,
+                ),
                 ..Schedule::new(self.strategy.name(), self.engine.decisions.clone())
             },
             potential_deadlocks: obs.locks().inversions(),
@@ -578,9 +588,13 @@ impl Vm {
         // names where the thread stands.
         limit = limit.min(k.config().max_steps);
         let sites = self.site_path && k.site_path_ready();
+        // A step that gives way changes nothing while no other thread can
+        // run (the strategy sees it as it is drained all the same).
+        let yield_limit = if runnable.len() < 2 { limit } else { 0 };
         ring::publish(&mut self.kernel, limit);
         if sites {
             self.kernel.publish_stack_bounds();
+            self.kernel.publish_yield_limit(yield_limit);
         }
         self.set_sites_switch(sites);
     }

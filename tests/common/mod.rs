@@ -133,3 +133,19 @@ pub fn hello_rwd(dir: &std::path::Path) -> PathBuf {
     );
     rwd
 }
+
+/// The path of tool `name` on this host (found in PATH, or the given
+/// absolute path); fails saying what to install when it is missing, so a
+/// missing tool never passes a test silently (`.ci/run` installs them all).
+pub fn require_tool(name: &str, install: &str) -> PathBuf {
+    let found = if name.starts_with('/') {
+        Some(PathBuf::from(name)).filter(|p| p.exists())
+    } else {
+        std::env::var_os("PATH").and_then(|paths| {
+            std::env::split_paths(&paths)
+                .map(|d| d.join(name))
+                .find(|p| p.is_file())
+        })
+    };
+    found.unwrap_or_else(|| panic!("{name} is missing on this host: install it ({install})"))
+}

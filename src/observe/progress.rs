@@ -1,0 +1,143 @@
+//! Whether a run still makes progress: a program whose threads only go
+//! round states they have been in (spinning on values nobody changes,
+//! retrying calls that keep failing the same way) is hung however few
+//! steps it has taken, and one that keeps reaching new states is not,
+//! however many.
+//!
+//! A step's *state* is what the trace records of it, its number aside:
+//! the thread, the operation, the object, the site, the value seen and the
+//! result (and the clock, for a call that reads it: a thread polling the
+//! time until a deadline moves on). Steps are watched in rounds of
+//! `window` steps: when the second half of a round brings no state its
+//! first half had not shown, the run goes round in circles of at most half
+//! a round. A thread asleep until a timer (or an armed timer) will change
+//! something the steps cannot show, so such a round proves nothing.
+//!
+//! States are kept as bits of a hash set of 2^22 bits (every step pays a
+//! hash and a bit, not an insertion into a growing table): a new state may
+//! fall on a bit another set, at most one in twenty at 200,000 states a
+//! round, so a run is called stuck only when every one of its new states
+//! fell so, which for a run making progress does not happen.
+
+use super::trace::Event;
+
+/// Bits of the set of states seen in a round.
+const STATE_BITS: usize = 1 << 22;
+
+/// The default `window`: long enough for any backoff a correct program
+/// spins through while another thread gets its work done.
+pub const HANG_STEPS: u64 = 200_000;
+
+/// Watches the states of a run's steps.
+#[derive(Clone, Debug, Default)]
+pub struct ProgressWatch {
+    /// Steps per round; 0 watches nothing.
+    window: u64,
+    /// The states seen this round.
+    seen: Vec<u64>,
+    /// Steps taken this round, and states new in its second half.
+    taken: u64,
+    new_late: u64,
+    /// A timer could change something this round.
+    timer: bool,
+}
+
+impl ProgressWatch {
+    pub fn new(window: u64) -> Self {
+        ProgressWatch {
+            window,
+            ..Self::default()
+        }
+    }
+
+    /// Notes a step (`clock`: the virtual time, when the step read it);
+    /// `timer_pending` when a sleeping thread or an armed timer may still
+    /// change something. True when this step ends a round with no progress.
+    pub fn stuck_after(&mut self, e: &Event, clock: Option<u64>, timer_pending: bool) -> bool {
+        if self.window == 0 {
+            return false;
+        }
+        let words = [
+            u64::from(e.thread),
+            e.op.word(),
+            e.object.unwrap_or(u64::MAX),
+            e.site,
+            e.value,
+            e.result.unwrap_or(i64::MIN) as u64,
+            clock.unwrap_or(u64::MAX),
+        ];
+        let mut bytes = [0u8; 56];
+        for (b, w) in bytes.chunks_exact_mut(8).zip(words) {
+            b.copy_from_slice(&w.to_le_bytes());
+        }
+        let state = xxhash_rust::xxh3::xxh3_64(&bytes);
+        if self.seen.is_empty() {
+            self.seen = vec![0; STATE_BITS / 64];
+        }
+        let bit = state as usize % STATE_BITS;
+        let (word, mask) = (bit / 64, 1u64 << (bit % 64));
+        let new = self.seen[word] & mask == 0;
+        self.seen[word] |= mask;
+        self.taken += 1;
+        self.timer |= timer_pending;
+        if new && self.taken > self.window / 2 {
+            self.new_late += 1;
+        }
+        if self.taken < self.window {
+            return false;
+        }
+        let stuck = self.new_late == 0 && !self.timer;
+        self.seen.fill(0);
+        self.taken = 0;
+        self.new_late = 0;
+        self.timer = false;
+        stuck
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::observe::trace::Operation;
+
+    fn event(thread: u32, value: u64) -> Event {
+        Event {
+            step: 0,
+            thread,
+            op: Operation::Syscall { nr: 24 },
+            object: None,
+            site: 0x1000,
+            result: Some(0),
+            value,
+        }
+    }
+
+    #[test]
+    fn threads_going_round_the_same_states_are_stuck_after_a_round() {
+        let mut w = ProgressWatch::new(100);
+        let mut stuck_at = None;
+        for step in 0..1000u64 {
+            // Two threads yielding in turn, a backoff of 3 values.
+            let e = event(1 + (step % 2) as u32, step % 3);
+            if w.stuck_after(&e, None, false) {
+                stuck_at = Some(step);
+                break;
+            }
+        }
+        assert_eq!(stuck_at, Some(99));
+    }
+
+    #[test]
+    fn a_run_reaching_new_states_or_waiting_for_a_timer_is_not() {
+        let mut w = ProgressWatch::new(100);
+        assert!((0..10_000u64).all(|s| !w.stuck_after(&event(1, s), None, false)));
+        let mut w = ProgressWatch::new(100);
+        assert!((0..10_000u64).all(|_| !w.stuck_after(&event(1, 7), None, true)));
+        // Polling the clock moves on.
+        let mut w = ProgressWatch::new(100);
+        assert!((0..10_000u64).all(|s| !w.stuck_after(&event(1, 7), Some(s), false)));
+        // And a window of 0 watches nothing.
+        let mut w = ProgressWatch::new(0);
+        assert!((0..10_000u64).all(|_| !w.stuck_after(&event(1, 7), None, false)));
+    }
+}
