@@ -714,6 +714,86 @@ fn files_told_from_a_private_reproducer_are_private_too() {
     assert_eq!(mode_of(&min), 0o600);
 }
 
+/// Runs a command line rewind-fuzz printed, as a user pasting it would,
+/// in `dir`; `what` names it in failures.
+fn run_printed(line: &str, dir: &Path, what: &str) -> Output {
+    let command = line
+        .trim()
+        .strip_prefix("rewind-fuzz ")
+        .unwrap_or_else(|| panic!("{what}: {line}"));
+    let r = std::process::Command::new("sh")
+        .arg("-c")
+        .arg(format!("exec \"$RF\" {command}"))
+        .env("RF", env!("CARGO_BIN_EXE_rewind-fuzz"))
+        .current_dir(dir)
+        .output()
+        .unwrap();
+    assert_eq!(r.status.code(), Some(0), "{what}: {line}: {}", stderr(&r));
+    r
+}
+
+#[test]
+fn the_commands_printed_for_ones_own_findings_carry_the_consents_they_need() {
+    require_kvm();
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let kept = d.join("kept out.txt");
+    std::fs::write(&kept, "KEPT\n").unwrap();
+    // A program printing a file left out, judged by an oracle command
+    // that rejects every run.
+    let common = |c: &mut std::process::Command| {
+        c.args(["--target", "/usr/bin/cat", "--oracle", "grep -q nope"])
+            .arg("--exclude-files")
+            .arg(&kept);
+    };
+    let out = d.join("out");
+    let mut fuzz = cli();
+    fuzz.arg("fuzz");
+    common(&mut fuzz);
+    let r = fuzz
+        .args(["--execs", "3", "--jobs", "1", "-q", "-o"])
+        .arg(&out)
+        .arg("--")
+        .arg(&kept)
+        .output()
+        .unwrap();
+    assert_eq!(r.status.code(), Some(1), "{}", stderr(&r));
+    let err = stderr(&r);
+    let replay = err
+        .lines()
+        .find_map(|l| l.trim().strip_prefix("Reproduce with: "))
+        .unwrap_or_else(|| panic!("{err}"));
+    assert!(replay.contains("--run-oracle --read-host-files"), "{err}");
+    run_printed(replay, d, "the fuzzer's replay");
+
+    let (rwd, sched) = (d.join("c.rwd"), d.join("c.json"));
+    let mut check = cli();
+    check.arg("check");
+    common(&mut check);
+    let r = check
+        .args(["--schedules", "1", "--save-rwd"])
+        .arg(&rwd)
+        .arg("--save-schedule")
+        .arg(&sched)
+        .arg("--")
+        .arg(&kept)
+        .output()
+        .unwrap();
+    assert_eq!(r.status.code(), Some(1), "{}", stderr(&r));
+    let err = stderr(&r);
+    let minimize = err
+        .lines()
+        .find_map(|l| l.split("; ").nth(1)?.strip_suffix(')'))
+        .unwrap_or_else(|| panic!("{err}"));
+    let minimized = run_printed(minimize, d, "check's minimize");
+    let err = stderr(&minimized);
+    let replay = err
+        .split("replay with: ")
+        .nth(1)
+        .unwrap_or_else(|| panic!("{err}"));
+    run_printed(replay.lines().next().unwrap(), d, "minimize's replay");
+}
+
 #[test]
 fn a_missing_output_directory_is_refused_before_any_work() {
     let dir = tempfile::tempdir().unwrap();

@@ -308,9 +308,10 @@ pub fn check_counting(a: CheckArgs) -> Result<(u8, Checked), UserError> {
                 eprintln!("reproduce with: {cmd}");
             }
             if let Some(p) = &rwd_file {
+                let p = crate::escape::shell_word(&p.to_string_lossy()).into_owned();
+                let flags = crate::rwd::consent_flags(&cfg, true);
                 eprintln!(
-                    "reproducer: {} (rewind-fuzz show {0}; rewind-fuzz minimize {0} -o min.rwd)",
-                    p.display()
+                    "reproducer: {p} (rewind-fuzz show {p}; rewind-fuzz minimize{flags} {p} -o min.rwd)"
                 );
             }
         } else {

@@ -319,9 +319,10 @@ pub fn minimize(a: MinimizeArgs) -> Result<u8, UserError> {
         );
         eprintln!("  failure: {}", crate::escape::line(&want.to_string()));
         eprintln!(
-            "  wrote {} ({size} bytes); replay with: rewind-fuzz replay {}",
+            "  wrote {} ({size} bytes); replay with: rewind-fuzz replay{} {}",
             a.output.display(),
-            a.output.display()
+            rwd::consent_flags(&cfg, true),
+            crate::escape::shell_word(&a.output.to_string_lossy())
         );
     }
     Ok(0)

@@ -50,6 +50,21 @@ pub fn run_command(target: &[String], extra: &[String], args: &[String]) -> Stri
     crate::escape::shell_words(&words)
 }
 
+/// The consent flags a printed `replay` or `minimize` command needs for a
+/// reproducer of `cfg`'s runs (`gdb` takes only `--read-host-files`, since
+/// it drops the oracle), each with a space before it: the user who made
+/// the reproducer has agreed to its oracle command and left-out files.
+pub fn consent_flags(cfg: &RunConfig, with_oracle: bool) -> String {
+    let mut flags = String::new();
+    if with_oracle && matches!(cfg.oracle, Some(crate::observe::oracle::Oracle::Command(_))) {
+        flags.push_str(" --run-oracle");
+    }
+    if !cfg.exclude_files.is_empty() {
+        flags.push_str(" --read-host-files");
+    }
+    flags
+}
+
 /// Runs `schedule` from scratch in a new machine over `source`, recording
 /// every event, and makes the reproducer of that run.
 pub fn record(
