@@ -1183,6 +1183,21 @@ fn opening_eight_times_the_descriptors_looks_at_about_eight_times_as_much() {
 }
 
 #[test]
+fn parking_eight_times_the_threads_looks_at_about_eight_times_as_much() {
+    let dir = tempfile::tempdir().unwrap();
+    let exe = bench_program(dir.path(), "many_threads");
+    // Threads parked on one condition variable beside 2,000 system calls,
+    // then woken and joined: each step once looked at every thread (64
+    // times as much for 8 times the threads).
+    let (few_steps, few) = work(&exe, &["50"]);
+    let (many_steps, many) = work(&exe, &["400"]);
+    assert!(
+        many < few * 9 && many_steps < few_steps * 9,
+        "50 threads: {few_steps} steps, {few} looked at; 400: {many_steps}, {many}"
+    );
+}
+
+#[test]
 fn a_steps_cost_does_not_grow_with_the_waiters_parked_beside_it() {
     let dir = tempfile::tempdir().unwrap();
     let exe = bench_program(dir.path(), "many_waiters");
@@ -1290,6 +1305,21 @@ fn run_and_check_keep_to_their_time_budget() {
     let ran = v["schedules"].as_u64().unwrap();
     assert!((1..1_000_000).contains(&ran), "{v}");
     assert_eq!(r.status.code(), Some(0), "{}", stderr(&r));
+    // And stops one still running then, PCT's first run too: without
+    // that, each run of the program above lasts minutes.
+    for strategy in ["pct:3", "random"] {
+        let r = cli()
+            .env("XDG_CACHE_HOME", cache.path())
+            .args(["check", "--time", "2s", "--timeout", "10m", "--jobs", "1"])
+            .args(["--strategy", strategy, "--target"])
+            .arg(&exe)
+            .output()
+            .unwrap();
+        let err = stderr(&r);
+        assert_eq!(r.status.code(), Some(2), "{strategy}: {err}");
+        assert_eq!(err.trim_end().lines().count(), 1, "{strategy}: {err}");
+        assert!(err.contains("give more --time"), "{strategy}: {err}");
+    }
 }
 
 #[test]
