@@ -1369,6 +1369,19 @@ fn a_missing_interpreter_is_named_escaped_and_refused_as_linux_refuses_it() {
         "{err}"
     );
     assert!(!err.contains("--target"), "{err}");
+    // A script naming such an interpreter is named the same way.
+    let script = dir.path().join("lost.sh");
+    std::fs::write(&script, b"#!/nowhere/sh-\xff\x1b \n").unwrap();
+    std::fs::set_permissions(&script, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let out = cli()
+        .args(["run", "--target"])
+        .arg(&script)
+        .output()
+        .unwrap();
+    let err = stderr(&out);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert_eq!(err.trim_end().lines().count(), 1, "{err}");
+    assert!(err.contains("a script for /nowhere/sh-\\xff\\e;"), "{err}");
     // Executed by a program, it fails as natively, and so does an argument
     // longer than Linux takes; the caller goes on.
     let exe = program(dir.path(), "exec_refused");

@@ -371,9 +371,10 @@ pub fn absolute_target(target: &str) -> Result<String, UserError> {
 /// program starts, but a target is the program itself).
 fn script_interpreter(data: &[u8]) -> Option<String> {
     let first = data.strip_prefix(b"#!")?.split(|b| *b == b'\n').next()?;
-    let first = String::from_utf8_lossy(first);
-    let interpreter = first.split_whitespace().next()?;
-    Some(crate::escape::line(interpreter).into_owned())
+    let interpreter = first
+        .split(|b| b.is_ascii_whitespace())
+        .find(|w| !w.is_empty())?;
+    Some(crate::escape::bytes_line(interpreter))
 }
 
 /// Gives a run of a schedule made before the watch for progress existed

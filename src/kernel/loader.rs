@@ -77,13 +77,7 @@ pub fn interpreter_of(path: &str, data: &[u8]) -> Result<Option<(String, String)
         .data(endian, data)
         .map_err(|_| LoadError::Malformed(path.into(), "PT_INTERP outside the file".into()))?;
     let b = b.split(|c| *c == 0).next().unwrap_or_default();
-    let mut shown = String::new();
-    for chunk in b.utf8_chunks() {
-        shown.push_str(&crate::escape::line(chunk.valid()));
-        for byte in chunk.invalid() {
-            shown.push_str(&format!("\\x{byte:02x}"));
-        }
-    }
+    let shown = crate::escape::bytes_line(b);
     Ok(Some((String::from_utf8_lossy(b).into_owned(), shown)))
 }
 
