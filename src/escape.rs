@@ -15,6 +15,19 @@ pub fn line(s: &str) -> Cow<'_, str> {
     escape(s, false)
 }
 
+/// Bytes that may not be UTF-8 (a path from a file) for a single line: as
+/// [`line`], and each byte that is not UTF-8 as `\xNN`.
+pub fn bytes_line(b: &[u8]) -> String {
+    let mut shown = String::new();
+    for chunk in b.utf8_chunks() {
+        shown.push_str(&line(chunk.valid()));
+        for byte in chunk.invalid() {
+            shown.push_str(&format!("\\x{byte:02x}"));
+        }
+    }
+    shown
+}
+
 /// `s` for several lines: every control character but the newline
 /// escaped.
 pub fn text(s: &str) -> Cow<'_, str> {
@@ -97,5 +110,6 @@ mod tests {
         assert_eq!(line("\u{9b}2J"), "\\x9b2J");
         assert_eq!(line("tab\there é"), "tab\there é");
         assert_eq!(line("\x7f"), "\\x7f");
+        assert_eq!(bytes_line(b"/lib/ld-\xff\x1b.so"), "/lib/ld-\\xff\\e.so");
     }
 }

@@ -49,6 +49,39 @@ fn unix_and_udp_datagrams_and_sendmsg_recvmsg_do_what_they_do_natively() {
 }
 
 #[test]
+fn edge_triggered_epoll_reports_again_only_what_changed() {
+    prints_what_it_prints_natively("epoll_edges");
+}
+
+#[test]
+fn a_polls_timeout_is_kept_while_other_threads_pipes_are_busy() {
+    common::require_kvm();
+    let dir = tempfile::tempdir().unwrap();
+    let path = format!(
+        "{}/tests/programs/poll_timeout_busy.c",
+        env!("CARGO_MANIFEST_DIR")
+    );
+    let source = std::fs::read_to_string(path).unwrap();
+    let exe = common::build_c_with(dir.path(), "poll_timeout_busy", &source, &["-pthread"]);
+    // Under every strategy: the poll waits on its own pipe only, so the
+    // others' traffic neither wakes it nor starts its timeout again.
+    for strategy in ["pct:3", "random", "pos"] {
+        let out = cli()
+            .args(["run", "--strategy", strategy, "--target"])
+            .arg(&exe)
+            .output()
+            .unwrap();
+        let said = String::from_utf8_lossy(&out.stderr);
+        assert!(out.status.success(), "{strategy}: {said}");
+        assert_eq!(
+            String::from_utf8_lossy(&out.stdout),
+            "poll returned 0 within 50 ms\n",
+            "{strategy}: {said}"
+        );
+    }
+}
+
+#[test]
 fn a_python_http_server_answers_urllib_over_loopback() {
     common::require_kvm();
     let script = concat!(

@@ -279,7 +279,7 @@ fn strings_in_a_reproducer_reach_the_terminal_escaped() {
 }
 
 #[test]
-fn excluded_files_stay_out_of_reproducers_and_replays_read_them_from_the_host() {
+fn excluded_files_stay_out_of_reproducers_and_replays_read_them_from_the_host_when_asked() {
     use rewind_fuzz::rwd::Rwd;
     require_kvm();
     let dir = tempfile::tempdir().unwrap();
@@ -325,14 +325,39 @@ fn excluded_files_stay_out_of_reproducers_and_replays_read_them_from_the_host() 
         "{listing}"
     );
 
-    // The replay reads the file from the host, and says so.
-    let replay = cli().arg("replay").arg(&rwd).output().unwrap();
+    // A reproducer does not choose which of this host's files are read:
+    // replay, minimize and gdb refuse it unless asked to read them.
+    let out = dir.path().join("min.rwd");
+    let refusals: [Vec<&std::ffi::OsStr>; 3] = [
+        vec!["replay".as_ref(), rwd.as_os_str()],
+        vec![
+            "minimize".as_ref(),
+            rwd.as_os_str(),
+            "-o".as_ref(),
+            out.as_os_str(),
+        ],
+        vec!["gdb".as_ref(), rwd.as_os_str()],
+    ];
+    for args in refusals {
+        let refused = cli().args(&args).output().unwrap();
+        let err = stderr(&refused);
+        assert_eq!(refused.status.code(), Some(2), "{args:?}: {err}");
+        assert_eq!(err.trim_end().lines().count(), 1, "{args:?}: {err}");
+        assert!(
+            err.contains(secret_path) && err.contains("--read-host-files"),
+            "{args:?}: {err}"
+        );
+    }
+    assert!(!out.exists());
+    // Asked, the replay reads the file from the host, and says so.
+    let read = ["replay", "--read-host-files"];
+    let replay = cli().args(read).arg(&rwd).output().unwrap();
     assert_eq!(replay.status.code(), Some(0), "{}", stderr(&replay));
     assert!(stderr(&replay).contains("left out"), "{}", stderr(&replay));
     assert!(stderr(&replay).contains(secret_path), "{}", stderr(&replay));
     // Without it there, the replay parts from the recording.
     std::fs::remove_file(&secret).unwrap();
-    let replay = cli().arg("replay").arg(&rwd).output().unwrap();
+    let replay = cli().args(read).arg(&rwd).output().unwrap();
     assert_eq!(replay.status.code(), Some(1), "{}", stderr(&replay));
 
     // Bad patterns are one line and exit code 2.
@@ -679,7 +704,7 @@ fn files_told_from_a_private_reproducer_are_private_too() {
     assert_eq!(mode_of(&sched), 0o600);
     let min = d.join("min.rwd");
     let r = cli()
-        .args(["minimize", "--run-oracle"])
+        .args(["minimize", "--run-oracle", "--read-host-files"])
         .arg(&rwd)
         .arg("-o")
         .arg(&min)
@@ -687,6 +712,86 @@ fn files_told_from_a_private_reproducer_are_private_too() {
         .unwrap();
     assert_eq!(r.status.code(), Some(0), "{}", stderr(&r));
     assert_eq!(mode_of(&min), 0o600);
+}
+
+/// Runs a command line rewind-fuzz printed, as a user pasting it would,
+/// in `dir`; `what` names it in failures.
+fn run_printed(line: &str, dir: &Path, what: &str) -> Output {
+    let command = line
+        .trim()
+        .strip_prefix("rewind-fuzz ")
+        .unwrap_or_else(|| panic!("{what}: {line}"));
+    let r = std::process::Command::new("sh")
+        .arg("-c")
+        .arg(format!("exec \"$RF\" {command}"))
+        .env("RF", env!("CARGO_BIN_EXE_rewind-fuzz"))
+        .current_dir(dir)
+        .output()
+        .unwrap();
+    assert_eq!(r.status.code(), Some(0), "{what}: {line}: {}", stderr(&r));
+    r
+}
+
+#[test]
+fn the_commands_printed_for_ones_own_findings_carry_the_consents_they_need() {
+    require_kvm();
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let kept = d.join("kept out.txt");
+    std::fs::write(&kept, "KEPT\n").unwrap();
+    // A program printing a file left out, judged by an oracle command
+    // that rejects every run.
+    let common = |c: &mut std::process::Command| {
+        c.args(["--target", "/usr/bin/cat", "--oracle", "grep -q nope"])
+            .arg("--exclude-files")
+            .arg(&kept);
+    };
+    let out = d.join("out");
+    let mut fuzz = cli();
+    fuzz.arg("fuzz");
+    common(&mut fuzz);
+    let r = fuzz
+        .args(["--execs", "3", "--jobs", "1", "-q", "-o"])
+        .arg(&out)
+        .arg("--")
+        .arg(&kept)
+        .output()
+        .unwrap();
+    assert_eq!(r.status.code(), Some(1), "{}", stderr(&r));
+    let err = stderr(&r);
+    let replay = err
+        .lines()
+        .find_map(|l| l.trim().strip_prefix("Reproduce with: "))
+        .unwrap_or_else(|| panic!("{err}"));
+    assert!(replay.contains("--run-oracle --read-host-files"), "{err}");
+    run_printed(replay, d, "the fuzzer's replay");
+
+    let (rwd, sched) = (d.join("c.rwd"), d.join("c.json"));
+    let mut check = cli();
+    check.arg("check");
+    common(&mut check);
+    let r = check
+        .args(["--schedules", "1", "--save-rwd"])
+        .arg(&rwd)
+        .arg("--save-schedule")
+        .arg(&sched)
+        .arg("--")
+        .arg(&kept)
+        .output()
+        .unwrap();
+    assert_eq!(r.status.code(), Some(1), "{}", stderr(&r));
+    let err = stderr(&r);
+    let minimize = err
+        .lines()
+        .find_map(|l| l.split("; ").nth(1)?.strip_suffix(')'))
+        .unwrap_or_else(|| panic!("{err}"));
+    let minimized = run_printed(minimize, d, "check's minimize");
+    let err = stderr(&minimized);
+    let replay = err
+        .split("replay with: ")
+        .nth(1)
+        .unwrap_or_else(|| panic!("{err}"));
+    run_printed(replay.lines().next().unwrap(), d, "minimize's replay");
 }
 
 #[test]
@@ -767,9 +872,14 @@ int main(void) {
 
 /// Builds `tests/programs/NAME.c` into `dir`.
 fn program(dir: &Path, name: &str) -> PathBuf {
+    program_with(dir, name, &[])
+}
+
+/// Builds `tests/programs/NAME.c` into `dir` with gcc's `flags`.
+fn program_with(dir: &Path, name: &str, flags: &[&str]) -> PathBuf {
     let path = format!("{}/tests/programs/{name}.c", env!("CARGO_MANIFEST_DIR"));
     let source = std::fs::read_to_string(path).unwrap();
-    common::build_c_with(dir, name, &source, &[])
+    common::build_c_with(dir, name, &source, flags)
 }
 
 /// The largest resident set of any child this test process waited for.
@@ -1029,42 +1139,101 @@ fn looking_at_a_large_file_never_reads_it() {
     assert_eq!(replay.status.code(), Some(0), "{}", stderr(&replay));
 }
 
-/// Seconds a run of `exe` with `args` takes, its outcome checked.
-fn timed_run(exe: &Path, args: &[&str]) -> f64 {
-    let start = std::time::Instant::now();
+/// Builds `benches/programs/NAME.c` into `dir`.
+fn bench_program(dir: &Path, name: &str) -> PathBuf {
+    let path = format!("{}/benches/programs/{name}.c", env!("CARGO_MANIFEST_DIR"));
+    let source = std::fs::read_to_string(path).unwrap();
+    common::build_c_with(dir, name, &source, &["-pthread"])
+}
+
+/// The steps of a run of `exe` with `args`, and what the kernel looked at
+/// to take them (waiters, epoll interests, threads, free descriptor
+/// ranges, timers): its work, counted the same on every host, where time
+/// would depend on the host's load. The run must exit 0.
+fn work(exe: &Path, args: &[&str]) -> (u64, u64) {
     let mut c = common::config(exe, args);
     c.kernel.max_steps = 100_000_000;
+    c.memory_mib = 1024;
     let r = common::run_config(&c);
     assert!(
         matches!(
             r.outcome,
             rewind_fuzz::observe::outcome::Outcome::Exited { code: 0 }
         ),
-        "{:?}",
-        r.outcome
+        "{args:?}: {:?} {}",
+        r.outcome,
+        String::from_utf8_lossy(&r.stderr)
     );
-    start.elapsed().as_secs_f64()
+    (r.steps, r.looked_at)
 }
 
-/// Its verdict compares two runs' times: a soak, left out of the test
-/// profiles (`cargo nextest run --run-ignored only`).
 #[test]
-#[ignore = "timed: compares the wall time of two runs; run with --run-ignored only"]
-fn opening_eight_times_the_descriptors_costs_about_eight_times_as_much() {
+fn opening_eight_times_the_descriptors_looks_at_about_eight_times_as_much() {
     let dir = tempfile::tempdir().unwrap();
-    let source = std::fs::read_to_string(concat!(
-        env!("CARGO_MANIFEST_DIR"),
-        "/benches/programs/many_fds.c"
-    ))
-    .unwrap();
-    let exe = common::build_c_with(dir.path(), "many_fds", &source, &[]);
-    let few = timed_run(&exe, &["2000", "10"]);
-    let many = timed_run(&exe, &["16000", "10"]);
-    // Each open once looked at every descriptor (about 60 times as long);
-    // a run's fixed cost makes linear growth show as less than 8.
+    let exe = bench_program(dir.path(), "many_fds");
+    let (_, few) = work(&exe, &["2000", "10"]);
+    let (_, many) = work(&exe, &["16000", "10"]);
+    // Each open once looked at every descriptor open before it (64 times
+    // as much); the program's start makes linear growth show as less
+    // than 8.
     assert!(
-        many < few * 16.0,
-        "2,000 descriptors {few:.2} s, 16,000 {many:.2} s"
+        many < few * 9,
+        "2,000 descriptors: {few} looked at, 16,000: {many}"
+    );
+}
+
+#[test]
+fn parking_eight_times_the_threads_looks_at_about_eight_times_as_much() {
+    let dir = tempfile::tempdir().unwrap();
+    let exe = bench_program(dir.path(), "many_threads");
+    // Threads parked on one condition variable beside 2,000 system calls,
+    // then woken and joined: each step once looked at every thread (64
+    // times as much for 8 times the threads).
+    let (few_steps, few) = work(&exe, &["50"]);
+    let (many_steps, many) = work(&exe, &["400"]);
+    assert!(
+        many < few * 9 && many_steps < few_steps * 9,
+        "50 threads: {few_steps} steps, {few} looked at; 400: {many_steps}, {many}"
+    );
+}
+
+#[test]
+fn a_steps_cost_does_not_grow_with_the_waiters_parked_beside_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let exe = bench_program(dir.path(), "many_waiters");
+    for kind in [
+        "pipe", "eventfd", "socket", "poll", "select", "epoll", "timerfd", "signalfd", "procs",
+    ] {
+        // 200 round trips through a pipe of the main thread's, beside 8
+        // waiters and beside 64, each on an object of its own.
+        let cost = |waiters: &str| {
+            let (steps, looked_at) = work(&exe, &[kind, waiters, "20"]);
+            let (more_steps, more_looked_at) = work(&exe, &[kind, waiters, "220"]);
+            (more_steps - steps, more_looked_at - looked_at)
+        };
+        let (few, many) = (cost("8"), cost("64"));
+        assert_eq!(
+            few, many,
+            "{kind}: (steps, things looked at) of 200 round trips beside 8 waiters, then 64"
+        );
+    }
+}
+
+#[test]
+fn a_childs_signals_exec_and_end_cost_the_same_however_many_threads_its_parent_parks() {
+    let dir = tempfile::tempdir().unwrap();
+    let exe = program_with(dir.path(), "parked_parent", &["-pthread"]);
+    // Ten rounds of a signal to the parent that all its threads block, a
+    // child that execs, signals itself and ends, and the parent's wait.
+    let cost = |threads: &str| {
+        let (steps, looked_at) = work(&exe, &[threads, "2"]);
+        let (more_steps, more_looked_at) = work(&exe, &[threads, "12"]);
+        (more_steps - steps, more_looked_at - looked_at)
+    };
+    let (few, many) = (cost("4"), cost("64"));
+    assert_eq!(
+        few, many,
+        "(steps, things looked at) of ten rounds beside 4 parked threads, then 64"
     );
 }
 
@@ -1136,4 +1305,104 @@ fn run_and_check_keep_to_their_time_budget() {
     let ran = v["schedules"].as_u64().unwrap();
     assert!((1..1_000_000).contains(&ran), "{v}");
     assert_eq!(r.status.code(), Some(0), "{}", stderr(&r));
+    // And stops one still running then, PCT's first run too: without
+    // that, each run of the program above lasts minutes.
+    for strategy in ["pct:3", "random"] {
+        let r = cli()
+            .env("XDG_CACHE_HOME", cache.path())
+            .args(["check", "--time", "2s", "--timeout", "10m", "--jobs", "1"])
+            .args(["--strategy", strategy, "--target"])
+            .arg(&exe)
+            .output()
+            .unwrap();
+        let err = stderr(&r);
+        assert_eq!(r.status.code(), Some(2), "{strategy}: {err}");
+        assert_eq!(err.trim_end().lines().count(), 1, "{strategy}: {err}");
+        assert!(err.contains("give more --time"), "{strategy}: {err}");
+    }
+}
+
+#[test]
+fn arguments_that_do_not_fit_a_stack_are_refused_in_one_line() {
+    use rewind_fuzz::rwd::Rwd;
+    let dir = tempfile::tempdir().unwrap();
+    let mut r = Rwd::load(&hello_rwd(dir.path())).unwrap();
+    r.target.argv.push("x".repeat(10 << 20));
+    let file = dir.path().join("long.rwd");
+    std::fs::write(&file, r.encode()).unwrap();
+    let out = cli().arg("replay").arg(&file).output().unwrap();
+    let err = stderr(&out);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert_eq!(err.trim_end().lines().count(), 1, "{err}");
+    assert!(
+        err.contains("the arguments and environment take 10485"),
+        "{err}"
+    );
+}
+
+#[test]
+fn a_missing_interpreter_is_named_escaped_and_refused_as_linux_refuses_it() {
+    use std::os::unix::ffi::OsStrExt;
+    require_kvm();
+    let dir = tempfile::tempdir().unwrap();
+    // A program asking for an interpreter that is nowhere, with a byte
+    // that is not UTF-8 and an escape in its name.
+    let src = dir.path().join("lost.c");
+    std::fs::write(&src, "int main(void) { return 0; }\n").unwrap();
+    let lost = dir.path().join("lost");
+    let mut linker = b"-Wl,--dynamic-linker=/nowhere/ld-".to_vec();
+    linker.extend_from_slice(b"\xff\x1b.so");
+    let built = std::process::Command::new("gcc")
+        .arg("-o")
+        .arg(&lost)
+        .arg(&src)
+        .arg(std::ffi::OsStr::from_bytes(&linker))
+        .status()
+        .unwrap();
+    assert!(built.success());
+    let out = cli().args(["run", "--target"]).arg(&lost).output().unwrap();
+    let err = stderr(&out);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert_eq!(err.trim_end().lines().count(), 1, "{err}");
+    assert!(
+        err.contains("asks for the interpreter /nowhere/ld-\\xff\\e.so, which is not there"),
+        "{err}"
+    );
+    assert!(!err.contains("--target"), "{err}");
+    // A script naming such an interpreter is named the same way.
+    let script = dir.path().join("lost.sh");
+    std::fs::write(&script, b"#!/nowhere/sh-\xff\x1b \n").unwrap();
+    std::fs::set_permissions(&script, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let out = cli()
+        .args(["run", "--target"])
+        .arg(&script)
+        .output()
+        .unwrap();
+    let err = stderr(&out);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert_eq!(err.trim_end().lines().count(), 1, "{err}");
+    assert!(err.contains("a script for /nowhere/sh-\\xff\\e;"), "{err}");
+    // Executed by a program, it fails as natively, and so does an argument
+    // longer than Linux takes; the caller goes on.
+    let exe = program(dir.path(), "exec_refused");
+    let native = std::process::Command::new(&exe)
+        .arg(&lost)
+        .output()
+        .unwrap();
+    let out = cli()
+        .args(["run", "--target"])
+        .arg(&exe)
+        .arg("--")
+        .arg(&lost)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    assert_eq!(
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&native.stdout)
+    );
+    assert_eq!(
+        String::from_utf8_lossy(&native.stdout),
+        "a missing interpreter: No such file or directory\na 200,000-byte argument: Argument list too long\n"
+    );
 }

@@ -356,6 +356,78 @@ fn the_format_document_names_the_versions_this_build_reads_and_writes() {
     assert!(doc.contains(&format!("Every file is written as version {v}.")));
 }
 
+#[test]
+fn older_reproducers_and_schedules_replay_with_polls_taken_up_after_any_activity() {
+    require_kvm();
+    let dir = tempfile::tempdir().unwrap();
+    let path = format!(
+        "{}/benches/programs/many_waiters.c",
+        env!("CARGO_MANIFEST_DIR")
+    );
+    let source = std::fs::read_to_string(path).unwrap();
+    let exe = common::build_c_with(dir.path(), "many_waiters", &source, &["-pthread"]);
+    // Six threads poll pipes of their own while the main thread passes
+    // bytes through another: format 7 took every poll up again after each
+    // of those bytes, format 8 takes none. A random walk runs the polls
+    // taken up.
+    let record = |any_activity: bool| {
+        let mut c = common::config(&exe, &["poll", "6", "30"]);
+        c.kernel.polls_retry_on_any_activity = any_activity;
+        let source = rewind_fuzz::kernel::vfs::FileSource::host;
+        let mut vm = rewind_fuzz::vm::Vm::new(&c, source()).unwrap();
+        vm.set_strategy(Box::new(rewind_fuzz::sched::RandomWalk::new(1)));
+        let walk = vm.run().unwrap();
+        rwd::record(&c, source(), &walk.schedule).unwrap()
+    };
+    let (now, new_report) = record(false);
+    let (old, old_report) = record(true);
+    assert!(
+        old_report.steps > new_report.steps,
+        "{} steps then, {} now",
+        old_report.steps,
+        new_report.steps
+    );
+    // The older file: the same payload without its last field, framed as
+    // version 7.
+    let file = old.encode();
+    let mut payload = zstd::decode_all(&file[16..]).unwrap();
+    assert_eq!(payload.pop(), Some(0), "polls taken up after any activity");
+    let mut v7 = b"RWD\0".to_vec();
+    v7.extend_from_slice(&7u32.to_le_bytes());
+    v7.extend_from_slice(&(payload.len() as u64).to_le_bytes());
+    v7.extend(zstd::encode_all(&payload[..], 3).unwrap());
+    let (v7_path, v8_path) = (dir.path().join("v7.rwd"), dir.path().join("v8.rwd"));
+    std::fs::write(&v7_path, v7).unwrap();
+    now.save(&v8_path).unwrap();
+    for (file, report) in [(&v7_path, &old_report), (&v8_path, &new_report)] {
+        let out = cli().arg("replay").arg(file).output().unwrap();
+        let err = stderr(&out);
+        assert_eq!(out.status.code(), Some(0), "{err}");
+        assert!(err.contains("as recorded"), "{err}");
+        assert!(err.contains(&report.trace_hash), "{err}");
+    }
+    // Their schedules, replayed by `run`: version 3 as it was made.
+    assert_eq!(old.schedule().version, 3);
+    assert_eq!(now.schedule().version, rewind_fuzz::sched::SCHEDULE_VERSION);
+    for (made, report) in [(&old, &old_report), (&now, &new_report)] {
+        let file = dir
+            .path()
+            .join(format!("v{}.json", made.schedule().version));
+        made.schedule().save(&file).unwrap();
+        let out = cli()
+            .args(["run", "--json", "--target"])
+            .arg(&exe)
+            .arg("--schedule")
+            .arg(&file)
+            .args(["--", "poll", "6", "30"])
+            .output()
+            .unwrap();
+        assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+        let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+        assert_eq!(v["steps"], report.steps, "{}", file.display());
+    }
+}
+
 /// The rows of the lanes in a story: `(step, preempted after it, text)`.
 fn lane_rows(story: &str) -> Vec<(u64, bool, String)> {
     story

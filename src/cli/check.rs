@@ -11,13 +11,13 @@ use indicatif::{ProgressBar, ProgressStyle};
 use serde_json::json;
 
 use super::UserError;
-use super::common::{TargetArgs, check_output, estimate_steps, outcome_json, vm_error};
+use super::common::{TargetArgs, check_output, outcome_json, vm_error};
 use crate::explore;
 use crate::kernel::vfs::FileSource;
 use crate::observe::failure::{FailureKind, table_row};
 use crate::report::Symbols;
 use crate::sched::StrategySpec;
-use crate::vm::RunReport;
+use crate::vm::{RunReport, VmError};
 
 #[derive(Args, Debug, Clone)]
 pub struct CheckArgs {
@@ -32,8 +32,8 @@ pub struct CheckArgs {
     /// Machines running schedules in parallel (default: every core).
     #[arg(long, short = 'j')]
     pub jobs: Option<usize>,
-    /// Start no schedule after this long (e.g. 60s, 10m): the results are
-    /// those of the schedules run by then.
+    /// Stop after this long (e.g. 60s, 10m): a schedule still running
+    /// then is stopped, and the results are those finished by then.
     #[arg(long = "time", short = 'V', value_parser = super::common::parse_time_budget)]
     pub time: Option<std::time::Duration>,
     /// Where to save the first failing schedule (default:
@@ -56,6 +56,26 @@ pub struct CheckArgs {
     /// file names.
     #[arg(skip)]
     pub test: Option<String>,
+}
+
+/// How the error for a `--time` that ended before any schedule did starts.
+const OUTLASTED: &str = "--time ";
+
+/// Whether `e` says that `--time` ended before any schedule did.
+pub fn outlasted_time(e: &UserError) -> bool {
+    e.code == 2 && e.message.starts_with(OUTLASTED)
+}
+
+/// Why the schedules stopped before they were all run.
+enum Stopped {
+    User(UserError),
+    Vm(VmError),
+}
+
+impl From<VmError> for Stopped {
+    fn from(e: VmError) -> Self {
+        Stopped::Vm(e)
+    }
 }
 
 /// The result of one schedule.
@@ -137,7 +157,32 @@ pub fn check_counting(a: CheckArgs) -> Result<(u8, Checked), UserError> {
     }
     let cfg = a.target.config()?;
     let source = FileSource::host();
-    let steps = estimate_steps(&cfg, &a.strategy, &source)?;
+    let start = Instant::now();
+    let deadline = a.time.map(|t| start + t);
+    // The runs stop at the deadline, the first one (PCT's estimate of the
+    // steps) too: a schedule that outlasts it is not counted.
+    let mut timed = cfg.clone();
+    if let Some(d) = deadline {
+        timed.cancel = timed.cancel.clone().with_deadline(d);
+    }
+    let time_up = |e: &VmError| {
+        matches!(e, VmError::Cancelled) && deadline.is_some_and(|d| Instant::now() >= d)
+    };
+    let too_long = || {
+        UserError::bad_input(format!(
+            "{OUTLASTED}{} ended before the first schedule did (the program's runs are long): give more --time; nothing was written",
+            humantime::format_duration(a.time.unwrap_or_default())
+        ))
+    };
+    let steps = if a.strategy.needs_step_estimate() {
+        match crate::explore::probe(&timed, source.clone()) {
+            Ok(p) => p.decision_points,
+            Err(e) if time_up(&e) => return Err(too_long()),
+            Err(e) => return Err(vm_error(e)),
+        }
+    } else {
+        0
+    };
     let jobs = a
         .jobs
         .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()))
@@ -155,20 +200,18 @@ pub fn check_counting(a: CheckArgs) -> Result<(u8, Checked), UserError> {
         )
         .expect("valid template"),
     );
-    let start = Instant::now();
-    let deadline = a.time.map(|t| start + t);
     let mut failures_seen = 0u64;
     let mut trials: Vec<Trial> = Vec::with_capacity(a.schedules as usize);
     let spec = &a.strategy;
     let ran = explore::run_schedules(
-        &cfg,
+        &timed,
         &source,
         jobs,
         a.schedules,
         a.target.seed,
         |seed| {
             spec.build(seed, steps)
-                .map_err(|e| UserError::bad_input(e.to_string()))
+                .map_err(|e| Stopped::User(UserError::bad_input(e.to_string())))
         },
         |i, mut report| {
             let seed = explore::schedule_seed(a.target.seed, i);
@@ -186,11 +229,22 @@ pub fn check_counting(a: CheckArgs) -> Result<(u8, Checked), UserError> {
             ControlFlow::Continue(())
         },
     );
-    if let Err(e) = ran {
-        bar.abandon();
-        return Err(e);
+    match ran {
+        Ok(()) => {}
+        // The schedules finished by then are the results.
+        Err(Stopped::Vm(e)) if time_up(&e) => {}
+        Err(e) => {
+            bar.abandon();
+            return Err(match e {
+                Stopped::User(e) => e,
+                Stopped::Vm(e) => vm_error(e),
+            });
+        }
     }
     bar.finish_and_clear();
+    if trials.is_empty() {
+        return Err(too_long());
+    }
     let elapsed = start.elapsed().as_secs_f64();
     trials.sort_by_key(|t| t.index);
 
@@ -308,9 +362,10 @@ pub fn check_counting(a: CheckArgs) -> Result<(u8, Checked), UserError> {
                 eprintln!("reproduce with: {cmd}");
             }
             if let Some(p) = &rwd_file {
+                let p = crate::escape::shell_word(&p.to_string_lossy()).into_owned();
+                let flags = crate::rwd::consent_flags(&cfg, true);
                 eprintln!(
-                    "reproducer: {} (rewind-fuzz show {0}; rewind-fuzz minimize {0} -o min.rwd)",
-                    p.display()
+                    "reproducer: {p} (rewind-fuzz show {p}; rewind-fuzz minimize{flags} {p} -o min.rwd)"
                 );
             }
         } else {

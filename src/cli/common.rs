@@ -121,6 +121,23 @@ pub fn consent_to_oracle(rwd: &Rwd, name: &str, agreed: bool) -> Result<(), User
     }
 }
 
+/// Refuses to run `rwd` when it left files out (`--exclude-files`), which
+/// a run reads from this host, unless the user agreed
+/// (`--read-host-files`): a reproducer from elsewhere must not choose which
+/// of this host's files are read, and what the program prints of them.
+pub fn consent_to_host_files(rwd: &Rwd, name: &str, agreed: bool) -> Result<(), UserError> {
+    let paths = rwd.host_paths();
+    match paths.first() {
+        Some(first) if !agreed => Err(UserError::bad_input(format!(
+            "{name} left {} file(s) out (--exclude-files), which a run reads from this host: {}{}; add --read-host-files to read them here (check them first: rewind-fuzz show --files {name})",
+            paths.len(),
+            crate::escape::line(first),
+            if paths.len() > 1 { ", ..." } else { "" }
+        ))),
+        _ => Ok(()),
+    }
+}
+
 /// The `--exclude-files` patterns as one matcher.
 pub fn exclusions(globs: &[String]) -> Result<globset::GlobSet, UserError> {
     let mut set = globset::GlobSetBuilder::new();
@@ -354,9 +371,10 @@ pub fn absolute_target(target: &str) -> Result<String, UserError> {
 /// program starts, but a target is the program itself).
 fn script_interpreter(data: &[u8]) -> Option<String> {
     let first = data.strip_prefix(b"#!")?.split(|b| *b == b'\n').next()?;
-    let first = String::from_utf8_lossy(first);
-    let interpreter = first.split_whitespace().next()?;
-    Some(crate::escape::line(interpreter).into_owned())
+    let interpreter = first
+        .split(|b| b.is_ascii_whitespace())
+        .find(|w| !w.is_empty())?;
+    Some(crate::escape::bytes_line(interpreter))
 }
 
 /// Gives a run of a schedule made before the watch for progress existed

@@ -8,7 +8,7 @@ use std::path::PathBuf;
 use clap::Args;
 
 use super::UserError;
-use super::common::{estimate_steps, exit_code, load_rwd, vm_error};
+use super::common::{consent_to_host_files, estimate_steps, exit_code, load_rwd, vm_error};
 use crate::gdb::{Ending, StartAt};
 use crate::kernel::vfs::{HostNode, SharedSource};
 use crate::sched::Schedule;
@@ -32,11 +32,17 @@ pub struct GdbArgs {
     /// memory and recorded files.
     #[arg(long)]
     pub listen_any_address: bool,
+    /// Read the files the reproducer left out (`--exclude-files`) from
+    /// this host; without it, such a reproducer is refused.
+    #[arg(long)]
+    pub read_host_files: bool,
 }
 
 pub fn gdb(a: GdbArgs) -> Result<u8, UserError> {
-    let listener = listen(&a.listen, a.listen_any_address, "--listen-any-address")?;
     let rwd = load_rwd(&a.file)?;
+    // Refused before a port is opened.
+    consent_to_host_files(&rwd, &a.file.display().to_string(), a.read_host_files)?;
+    let listener = listen(&a.listen, a.listen_any_address, "--listen-any-address")?;
     if let Some(note) = rwd.for_display().host_files_note() {
         eprintln!("rewind-fuzz: note: {note}");
     }

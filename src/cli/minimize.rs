@@ -9,8 +9,8 @@ use serde_json::json;
 
 use super::UserError;
 use super::common::{
-    TargetArgs, check_output, consent_to_oracle, ctrl_c, interrupted, parse_time_budget,
-    replay_level, vm_error,
+    TargetArgs, check_output, consent_to_host_files, consent_to_oracle, ctrl_c, interrupted,
+    parse_time_budget, replay_level, vm_error,
 };
 use crate::explore::minimize::{self, Budget, MinimizeError};
 use crate::kernel::vfs::FileSource;
@@ -91,6 +91,10 @@ pub struct ScheduleTarget {
     /// it, such a reproducer is refused.
     #[arg(long)]
     pub run_oracle: bool,
+    /// Read the files a .rwd INPUT left out (`--exclude-files`) from this
+    /// host; without it, such a reproducer is refused.
+    #[arg(long)]
+    pub read_host_files: bool,
     /// Its arguments.
     #[arg(last = true)]
     pub args: Vec<String>,
@@ -185,6 +189,7 @@ pub fn minimize(a: MinimizeArgs) -> Result<u8, UserError> {
             )));
         }
         consent_to_oracle(&rwd, &name, a.target.run_oracle)?;
+        consent_to_host_files(&rwd, &name, a.target.read_host_files)?;
         let want = rwd.expected.signature.clone();
         let naming = rwd.signature_naming;
         (rwd.run_config(), rwd.source(), rwd.schedule(), want, naming)
@@ -202,6 +207,7 @@ pub fn minimize(a: MinimizeArgs) -> Result<u8, UserError> {
         let mut cfg = t.config()?;
         cfg.kernel.sync_points = replay_level(t.sync_points, &schedule, &name)?;
         cfg.kernel.step_rules = schedule.step_rules();
+        cfg.kernel.polls_retry_on_any_activity = schedule.polls_retry_on_any_activity();
         super::common::limits_of_older_schedule(&mut cfg.kernel, &schedule, &t);
         let source = FileSource::host();
         // The failure to keep is the one this schedule gives.
@@ -313,9 +319,10 @@ pub fn minimize(a: MinimizeArgs) -> Result<u8, UserError> {
         );
         eprintln!("  failure: {}", crate::escape::line(&want.to_string()));
         eprintln!(
-            "  wrote {} ({size} bytes); replay with: rewind-fuzz replay {}",
+            "  wrote {} ({size} bytes); replay with: rewind-fuzz replay{} {}",
             a.output.display(),
-            a.output.display()
+            rwd::consent_flags(&cfg, true),
+            crate::escape::shell_word(&a.output.to_string_lossy())
         );
     }
     Ok(0)

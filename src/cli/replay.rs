@@ -7,7 +7,9 @@ use clap::Args;
 use serde_json::json;
 
 use super::UserError;
-use super::common::{absolute_target, consent_to_oracle, load_rwd, outcome_json, vm_error};
+use super::common::{
+    absolute_target, consent_to_host_files, consent_to_oracle, load_rwd, outcome_json, vm_error,
+};
 use crate::report::Symbols;
 use crate::rwd;
 
@@ -23,6 +25,10 @@ pub struct ReplayArgs {
     /// (`--oracle`); without it, such a reproducer is refused.
     #[arg(long)]
     pub run_oracle: bool,
+    /// Read the files the reproducer left out (`--exclude-files`) from
+    /// this host; without it, such a reproducer is refused.
+    #[arg(long)]
+    pub read_host_files: bool,
     /// Re-test a fix: run the recorded schedule (with the recorded
     /// arguments, environment and oracle) against this build instead of
     /// the recorded program, with this host's files. Exit code 0 when the
@@ -44,6 +50,7 @@ pub fn replay(a: ReplayArgs) -> Result<u8, UserError> {
     if let Some(target) = &a.target {
         return retest(&a, &rwd, target);
     }
+    consent_to_host_files(&rwd, &a.file.display().to_string(), a.read_host_files)?;
     if let Some(note) = rwd.for_display().host_files_note() {
         eprintln!("rewind-fuzz: note: {note}");
     }

@@ -226,6 +226,7 @@ pub fn run(a: RunArgs) -> Result<u8, UserError> {
     if let StrategySpec::Loaded(s, _) = &spec {
         cfg.kernel.sync_points = replay_level(a.target.sync_points, s, &name)?;
         cfg.kernel.step_rules = s.step_rules();
+        cfg.kernel.polls_retry_on_any_activity = s.polls_retry_on_any_activity();
     }
     let source = FileSource::host();
     if a.gdb {

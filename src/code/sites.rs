@@ -98,14 +98,6 @@ pub enum StepRules {
 }
 
 impl StepRules {
-    /// The schedule version that records decisions under these rules.
-    pub fn schedule_version(self) -> u32 {
-        match self {
-            StepRules::Format6 => 2,
-            StepRules::Format7 => 3,
-        }
-    }
-
     /// The rules a schedule of `version` was made under.
     pub fn of_schedule(version: u32) -> StepRules {
         if version <= 2 {

@@ -425,8 +425,10 @@ pub fn finding_commands(cfg: &FuzzConfig, path: &Path) -> String {
             crate::rwd::run_command(&cfg.run_words, &extra, &cfg.args)
         );
     }
+    let replay = crate::rwd::consent_flags(&cfg.run, true);
+    let gdb = crate::rwd::consent_flags(&cfg.run, false);
     format!(
-        "  Reproduce with: rewind-fuzz replay {p}\n  Explain with:   rewind-fuzz show {p}\n  Debug with:     rewind-fuzz gdb {p} --at end\n"
+        "  Reproduce with: rewind-fuzz replay{replay} {p}\n  Explain with:   rewind-fuzz show {p}\n  Debug with:     rewind-fuzz gdb{gdb} {p} --at end\n"
     )
 }
 

@@ -4,8 +4,7 @@
 //! descriptors share an offset and a plain `clone` of the table (a snapshot)
 //! keeps that sharing.
 
-use std::cell::Cell;
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
 use super::vfs::NodeKind;
@@ -132,27 +131,34 @@ pub struct FdTable {
     next_file: u32,
     /// `RLIMIT_NOFILE`'s soft limit.
     pub limit: i32,
-    /// Bumped when a descriptor goes or a description may have changed
-    /// kind: only then can a pipe, an epoll or a socket lose its last
-    /// descriptor.
-    removals: u64,
-    /// Descriptors per description, so closing one needs no look at the
-    /// others.
-    refs: BTreeMap<u32, u32>,
+    /// The descriptors of each description, so closing one needs no look
+    /// at the others.
+    numbers: BTreeMap<u32, BTreeSet<i32>>,
     /// Free numbers below `high`, as ranges (start to end, exclusive), so
     /// the lowest free one is found without walking the table.
     gaps: BTreeMap<i32, i32>,
     /// One past the highest open descriptor.
     high: i32,
-    /// Descriptors of pipe or socket-pair ends; `None` after a description
-    /// changed kind (it may have become one).
-    pipe_ends: Cell<Option<usize>>,
+    /// Descriptors of pipe or socket-pair ends.
+    pipe_ends: usize,
     /// How many descriptions hold each object: whether one is still open
     /// is a lookup, not a walk over every descriptor.
     held: BTreeMap<Held, u32>,
-    /// Objects whose last description here went, since the kernel last
-    /// took them ([`FdTable::take_dropped`]) to see whether any is gone.
-    dropped: Vec<Held>,
+    /// What changed since the kernel last took it ([`FdTable::take_log`]).
+    log: Log,
+}
+
+/// What a table's changes mean outside it: objects it began or ceased to
+/// hold (the kernel counts the tables holding each), and numbers that
+/// now name another description or a description of another kind (an
+/// epoll instance watching that number looks again).
+#[derive(Clone, Debug, Default)]
+pub struct Log {
+    /// (object, whether the table holds it now), in the order it happened.
+    pub held: Vec<(Held, bool)>,
+    pub rebound: Vec<i32>,
+    /// Free ranges looked at to find a number.
+    pub probes: u64,
 }
 
 fn is_pipe_end(f: &OpenFile) -> bool {
@@ -199,7 +205,11 @@ impl FdTable {
     /// Counts the objects a new (or changed) description of `kind` holds.
     fn hold(&mut self, kind: &FileKind) {
         for h in kind.held() {
-            *self.held.entry(h).or_default() += 1;
+            let n = self.held.entry(h).or_default();
+            *n += 1;
+            if *n == 1 {
+                self.log.held.push((h, true));
+            }
         }
     }
 
@@ -210,7 +220,7 @@ impl FdTable {
             *n -= 1;
             if *n == 0 {
                 self.held.remove(&h);
-                self.dropped.push(h);
+                self.log.held.push((h, false));
             }
         }
     }
@@ -220,10 +230,25 @@ impl FdTable {
         self.held.contains_key(&h)
     }
 
-    /// The objects that lost their last description here since the last
-    /// call (some may have been held again since).
-    pub fn take_dropped(&mut self) -> Vec<Held> {
-        std::mem::take(&mut self.dropped)
+    /// What changed since the last call.
+    pub fn take_log(&mut self) -> Log {
+        std::mem::take(&mut self.log)
+    }
+
+    /// How the objects held here changed since the last [`FdTable::take_log`]:
+    /// +1 if `h` is held now and was not then, -1 the other way, else 0.
+    pub fn held_change(&self, h: Held) -> i64 {
+        self.log
+            .held
+            .iter()
+            .rev()
+            .find(|(x, _)| *x == h)
+            .map_or(0, |(_, now)| {
+                let first = self.log.held.iter().find(|(x, _)| *x == h).expect("found");
+                // Held before the first change iff that change let it go.
+                let before = !first.1;
+                i64::from(*now) - i64::from(before)
+            })
     }
 
     /// Every object held here.
@@ -231,7 +256,8 @@ impl FdTable {
         self.held.keys().copied()
     }
 
-    fn lowest_free(&self, min: i32) -> Result<i32, i32> {
+    fn lowest_free(&mut self, min: i32) -> Result<i32, i32> {
+        self.log.probes += 2;
         let fd = match self.gaps.range(..=min).next_back() {
             Some((_, &end)) if end > min => min,
             _ => match self.gaps.range(min..).next() {
@@ -267,20 +293,20 @@ impl FdTable {
                 self.gaps.insert(fd + 1, end);
             }
         }
-        *self.refs.entry(file).or_default() += 1;
+        self.numbers.entry(file).or_default().insert(fd);
         self.fds.insert(fd, Fd { file, cloexec });
-        if let Some(n) = self.pipe_ends.get() {
-            let end = self.files.get(&file).is_some_and(is_pipe_end);
-            self.pipe_ends.set(Some(n + usize::from(end)));
+        self.log.rebound.push(fd);
+        if self.files.get(&file).is_some_and(is_pipe_end) {
+            self.pipe_ends += 1;
         }
     }
 
     /// Frees number `fd`; returns its description's id.
     fn release(&mut self, fd: i32) -> Option<u32> {
         let d = self.fds.remove(&fd)?;
-        if let Some(n) = self.pipe_ends.get() {
-            let end = self.files.get(&d.file).is_some_and(is_pipe_end);
-            self.pipe_ends.set(Some(n - usize::from(end)));
+        self.log.rebound.push(fd);
+        if self.files.get(&d.file).is_some_and(is_pipe_end) {
+            self.pipe_ends -= 1;
         }
         let (mut start, mut end) = (fd, fd + 1);
         if let Some((&s, &e)) = self.gaps.range(..fd).next_back() {
@@ -297,32 +323,20 @@ impl FdTable {
         } else {
             self.gaps.insert(start, end);
         }
-        let refs = self.refs.get_mut(&d.file).expect("counted");
-        *refs -= 1;
-        if *refs == 0 {
-            self.refs.remove(&d.file);
+        let numbers = self.numbers.get_mut(&d.file).expect("counted");
+        numbers.remove(&fd);
+        if numbers.is_empty() {
+            self.numbers.remove(&d.file);
             if let Some(f) = self.files.remove(&d.file) {
                 self.let_go(&f.kind);
             }
         }
-        self.removals += 1;
         Some(d.file)
     }
 
     /// How many descriptors are pipe or socket-pair ends.
     pub fn pipe_ends(&self) -> usize {
-        if let Some(n) = self.pipe_ends.get() {
-            return n;
-        }
-        let n = self.list().filter(|(_, f)| is_pipe_end(f)).count();
-        self.pipe_ends.set(Some(n));
-        n
-    }
-
-    /// Bumped when a descriptor closed or a description may have changed
-    /// kind.
-    pub fn removals(&self) -> u64 {
-        self.removals
+        self.pipe_ends
     }
 
     pub fn get(&self, fd: i32) -> Option<&OpenFile> {
@@ -335,14 +349,19 @@ impl FdTable {
         let Some(id) = self.fds.get(&fd).map(|d| d.file) else {
             return false;
         };
-        self.hold(&kind);
-        let old = match self.files.get_mut(&id) {
-            Some(f) => std::mem::replace(&mut f.kind, kind),
-            None => return false,
+        let Some(f) = self.files.get_mut(&id) else {
+            return false;
         };
+        let old = std::mem::replace(&mut f.kind, kind);
+        let new_end = is_pipe_end(f);
+        let kind = f.kind.clone();
+        self.hold(&kind);
         self.let_go(&old);
-        self.removals += 1;
-        self.pipe_ends.set(None);
+        let numbers = &self.numbers[&id];
+        let was_end = matches!(old, FileKind::Pipe { .. } | FileKind::SocketPair { .. });
+        self.pipe_ends = self.pipe_ends + usize::from(new_end) * numbers.len()
+            - usize::from(was_end) * numbers.len();
+        self.log.rebound.extend(numbers.iter().copied());
         true
     }
 
@@ -377,8 +396,7 @@ impl FdTable {
 
     /// `dup`-family: a new descriptor for the same description.
     pub fn dup(&mut self, fd: i32, min: i32, cloexec: bool) -> Result<i32, i32> {
-        let d = self.fds.get(&fd).ok_or(libc::EBADF)?;
-        let file = d.file;
+        let file = self.fds.get(&fd).ok_or(libc::EBADF)?.file;
         let new = self.lowest_free(min)?;
         self.occupy(new, file, cloexec);
         Ok(new)

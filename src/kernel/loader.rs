@@ -20,6 +20,14 @@ type Header = elf::FileHeader64<object::LittleEndian>;
 pub enum LoadError {
     #[error("{0}: no such file; check the --target path")]
     NotFound(String),
+    #[error(
+        "{0} asks for the interpreter {1}, which is not there: the program was built for another system, or its file is damaged"
+    )]
+    NoInterpreter(String, String),
+    #[error(
+        "the arguments and environment take {0} bytes, more than Linux lets a program start with ({MAX_ARGS_BYTES} bytes, a quarter of the stack; {MAX_ARG_BYTES} for one string)"
+    )]
+    ArgsTooLong(usize),
     #[error("{0} is a directory; give the path of an executable file")]
     IsDirectory(String),
     #[error("{0} is not an ELF executable; rewind-fuzz runs Linux x86-64 ELF binaries")]
@@ -38,13 +46,82 @@ pub enum LoadError {
     Memory(String, MemError),
 }
 
+/// What the arguments and environment of a program may take together, as
+/// Linux allows (a quarter of the 8 MiB stack), and one string alone
+/// (`MAX_ARG_STRLEN`); past either, `execve` fails with E2BIG.
+pub const MAX_ARGS_BYTES: usize = 2 << 20;
+pub const MAX_ARG_BYTES: usize = 32 * 4096;
+
+/// Checks that `argv` and `env` fit a new program's stack as Linux
+/// requires (the strings, their NULs and the pointers to them).
+pub fn check_args(argv: &[String], env: &[String]) -> Result<(), LoadError> {
+    let strings = argv.iter().chain(env);
+    let total: usize = strings.clone().map(|s| s.len() + 1 + 8).sum::<usize>() + 16;
+    if total > MAX_ARGS_BYTES || strings.clone().any(|s| s.len() + 1 > MAX_ARG_BYTES) {
+        return Err(LoadError::ArgsTooLong(total));
+    }
+    Ok(())
+}
+
+/// The interpreter an ELF file asks for (`PT_INTERP`), if any: its path,
+/// and the path as it may be shown (bytes that are not UTF-8 escaped).
+pub fn interpreter_of(path: &str, data: &[u8]) -> Result<Option<(String, String)>, LoadError> {
+    let bad = |e: object::read::Error| LoadError::Malformed(path.into(), e.to_string());
+    let h = Header::parse(data).map_err(bad)?;
+    let endian = h.endian().map_err(bad)?;
+    let phdrs = h.program_headers(endian, data).map_err(bad)?;
+    let Some(p) = phdrs.iter().find(|p| p.p_type(endian) == elf::PT_INTERP) else {
+        return Ok(None);
+    };
+    let b = p
+        .data(endian, data)
+        .map_err(|_| LoadError::Malformed(path.into(), "PT_INTERP outside the file".into()))?;
+    let b = b.split(|c| *c == 0).next().unwrap_or_default();
+    let shown = crate::escape::bytes_line(b);
+    Ok(Some((String::from_utf8_lossy(b).into_owned(), shown)))
+}
+
+/// An interpreter's path and contents.
+type Interpreter = (String, Arc<Vec<u8>>);
+
+/// Reads the interpreter of `path` (whose contents are `data`), if it asks
+/// for one: missing, it is [`LoadError::NoInterpreter`].
+fn open_interpreter(
+    k: &mut Kernel,
+    path: &str,
+    data: &[u8],
+) -> Result<Option<Interpreter>, LoadError> {
+    let Some((interp, shown)) = interpreter_of(path, data)? else {
+        return Ok(None);
+    };
+    match open_elf(k, &interp) {
+        Ok(d) => Ok(Some((interp, d))),
+        Err(LoadError::NotFound(_)) => Err(LoadError::NoInterpreter(
+            crate::escape::line(path).into_owned(),
+            shown,
+        )),
+        Err(e) => Err(e),
+    }
+}
+
+/// Checks, before an `execve` lets go of the old program, that the new one
+/// can start: its arguments fit (E2BIG) and its interpreter is there
+/// (ENOENT), as Linux checks.
+pub fn check_exec(k: &mut Kernel, path: &str, data: &[u8], exec: &Exec) -> Result<(), i32> {
+    check_args(&exec.argv, &exec.env).map_err(|_| libc::E2BIG)?;
+    match open_interpreter(k, path, data) {
+        Ok(_) => Ok(()),
+        Err(LoadError::NoInterpreter(..) | LoadError::NotFound(_)) => Err(libc::ENOENT),
+        Err(_) => Err(libc::ENOEXEC),
+    }
+}
+
 /// A mapped ELF image.
 struct Image {
     base: u64,
     entry: u64,
     phdr: u64,
     phnum: u64,
-    interp: Option<String>,
     end: u64,
 }
 
@@ -220,26 +297,11 @@ fn map_image(
             })
         })
         .unwrap_or(0);
-    let interp = phdrs
-        .iter()
-        .find(|p| p.p_type(endian) == elf::PT_INTERP)
-        .map(|p| {
-            let b = p.data(endian, data.as_slice()).map_err(|_| {
-                LoadError::Malformed(path.into(), "PT_INTERP outside the file".into())
-            })?;
-            Ok::<_, LoadError>(
-                String::from_utf8_lossy(b)
-                    .trim_end_matches('\0')
-                    .to_string(),
-            )
-        })
-        .transpose()?;
     Ok(Image {
         base,
         entry: base + h.e_entry(endian),
         phdr,
         phnum: phdrs.len() as u64,
-        interp,
         end: base + hi,
     })
 }
@@ -286,18 +348,19 @@ pub struct Exec {
 pub fn load(k: &mut Kernel, exec: &Exec) -> Result<UserRegs, LoadError> {
     let exe = exec.exe.clone();
     let data = open_elf(k, &exe)?;
+    check_args(&exec.argv, &exec.env)?;
+    let interp = open_interpreter(k, &exe, &data)?;
     let main = map_image(k, &exe, data, true)?;
     k.mm.init_brk(main.end);
-    let (entry, interp_base) = match &main.interp {
-        Some(interp) => {
-            let idata = open_elf(k, interp)?;
-            let i = map_image(k, interp, idata, false)?;
+    let (entry, interp_base) = match &interp {
+        Some((path, idata)) => {
+            let i = map_image(k, path, idata.clone(), false)?;
             (i.entry, i.base)
         }
         None => (main.entry, 0),
     };
     let mut env = exec.env.clone();
-    if main.interp.is_some() && !k.config.preload.is_empty() {
+    if interp.is_some() && !k.config.preload.is_empty() {
         env.retain(|e| !e.starts_with("LD_PRELOAD="));
         env.push(format!("LD_PRELOAD={}", k.config.preload.join(":")));
     }

@@ -10,6 +10,7 @@ pub mod files;
 pub mod futex;
 pub mod loader;
 pub mod process;
+pub mod ready;
 mod shared;
 pub mod signal;
 pub mod site_path;
@@ -107,6 +108,14 @@ pub struct KernelConfig {
     /// spinning deadlocks), so that they replay step for step.
     #[serde(default)]
     pub runtime_caller_sites: bool,
+    /// Take polls, epoll waits and waiting reads of timer, signal and
+    /// socket descriptors up again after any change to any pipe, counter,
+    /// socket, timer, signal or process, as reproducers of format 7 and
+    /// earlier and schedules of version 3 and earlier recorded them, so
+    /// that they replay step for step (new runs take them up when what
+    /// they wait on changes).
+    #[serde(default)]
+    pub polls_retry_on_any_activity: bool,
     /// How steps are made where that changed between versions (recorded by
     /// schedules and reproducers, which replay under their own).
     #[serde(default)]
@@ -136,6 +145,7 @@ impl KernelConfig {
             hang_steps: crate::observe::progress::HANG_STEPS,
             sync_points: SyncPoints::Calls,
             runtime_caller_sites: false,
+            polls_retry_on_any_activity: false,
             step_rules: crate::code::StepRules::default(),
             site_jumps: false,
         }
@@ -229,6 +239,12 @@ pub struct Kernel {
     shared_files: BTreeMap<u64, SharedFile>,
     /// Shared memory objects (`shared`).
     shared: shared::SharedObjects,
+    /// Each process's children (ended ones too, until reaped).
+    children: BTreeMap<process::Pid, std::collections::BTreeSet<process::Pid>>,
+    /// The processes (ended ones too, until reaped) of each address space.
+    space_users: BTreeMap<process::Pid, std::collections::BTreeSet<process::Pid>>,
+    /// What changed since the waiters last looked (`ready`).
+    changes: ready::Changes,
     /// Whether the run still makes progress.
     progress: crate::observe::progress::ProgressWatch,
     /// What the code says of the frames sync sites unwind through.
@@ -316,6 +332,9 @@ impl Kernel {
             sockets: Default::default(),
             shared_files: BTreeMap::new(),
             shared: Default::default(),
+            children: BTreeMap::new(),
+            space_users: BTreeMap::new(),
+            changes: Default::default(),
             progress: crate::observe::progress::ProgressWatch::new(config_hang_steps),
             frames: Default::default(),
         };
@@ -335,7 +354,7 @@ impl Kernel {
             vfork_parent: None,
             parked: None,
         };
-        k.procs.insert(MAIN_TID.0, first);
+        k.add_process(first);
         k.map_ring()?;
         k.threads
             .insert(MAIN_TID, Thread::new(MAIN_TID, UserRegs::default(), name));
@@ -464,6 +483,11 @@ impl Kernel {
             self.mm.allocator_mut().after_invalidation();
         }
         needed
+    }
+
+    /// Sets the running thread's signal mask.
+    pub(crate) fn set_mask(&mut self, mask: u64) {
+        self.threads.set_sigmask(self.current, mask);
     }
 
     /// The running thread.
@@ -859,7 +883,7 @@ impl Kernel {
             17 => sig(libc::SIGBUS as u32, 1, fault_addr), // BUS_ADRALN
             _ => sig(libc::SIGSEGV as u32, 0x80, 0),
         };
-        self.cur().pending.push(signal);
+        self.threads.push_pending(self.current, signal);
         self.deliver_signals(cpu);
         false
     }
@@ -908,21 +932,23 @@ impl Kernel {
         }
         // A call interrupted by a signal that no handler took (ignored by
         // now) still gives its old mask back as it returns.
-        if let Some(t) = self.threads.get_mut(&self.current) {
-            if t.is_runnable() {
-                t.restore_saved_mask();
-            }
+        if self
+            .threads
+            .get(&self.current)
+            .is_some_and(|t| t.is_runnable())
+        {
+            self.threads.restore_saved_mask(self.current);
         }
     }
 
     fn take_deliverable(&mut self) -> Option<thread::PendingSignal> {
-        let t = self.threads.get_mut(&self.current)?;
-        let mask = t.sigmask;
+        let t = self.threads.get(&self.current)?;
+        let mask = t.sigmask();
         let i = t
-            .pending
+            .pending()
             .iter()
             .position(|s| s.forced || mask & signal::bit(s.signo) == 0)?;
-        Some(t.pending.remove(i))
+        self.threads.take_pending(self.current, i)
     }
 
     /// Threads that can run now, in thread-id order.
@@ -945,9 +971,9 @@ impl Kernel {
         if let Some(t) = self.threads.get(&tid) {
             if matches!(t.state(), ThreadState::Blocked(_)) {
                 self.threads.set_state(tid, ThreadState::Runnable);
-                let t = self.threads.get_mut(&tid).expect("looked up");
                 // The call sets its own mask again when it runs again.
-                t.restore_saved_mask();
+                self.threads.restore_saved_mask(tid);
+                let t = self.threads.get_mut(&tid).expect("looked up");
                 t.regs.rax = nr;
                 t.regs.rip = t.regs.rip.wrapping_sub(2);
                 self.obs.woke(tid, 0);
@@ -971,7 +997,7 @@ impl Kernel {
         // A call with its own mask gets the old one back as it returns,
         // unless a signal interrupted it: that signal's frame takes it.
         if result != -(libc::EINTR as i64) {
-            t.restore_saved_mask();
+            self.threads.restore_saved_mask(tid);
         }
         self.obs.woke(tid, result);
     }
@@ -1105,12 +1131,7 @@ impl Kernel {
                             .copied()
                             .find(|p| *p != t.pid)
                             .or_else(|| holders.first().copied());
-                        pid.and_then(|pid| {
-                            self.threads
-                                .values()
-                                .find(|o| o.pid == pid && o.is_alive())
-                                .map(|o| (pid, o.tid))
-                        })
+                        pid.and_then(|pid| self.threads.members(pid).next().map(|o| (pid, o)))
                     }
                     _ => None,
                 };

@@ -119,6 +119,58 @@ pub struct Process {
 }
 
 impl Kernel {
+    /// Adds process `p`, as its parent's child and a user of its space.
+    pub(super) fn add_process(&mut self, p: Process) {
+        self.children.entry(p.parent).or_default().insert(p.pid);
+        self.space_users.entry(p.space).or_default().insert(p.pid);
+        self.procs.insert(p.pid, p);
+    }
+
+    /// Forgets process `pid` (reaped).
+    pub(super) fn remove_process(&mut self, pid: Pid) -> Option<Process> {
+        let p = self.procs.remove(&pid)?;
+        for (map, key) in [
+            (&mut self.children, p.parent),
+            (&mut self.space_users, p.space),
+        ] {
+            if let Some(set) = map.get_mut(&key) {
+                set.remove(&pid);
+                if set.is_empty() {
+                    map.remove(&key);
+                }
+            }
+        }
+        Some(p)
+    }
+
+    /// Moves process `pid` to address space `space`.
+    pub(super) fn set_space_of(&mut self, pid: Pid, space: Pid) {
+        let p = self.procs.get_mut(&pid).expect("a known process");
+        let old = std::mem::replace(&mut p.space, space);
+        if let Some(set) = self.space_users.get_mut(&old) {
+            set.remove(&pid);
+            if set.is_empty() {
+                self.space_users.remove(&old);
+            }
+        }
+        self.space_users.entry(space).or_default().insert(pid);
+    }
+
+    /// The children of process `pid` (ended ones too), lowest first.
+    pub(super) fn children_of(&self, pid: Pid) -> impl Iterator<Item = Pid> + '_ {
+        self.children.get(&pid).into_iter().flatten().copied()
+    }
+
+    /// Whether a live process other than `except` runs in address space
+    /// `id`.
+    pub(super) fn space_used_by_another(&self, id: Pid, except: Pid) -> bool {
+        self.space_users
+            .get(&id)
+            .into_iter()
+            .flatten()
+            .any(|p| *p != except && self.procs[p].ended.is_none())
+    }
+
     /// The current process's entry.
     pub(super) fn process_entry(&self) -> &Process {
         &self.procs[&self.pid]
@@ -165,6 +217,7 @@ impl Kernel {
         if pid == self.pid {
             return;
         }
+        self.park_files();
         let parked = Parked {
             files: std::mem::take(&mut self.files),
             signals: std::mem::take(&mut self.signals),
@@ -178,6 +231,7 @@ impl Kernel {
         let state = next.parked.take().unwrap_or_default();
         let space = next.space;
         self.files = state.files;
+        self.unparked_files();
         self.signals = state.signals;
         self.limits = state.limits;
         self.vfs.cwd = state.cwd;
@@ -201,9 +255,7 @@ impl Kernel {
 
     /// Whether a live process runs in address space `id`.
     fn space_in_use(&self, id: Pid) -> bool {
-        self.procs
-            .values()
-            .any(|p| p.space == id && p.ended.is_none())
+        self.space_used_by_another(id, 0)
     }
 
     /// Runs `f` with `pid` as the current process (for acting on another
@@ -234,66 +286,6 @@ impl Kernel {
                 addr,
             },
         }
-    }
-
-    /// Every open file description of every live process (what decides
-    /// whether a pipe end is still open).
-    pub(super) fn all_open_files(&self) -> impl Iterator<Item = &super::files::OpenFile> {
-        let parked = self
-            .procs
-            .values()
-            .filter(|p| p.ended.is_none())
-            .filter_map(|p| p.parked.as_ref())
-            .flat_map(|s| s.files.list().map(|(_, f)| f));
-        self.files.list().map(|(_, f)| f).chain(parked)
-    }
-
-    /// Whether a description in a live process holds `h`.
-    pub(super) fn held_anywhere(&self, h: super::files::Held) -> bool {
-        self.files.holds(h)
-            || self
-                .procs
-                .values()
-                .filter(|p| p.ended.is_none())
-                .filter_map(|p| p.parked.as_ref())
-                .any(|s| s.files.holds(h))
-    }
-
-    /// The objects any table let go of since the last call.
-    pub(super) fn take_dropped(&mut self) -> Vec<super::files::Held> {
-        let mut dropped = self.files.take_dropped();
-        for p in self.procs.values_mut() {
-            if let Some(s) = p.parked.as_mut() {
-                dropped.extend(s.files.take_dropped());
-            }
-        }
-        dropped
-    }
-
-    /// What the descriptor tables of the live processes are at, counting
-    /// only closes and kind changes: equal between two steps, no pipe,
-    /// epoll or socket can have lost its last descriptor in between.
-    pub(super) fn removal_versions(&self) -> Vec<(Pid, u64)> {
-        self.procs
-            .values()
-            .filter(|p| p.ended.is_none())
-            .filter_map(|p| match &p.parked {
-                Some(s) => Some((p.pid, s.files.removals())),
-                None => (p.pid == self.pid).then(|| (p.pid, self.files.removals())),
-            })
-            .collect()
-    }
-
-    /// Descriptors of pipe and socket-pair ends in the live processes.
-    pub(super) fn pipe_ends(&self) -> usize {
-        let parked: usize = self
-            .procs
-            .values()
-            .filter(|p| p.ended.is_none())
-            .filter_map(|p| p.parked.as_ref())
-            .map(|s| s.files.pipe_ends())
-            .sum();
-        self.files.pipe_ends() + parked
     }
 
     /// Makes the open descriptions of overlay files at `from` (or under it)
@@ -348,19 +340,14 @@ impl Kernel {
     /// told. The first process ending ends the run (the caller says how).
     pub(super) fn end_process(&mut self, how: Ended) {
         let pid = self.pid;
-        let ending: Vec<super::Tid> = self
-            .threads
-            .values()
-            .filter(|t| t.pid == pid)
-            .map(|t| t.tid)
-            .collect();
+        // Its exited threads have no signals left; the live ones lose theirs.
+        let ending: Vec<super::Tid> = self.threads.members(pid).collect();
+        self.changes.count(ending.len() as u64);
         for tid in ending {
             self.threads.set_state(tid, ThreadState::Exited);
-            if let Some(t) = self.threads.get_mut(&tid) {
-                t.pending.clear();
-            }
+            self.threads.change_pending(tid, Vec::clear);
         }
-        self.files = FdTable::default();
+        self.drop_files();
         self.timers.forget(pid);
         let (parent, exit_signal, vfork_parent, space) = {
             let p = self.procs.get_mut(&pid).expect("current process");
@@ -377,20 +364,17 @@ impl Kernel {
         // Orphans go to the nearest living ancestor that is a subreaper,
         // else to the first process, which reaps them if it waits.
         let heir = self.orphan_heir(parent);
-        let orphans: Vec<Pid> = self
-            .procs
-            .values()
-            .filter(|p| p.parent == pid)
-            .map(|p| p.pid)
-            .collect();
+        let orphans: Vec<Pid> = self.children.remove(&pid).into_iter().flatten().collect();
+        self.changes.count(orphans.len() as u64);
         for child in orphans {
             self.procs.get_mut(&child).expect("listed").parent = heir;
+            self.children.entry(heir).or_default().insert(child);
             // PR_SET_PDEATHSIG: its threads that asked learn of the end.
             let asked: Vec<(super::Tid, u32)> = self
                 .threads
-                .values()
-                .filter(|t| t.pid == child && t.is_alive() && t.parent_death_signal != 0)
-                .map(|t| (t.tid, t.parent_death_signal))
+                .members(child)
+                .map(|t| (t, self.threads[&t].parent_death_signal))
+                .filter(|(_, signo)| *signo != 0)
                 .collect();
             for (tid, signo) in asked {
                 let s = super::thread::PendingSignal {
@@ -406,6 +390,7 @@ impl Kernel {
         self.child_changed(parent, exit_signal);
         // Polls on its pidfd look again.
         self.pipes.note_activity();
+        self.touch(super::ready::Ready::Ended(pid));
     }
 
     /// Who takes the orphans of a child of `parent`: the nearest living
@@ -428,13 +413,13 @@ impl Kernel {
     fn child_changed(&mut self, parent: Pid, signal: u32) {
         let waiting: Vec<(super::Tid, u64)> = self
             .threads
-            .values()
-            .filter(|t| t.pid == parent)
-            .filter_map(|t| match *t.state() {
-                ThreadState::Blocked(Wait::Child { nr }) => Some((t.tid, nr)),
+            .child_waiters(parent)
+            .filter_map(|t| match *self.threads[&t].state() {
+                ThreadState::Blocked(Wait::Child { nr }) => Some((t, nr)),
                 _ => None,
             })
             .collect();
+        self.changes.count(waiting.len() as u64);
         for (tid, nr) in waiting {
             self.restart(tid, nr);
         }

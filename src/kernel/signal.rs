@@ -2,6 +2,7 @@
 //! laid out as Linux lays them out on x86-64, so handlers, `ucontext`
 //! inspection and `rt_sigreturn` work unmodified.
 
+use super::ready::{ANY_PROCESS, Ready};
 use super::thread::PendingSignal;
 use super::{FpuAccess, Kernel, SysResult, ThreadState, Tid, Wait};
 use crate::arch::cpu::{ExtendedState, RFLAGS_USER_MASK, UserRegs};
@@ -93,9 +94,12 @@ pub fn send_to_thread(k: &mut Kernel, tid: Tid, s: PendingSignal) {
     if ignored && !s.forced {
         return;
     }
-    t.pending.push(s);
+    let pid = t.pid;
+    k.threads.push_pending(tid, s);
     // Signal descriptors and the polls on them look again.
     k.pipes.note_activity();
+    k.touch(Ready::Signals(pid));
+    k.touch(Ready::Signals(ANY_PROCESS));
     let Some(t) = k.threads.get_mut(&tid) else {
         return;
     };
@@ -103,8 +107,8 @@ pub fn send_to_thread(k: &mut Kernel, tid: Tid, s: PendingSignal) {
     // call returns the signal, as Linux dequeues it for the waiter.
     if let ThreadState::Blocked(Wait::SigWait { set, info, .. }) = *t.state() {
         if set & bit(s.signo) != 0 {
-            t.pending.pop();
             let pid = t.pid;
+            k.threads.change_pending(tid, |p| p.pop());
             let written = info == 0 || k.with_process(pid, |k| k.write(info, &siginfo(&s)).is_ok());
             let r = if written {
                 s.signo as i64
@@ -115,7 +119,7 @@ pub fn send_to_thread(k: &mut Kernel, tid: Tid, s: PendingSignal) {
             return;
         }
     }
-    let blocked = t.sigmask & bit(s.signo) != 0;
+    let blocked = t.sigmask() & bit(s.signo) != 0;
     if !blocked {
         if let ThreadState::Blocked(w) = t.state() {
             if matches!(w, Wait::Vfork { .. }) {
@@ -134,14 +138,8 @@ pub fn send_to_thread(k: &mut Kernel, tid: Tid, s: PendingSignal) {
 /// Queues a process-directed signal to a thread that does not block it
 /// (the main thread first), as Linux picks one.
 pub fn send_to_process(k: &mut Kernel, s: PendingSignal) {
-    let pid = k.pid();
-    let target = k
-        .threads
-        .values()
-        .filter(|t| t.is_alive() && t.pid == pid)
-        .find(|t| t.sigmask & bit(s.signo) == 0)
-        .or_else(|| k.threads.values().find(|t| t.is_alive() && t.pid == pid))
-        .map(|t| t.tid);
+    let (target, looked_at) = k.threads.signal_target(k.pid(), s.signo);
+    k.changes.count(looked_at);
     if let Some(tid) = target {
         send_to_thread(k, tid, s);
     }
@@ -185,8 +183,8 @@ pub fn with_call_mask(
         return call(k);
     };
     let t = k.cur();
-    t.saved_mask = Some(t.sigmask);
-    t.sigmask = mask & !UNBLOCKABLE;
+    t.saved_mask = Some(t.sigmask());
+    k.set_mask(mask & !UNBLOCKABLE);
     let r = match call(k) {
         // Linux looks for signals only once nothing is ready.
         SysResult::Block(_) if deliverable_now(k.cur()) => SysResult::Ret(-(libc::EINTR as i64)),
@@ -197,16 +195,16 @@ pub fn with_call_mask(
         SysResult::Ret(v) if v == -(libc::EINTR as i64) => {}
         // The call waits with its mask.
         SysResult::Block(_) => {}
-        _ => k.cur().restore_saved_mask(),
+        _ => k.threads.restore_saved_mask(k.current),
     }
     r
 }
 
 /// Whether a signal pending for thread `t` can be delivered under its mask.
 pub fn deliverable_now(t: &super::Thread) -> bool {
-    t.pending
+    t.pending()
         .iter()
-        .any(|s| s.forced || t.sigmask & bit(s.signo) == 0)
+        .any(|s| s.forced || t.sigmask() & bit(s.signo) == 0)
 }
 
 /// `si_code` of a signal the kernel raised without a fault address.
@@ -215,7 +213,7 @@ pub const SI_KERNEL: i32 = 0x80;
 /// Delivers one signal to the current thread.
 pub fn deliver(k: &mut Kernel, s: PendingSignal, cpu: &mut dyn FpuAccess) {
     let act = k.signals.get(s.signo);
-    let blocked = k.cur().sigmask & bit(s.signo) != 0;
+    let blocked = k.cur().sigmask() & bit(s.signo) != 0;
     let use_default = act.handler == SIG_DFL || (s.forced && (blocked || act.handler == SIG_IGN));
     if use_default {
         if default_ignores(s.signo) && !s.forced {
@@ -266,7 +264,7 @@ fn build_frame(
     let t = k.cur();
     // After a call with its own mask (rt_sigsuspend, ppoll ...), the
     // handler's return restores the mask it replaced, not the call's.
-    let old_mask = t.saved_mask.take().unwrap_or(t.sigmask);
+    let old_mask = t.saved_mask.take().unwrap_or(t.sigmask());
     let alt = t.altstack;
     let on_alt = alt.size != 0 && regs.rsp > alt.sp && regs.rsp <= alt.sp + alt.size;
     let mut sp =
@@ -346,7 +344,7 @@ fn build_frame(
     if act.flags & SA_NODEFER == 0 {
         mask |= bit(s.signo);
     }
-    t.sigmask = mask & !UNBLOCKABLE;
+    k.set_mask(mask & !UNBLOCKABLE);
     Ok(())
 }
 
@@ -398,6 +396,6 @@ pub fn sigreturn(k: &mut Kernel, cpu: &mut dyn FpuAccess) -> Result<(), MemError
         rip: g[16],
         rflags: (old.rflags & !RFLAGS_USER_MASK) | (g[17] & RFLAGS_USER_MASK),
     };
-    t.sigmask = mask & !UNBLOCKABLE;
+    k.set_mask(mask & !UNBLOCKABLE);
     Ok(())
 }

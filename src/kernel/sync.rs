@@ -402,7 +402,7 @@ impl Kernel {
                         forced: true,
                     },
                 };
-                self.cur().pending.push(signal);
+                self.threads.push_pending(self.current, signal);
                 self.deliver_signals(cpu);
             }
         }

@@ -150,9 +150,8 @@ fn thread_of(k: &Kernel, p: ProcPath) -> Option<Tid> {
         return Some(leader);
     }
     k.threads
-        .values()
-        .find(|t| t.pid == p.pid && t.is_alive())
-        .map(|t| t.tid)
+        .members(p.pid)
+        .next()
         .or_else(|| k.threads.contains_key(&leader).then_some(leader))
 }
 
@@ -161,10 +160,7 @@ fn usage(k: &Kernel, pid: Pid) -> Usage {
 }
 
 fn threads_of(k: &Kernel, pid: Pid) -> usize {
-    k.threads
-        .values()
-        .filter(|t| t.pid == pid && t.is_alive())
-        .count()
+    k.threads.alive_in(pid)
 }
 
 fn status_text(k: &Kernel, proc: &Process, name: &str) -> String {
@@ -206,7 +202,7 @@ fn stat_text(k: &Kernel, proc: &Process, thread: Option<Tid>, name: &str) -> Str
     let n = threads_of(k, proc.pid);
     let (sigmask, id) = thread
         .and_then(|t| k.threads.get(&t))
-        .map_or((0, proc.pid), |t| (t.sigmask, t.tid.0));
+        .map_or((0, proc.pid), |t| (t.sigmask(), t.tid.0));
     let rss_limit = u64::MAX;
     let exit = match proc.ended {
         Some(e) => e.wait_status(),

@@ -632,9 +632,11 @@ fn retried_as(r: SysResult, nr: i64) -> SysResult {
             len,
             nr: nr as u64,
         }),
-        SysResult::Block(Wait::Readable { fd, .. }) => {
-            SysResult::Block(Wait::Readable { fd, nr: nr as u64 })
-        }
+        SysResult::Block(Wait::Readable { fd, on, .. }) => SysResult::Block(Wait::Readable {
+            fd,
+            nr: nr as u64,
+            on,
+        }),
         other => other,
     }
 }

@@ -15,6 +15,7 @@
 use std::collections::{BTreeMap, VecDeque};
 
 use super::files::{FileKind, OpenFile};
+use super::ready::Ready;
 use super::table::{SyscallDef, def};
 use super::thread::Wait;
 use super::vfs::{Resolved, parent_of};
@@ -127,6 +128,9 @@ pub struct Sockets {
     names: BTreeMap<Name, u64>,
     next: u64,
     next_port: u16,
+    /// The pipe ends of connections waiting to be accepted, (pipe, the
+    /// write end), each counted once per queue entry: they are open.
+    queued: BTreeMap<(u64, bool), u32>,
 }
 
 impl Sockets {
@@ -135,9 +139,59 @@ impl Sockets {
         self.bound.is_empty()
     }
 
-    /// The pipe ends of connections waiting to be accepted.
-    pub fn queued_ends(&self) -> impl Iterator<Item = (u64, u64)> + '_ {
-        self.bound.values().flat_map(|b| b.queue.iter().copied())
+    /// Whether a connection waiting to be accepted holds pipe `id`'s
+    /// read (or, with `write`, write) end.
+    pub fn queues_end(&self, id: u64, write: bool) -> bool {
+        self.queued.contains_key(&(id, write))
+    }
+
+    /// Counts (or, with `add` false, uncounts) the ends a queued
+    /// connection holds: it reads `rx` and writes `tx`.
+    fn count_queued(&mut self, (rx, tx): (u64, u64), add: bool) {
+        for end in [(rx, false), (tx, true)] {
+            let n = self.queued.entry(end).or_default();
+            if add {
+                *n += 1;
+            } else {
+                *n -= 1;
+                if *n == 0 {
+                    self.queued.remove(&end);
+                }
+            }
+        }
+    }
+
+    /// Queues connection `ends` on listener `id` (at the front when it
+    /// goes back), if the listener is still there.
+    fn enqueue(&mut self, id: u64, ends: (u64, u64), front: bool) {
+        if let Some(b) = self.bound.get_mut(&id) {
+            if front {
+                b.queue.push_front(ends);
+            } else {
+                b.queue.push_back(ends);
+            }
+            self.count_queued(ends, true);
+        }
+    }
+
+    /// Takes the oldest connection queued on listener `id`.
+    fn dequeue(&mut self, id: u64) -> Option<(u64, u64)> {
+        let ends = self.bound.get_mut(&id)?.queue.pop_front()?;
+        self.count_queued(ends, false);
+        Some(ends)
+    }
+
+    /// Removes bound socket `id`: its name is free again; the connections
+    /// it never accepted come back.
+    fn remove(&mut self, id: u64) -> Vec<(u64, u64)> {
+        let Some(b) = self.bound.remove(&id) else {
+            return Vec::new();
+        };
+        self.names.remove(&b.name);
+        for ends in &b.queue {
+            self.count_queued(*ends, false);
+        }
+        b.queue.into_iter().collect()
     }
 
     /// Whether bound socket `id` has a connection to accept or a datagram
@@ -149,43 +203,10 @@ impl Sockets {
     }
 }
 
-/// Forgets bound sockets no descriptor refers to any more (their names
-/// are free again, their queued connections closed).
-pub fn collect(k: &mut Kernel) {
-    if k.sockets.bound.is_empty() {
-        return;
-    }
-    let open: std::collections::BTreeSet<u64> = k
-        .all_open_files()
-        .filter_map(|f| match f.kind {
-            FileKind::BoundSocket { id, .. } => Some(id),
-            _ => None,
-        })
-        .collect();
-    let gone: Vec<u64> = k
-        .sockets
-        .bound
-        .keys()
-        .filter(|id| !open.contains(id))
-        .copied()
-        .collect();
-    for id in gone {
-        if let Some(b) = k.sockets.bound.remove(&id) {
-            k.sockets.names.remove(&b.name);
-        }
-    }
-}
-
 /// Bound socket `id` goes (its last description closed): its name is
 /// free again. The connections it never accepted, whose pipes go too.
 pub fn forget(k: &mut Kernel, id: u64) -> Vec<(u64, u64)> {
-    match k.sockets.bound.remove(&id) {
-        Some(b) => {
-            k.sockets.names.remove(&b.name);
-            b.queue.into_iter().collect()
-        }
-        None => Vec::new(),
-    }
+    k.sockets.remove(id)
 }
 
 /// The socket behind `fd`, or the errno Linux gives.
@@ -407,17 +428,21 @@ fn accept(k: &mut Kernel, _: &mut dyn FpuAccess, a: [u64; 6], nr: u64) -> SysRes
         },
         None => return err(libc::EBADF),
     };
-    let Some(b) = k.sockets.bound.get_mut(&id) else {
+    let Some(b) = k.sockets.bound.get(&id) else {
         return err(libc::EINVAL);
     };
     if !b.listening {
         return err(libc::EINVAL);
     }
-    let Some((rx, tx)) = b.queue.pop_front() else {
+    let Some((rx, tx)) = k.sockets.dequeue(id) else {
         if nonblock {
             return err(libc::EAGAIN);
         }
-        return SysResult::Block(Wait::Readable { fd: fd as i32, nr });
+        return SysResult::Block(Wait::Readable {
+            fd: fd as i32,
+            nr,
+            on: Ready::Socket(id),
+        });
     };
     let file = OpenFile {
         kind: FileKind::SocketPair { rx, tx },
@@ -432,9 +457,7 @@ fn accept(k: &mut Kernel, _: &mut dyn FpuAccess, a: [u64; 6], nr: u64) -> SysRes
     {
         Ok(n) => n,
         Err(e) => {
-            if let Some(b) = k.sockets.bound.get_mut(&id) {
-                b.queue.push_front((rx, tx));
-            }
+            k.sockets.enqueue(id, (rx, tx), true);
             return err(e);
         }
     };
@@ -455,9 +478,8 @@ fn connect_to(k: &mut Kernel, fd: u64, id: u64) -> SysResult {
         Ok(ends) => ends,
         Err(e) => return err(e),
     };
-    if let Some(b) = k.sockets.bound.get_mut(&id) {
-        b.queue.push_back((to_server, to_client));
-    }
+    k.sockets.enqueue(id, (to_server, to_client), false);
+    k.touch(Ready::Socket(id));
     k.files.set_kind(
         fd as i32,
         FileKind::SocketPair {
@@ -644,12 +666,19 @@ fn send_datagram(
             match (full, domain == libc::AF_UNIX) {
                 (true, false) => return SysResult::Ret(n),
                 (true, true) if nonblock => return err(libc::EAGAIN),
-                (true, true) => return SysResult::Block(Wait::Readable { fd: fd as i32, nr }),
+                (true, true) => {
+                    return SysResult::Block(Wait::Readable {
+                        fd: fd as i32,
+                        nr,
+                        on: Ready::Socket(id),
+                    });
+                }
                 (false, _) => {}
             }
             b.datagram_bytes += data.len();
             b.datagrams.push_back((data, sender));
             k.pipes.note_activity();
+            k.touch(Ready::Socket(id));
             SysResult::Ret(n)
         }
         // Nobody bound there: a unix datagram is refused; a UDP one is
@@ -678,10 +707,15 @@ fn receive_datagram(
         if nonblock {
             return Err(err(libc::EAGAIN));
         }
-        return Err(SysResult::Block(Wait::Readable { fd: fd as i32, nr }));
+        return Err(SysResult::Block(Wait::Readable {
+            fd: fd as i32,
+            nr,
+            on: Ready::Socket(id),
+        }));
     };
     // A sender waiting for room may go on.
     k.pipes.note_activity();
+    k.touch(Ready::Socket(id));
     let mut done = 0usize;
     for (base, len) in bufs {
         let n = (*len as usize).min(data.len() - done);

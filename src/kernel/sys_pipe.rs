@@ -14,6 +14,7 @@
 use std::collections::VecDeque;
 
 use super::files::{FileKind, Held, OpenFile};
+use super::ready::Ready;
 use super::signal;
 use super::table::{SyscallDef, def};
 use super::thread::{PendingSignal, ThreadState, Wait};
@@ -121,9 +122,6 @@ pub struct Pipes {
     capacities: std::collections::BTreeMap<u64, usize>,
     /// What their capacities add up to, and its limits.
     room: Room,
-    /// The descriptor tables (and listeners' queues) as `settle` last
-    /// counted ends and collected: until they change, neither can differ.
-    seen: Option<(Vec<(super::process::Pid, u64)>, usize)>,
 }
 
 impl Pipes {
@@ -308,6 +306,7 @@ pub fn read_counter(
     }
     k.pipes.counters.insert(id, value - taken);
     k.pipes.note_activity();
+    k.touch(Ready::Counter(id));
     SysResult::Ret(8)
 }
 
@@ -329,6 +328,7 @@ pub fn write_counter(k: &mut Kernel, id: u64, nonblock: bool, data: &[u8], nr: u
     }
     k.pipes.counters.insert(id, value + add);
     k.pipes.note_activity();
+    k.touch(Ready::Counter(id));
     SysResult::Ret(8)
 }
 
@@ -362,10 +362,7 @@ fn wait_unless(nonblock: bool, id: u64, write: bool, len: usize, nr: u64) -> Sys
 /// Whether any description of pipe `id`'s read (or write) end is open
 /// (a connection waiting in a listener's queue holds its ends too).
 fn end_open(k: &Kernel, id: u64, write: bool) -> bool {
-    k.held_anywhere(Held::PipeEnd { id, write })
-        || k.sockets
-            .queued_ends()
-            .any(|(rx, tx)| (if write { tx } else { rx }) == id)
+    k.held_anywhere(Held::PipeEnd { id, write }) || k.sockets.queues_end(id, write)
 }
 
 /// Bytes pipe `id` holds at most (`F_GETPIPE_SZ`).
@@ -395,6 +392,7 @@ pub fn resize(k: &mut Kernel, id: u64, want: u64) -> Result<usize, i32> {
     k.pipes.room.held = room.held - old as u64 + size as u64;
     // A writer waiting for room may fit now.
     k.pipes.note_activity();
+    k.touch(Ready::Pipe(id));
     Ok(size)
 }
 
@@ -448,6 +446,7 @@ pub fn read(k: &mut Kernel, id: u64, nonblock: bool, buf: u64, len: u64, nr: u64
     };
     let n = available.min(len as usize);
     k.pipes.note_activity();
+    k.touch(Ready::Pipe(id));
     let data: Vec<u8> = k
         .pipes
         .buffers
@@ -488,6 +487,7 @@ pub fn write(k: &mut Kernel, id: u64, nonblock: bool, data: &[u8], nr: u64) -> S
     };
     let n = room.min(data.len());
     k.pipes.note_activity();
+    k.touch(Ready::Pipe(id));
     if let Some(b) = k.pipes.buffers.get_mut(&id) {
         b.extend(&data[..n]);
     }
@@ -507,32 +507,42 @@ pub fn poll_state(k: &Kernel, id: u64, write: bool) -> (bool, bool, bool) {
 }
 
 /// Takes up again the calls that waited on a pipe (and the polls) once
-/// they can go on: each re-executes its `syscall` instruction. Called after
-/// every system call while any thread waits so.
+/// they can go on: each re-executes its `syscall` instruction. Called
+/// after every system call. Only the waiters of what changed are looked
+/// at, so a step costs the same however many threads wait beside it.
 pub fn settle(k: &mut Kernel) {
+    k.sync_files();
     if k.pipes.buffers.is_empty()
         && k.pipes.counters.is_empty()
         && !k.pipes.activity
         && k.sockets.is_empty()
         && k.epolls.is_empty()
     {
+        // Nothing anyone could wait on exists: what was let go of or
+        // touched is gone already.
+        k.changes.take_dropped();
+        k.changes.take_touched();
         return;
     }
-    // Ends are counted as descriptors come and go; collecting looks at
-    // every descriptor, so only after one closed: a step, or opening one,
-    // costs the same however many are open.
     let ends = k.pipe_ends();
     if ends != k.pipes.ends_open {
         k.pipes.ends_open = ends;
         k.pipes.note_activity();
     }
-    let now = (k.removal_versions(), k.sockets.queued_ends().count());
-    let changed = k.pipes.seen.as_ref() != Some(&now);
     let activity = std::mem::take(&mut k.pipes.activity);
-    let ready: Vec<(super::Tid, u64)> = k
-        .threads
-        .io_waiters()
-        .filter_map(|t| match t.state() {
+    let any_activity = k.config.polls_retry_on_any_activity;
+    let touched = k.changes.take_touched();
+    let mut waiters: std::collections::BTreeSet<super::Tid> = touched
+        .iter()
+        .flat_map(|key| k.threads.waiting_on(key))
+        .collect();
+    if any_activity && activity {
+        waiters.extend(k.threads.polls());
+    }
+    k.changes.count(waiters.len() as u64);
+    let ready: Vec<(super::Tid, u64)> = waiters
+        .into_iter()
+        .filter_map(|tid| match k.threads[&tid].state() {
             ThreadState::Blocked(Wait::Pipe { id, write, len, nr }) if id & COUNTER != 0 => {
                 let value = k.pipes.counters.get(&(id & !COUNTER)).copied().unwrap_or(0);
                 let go = if *write {
@@ -540,7 +550,7 @@ pub fn settle(k: &mut Kernel) {
                 } else {
                     value > 0
                 };
-                go.then_some((t.tid, *nr))
+                go.then_some((tid, *nr))
             }
             ThreadState::Blocked(Wait::Pipe { id, write, len, nr }) => {
                 let go = if *write {
@@ -548,40 +558,27 @@ pub fn settle(k: &mut Kernel) {
                 } else {
                     readable(k, *id).is_some()
                 };
-                go.then_some((t.tid, *nr))
+                go.then_some((tid, *nr))
             }
-            ThreadState::Blocked(Wait::Poll { nr, .. }) if activity => Some((t.tid, *nr)),
-            ThreadState::Blocked(Wait::Readable { nr, .. }) if activity => Some((t.tid, *nr)),
+            ThreadState::Blocked(Wait::Poll { nr, .. } | Wait::Readable { nr, .. }) => {
+                (!any_activity || activity).then_some((tid, *nr))
+            }
             _ => None,
         })
         .collect();
     for (tid, nr) in ready {
         k.restart(tid, nr);
     }
-    if changed {
-        let processes =
-            |v: &[(super::process::Pid, u64)]| v.iter().map(|(p, _)| *p).collect::<Vec<_>>();
-        let everything = k
-            .pipes
-            .seen
-            .as_ref()
-            .is_none_or(|(seen, _)| processes(seen) != processes(&now.0));
-        collect(k, everything);
-        k.pipes.seen = Some((k.removal_versions(), k.sockets.queued_ends().count()));
+    if k.changes.any_dropped() {
+        collect(k);
     }
 }
 
 /// Forgets the pipes, counters, epolls and bound sockets whose last
-/// description went: only those that lost one since the last look, unless
-/// `everything` (a process came or went), so a close costs the same
-/// however many descriptors are open.
-fn collect(k: &mut Kernel, everything: bool) {
-    let dropped = k.take_dropped();
-    if everything {
-        collect_all(k);
-        return;
-    }
-    let mut candidates = dropped;
+/// description went: only those some table let go of since the last
+/// look, so a close costs the same however many descriptors are open.
+fn collect(k: &mut Kernel) {
+    let mut candidates = k.changes.take_dropped();
     while let Some(h) = candidates.pop() {
         if k.held_anywhere(h) {
             continue;
@@ -598,8 +595,11 @@ fn collect(k: &mut Kernel, everything: bool) {
             }
             Held::Epoll(id) => super::sys_epoll::forget(k, id),
             Held::Bound(id) => {
-                // Connections it never accepted go with it.
+                // Connections it never accepted go with it: their other
+                // ends see the end at the next look.
                 for (rx, tx) in super::sys_net::forget(k, id) {
+                    k.touch(Ready::Pipe(rx));
+                    k.touch(Ready::Pipe(tx));
                     candidates.push(Held::PipeEnd {
                         id: rx,
                         write: false,
@@ -624,41 +624,5 @@ fn forget_pipe(k: &mut Kernel, id: u64) {
 
 /// Whether a connection waiting in a listener's queue holds pipe `id`.
 fn queued(k: &Kernel, id: u64) -> bool {
-    k.sockets.queued_ends().any(|(rx, tx)| rx == id || tx == id)
-}
-
-/// [`collect`] by a look at every descriptor of every process.
-fn collect_all(k: &mut Kernel) {
-    let open: std::collections::BTreeSet<u64> = k
-        .all_open_files()
-        .flat_map(|f| match f.kind {
-            FileKind::Pipe { id, .. } => vec![id],
-            FileKind::SocketPair { rx, tx } => vec![rx, tx],
-            _ => Vec::new(),
-        })
-        .chain(k.sockets.queued_ends().flat_map(|(rx, tx)| [rx, tx]))
-        .collect();
-    super::sys_net::collect(k);
-    super::sys_epoll::collect(k);
-    let Pipes {
-        buffers,
-        capacities,
-        room,
-        ..
-    } = &mut k.pipes;
-    buffers.retain(|id, _| {
-        let keep = open.contains(id);
-        if !keep {
-            room.held -= capacities.remove(id).unwrap_or(CAPACITY) as u64;
-        }
-        keep
-    });
-    let counters: std::collections::BTreeSet<u64> = k
-        .all_open_files()
-        .filter_map(|f| match f.kind {
-            FileKind::EventFd { id, .. } => Some(id),
-            _ => None,
-        })
-        .collect();
-    k.pipes.counters.retain(|id, _| counters.contains(id));
+    k.sockets.queues_end(id, false) || k.sockets.queues_end(id, true)
 }

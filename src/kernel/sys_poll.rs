@@ -1,6 +1,7 @@
 //! Waiting for descriptors: poll, ppoll, select and pselect6.
 
 use super::files::FileKind;
+use super::ready::Ready;
 use super::signal::{read_call_mask, with_call_mask};
 use super::table::{SyscallDef, def};
 use super::thread::Wait;
@@ -110,11 +111,31 @@ pub(super) fn readiness(k: &Kernel, fd: i32) -> Option<i16> {
     })
 }
 
+/// The objects whose change may make descriptor `fd` ready, a signal
+/// descriptor's being the signals of process `signals_of`. Descriptors
+/// whose readiness never changes have none.
+pub(super) fn ready_keys(k: &Kernel, fd: i32, signals_of: u32) -> Vec<Ready> {
+    let Some(f) = k.files.get(fd) else {
+        return Vec::new();
+    };
+    match f.kind {
+        FileKind::EventFd { id, .. } => vec![Ready::Counter(id)],
+        FileKind::Pipe { id, .. } => vec![Ready::Pipe(id)],
+        FileKind::SocketPair { rx, tx } => vec![Ready::Pipe(rx), Ready::Pipe(tx)],
+        FileKind::BoundSocket { id, .. } => vec![Ready::Socket(id)],
+        FileKind::TimerFd { id, .. } => vec![Ready::Timer(id)],
+        FileKind::SignalFd { .. } => vec![Ready::Signals(signals_of)],
+        FileKind::PidFd { pid } => vec![Ready::Ended(pid)],
+        _ => Vec::new(),
+    }
+}
+
 fn poll(k: &mut Kernel, fds: u64, n: u64, deadline: Option<Option<u64>>, nr: u64) -> SysResult {
     if n > k.files.limit as u64 {
         return err(libc::EINVAL);
     }
     let mut ready = 0;
+    let mut on = Vec::new();
     for i in 0..n {
         let at = fds + i * 8;
         let mut b = [0u8; 8];
@@ -130,6 +151,8 @@ fn poll(k: &mut Kernel, fds: u64, n: u64, deadline: Option<Option<u64>>, nr: u64
         };
         if revents != 0 {
             ready += 1;
+        } else if ready == 0 && fd >= 0 {
+            on.extend(ready_keys(k, fd, k.pid));
         }
         if k.write(at + 6, &revents.to_le_bytes()).is_err() {
             return err(libc::EFAULT);
@@ -138,7 +161,11 @@ fn poll(k: &mut Kernel, fds: u64, n: u64, deadline: Option<Option<u64>>, nr: u64
     match deadline {
         _ if ready > 0 => SysResult::Ret(ready),
         Some(Some(d)) if d <= k.now => SysResult::Ret(0),
-        Some(d) => SysResult::Block(Wait::Poll { deadline: d, nr }),
+        Some(d) => SysResult::Block(Wait::Poll {
+            deadline: d,
+            nr,
+            on,
+        }),
         None => SysResult::Ret(0),
     }
 }
@@ -196,6 +223,7 @@ fn select(
     }
     let mut got = [vec![0u8; bytes], vec![0u8; bytes], vec![0u8; bytes]];
     let mut ready = 0;
+    let mut on = Vec::new();
     for fd in 0..nfds as usize {
         let (byte, bit) = (fd / 8, 1u8 << (fd % 8));
         let asked: Vec<bool> = wanted.iter().map(|w| w[byte] & bit != 0).collect();
@@ -216,6 +244,9 @@ fn select(
                 ready += 1;
             }
         }
+        if ready == 0 {
+            on.extend(ready_keys(k, fd as i32, k.pid));
+        }
     }
     let give_back = |k: &mut Kernel, got: &[Vec<u8>; 3]| -> Result<(), i32> {
         for (set, g) in sets.iter().zip(got.iter()) {
@@ -229,7 +260,13 @@ fn select(
         _ if ready > 0 => ready,
         Some(Some(d)) if d <= k.now => 0,
         // The sets are left as they are: the call is taken up again.
-        Some(d) => return SysResult::Block(Wait::Poll { deadline: d, nr }),
+        Some(d) => {
+            return SysResult::Block(Wait::Poll {
+                deadline: d,
+                nr,
+                on,
+            });
+        }
         None => 0,
     };
     match give_back(k, &got) {

@@ -126,13 +126,12 @@ pub(super) fn spawn(k: &mut Kernel, cpu: &mut dyn FpuAccess, c: CloneArgs) -> Sy
     if stack != 0 {
         regs.rsp = stack;
     }
-    let mut child = Thread::new(tid, regs, parent.name.clone());
+    let mut child = Thread::new(tid, regs, parent.name.clone()).with_sigmask(parent.sigmask());
     child.fs_base = if flags & CLONE_SETTLS != 0 {
         tls
     } else {
         parent.fs_base
     };
-    child.sigmask = parent.sigmask;
     child.altstack = parent.altstack;
     child.mempolicy = parent.mempolicy;
     child.timer_slack = parent.timer_slack;
@@ -141,35 +140,35 @@ pub(super) fn spawn(k: &mut Kernel, cpu: &mut dyn FpuAccess, c: CloneArgs) -> Sy
         child.clear_child_tid = child_tid;
     }
     k.share_descriptions();
+    k.sync_files();
+    let files = k.files.clone();
+    k.copied_files(&files);
     let me = k.process_entry().clone();
     let mut signals = k.signals.clone();
     if flags & CLONE_CLEAR_SIGHAND != 0 {
         signals.reset_for_exec();
     }
-    k.procs.insert(
+    k.add_process(Process {
         pid,
-        Process {
-            pid,
-            parent: k.pid,
-            pgid: me.pgid,
-            sid: me.sid,
-            space,
-            exe: me.exe,
-            cmdline: me.cmdline,
-            environ: me.environ,
-            started: k.now,
-            options: me.options.for_child(),
-            ended: None,
-            exit_signal,
-            vfork_parent: (flags & CLONE_VFORK != 0).then_some(k.current),
-            parked: Some(Parked {
-                files: k.files.clone(),
-                signals,
-                limits: k.limits.clone(),
-                cwd: k.vfs.cwd.clone(),
-            }),
-        },
-    );
+        parent: k.pid,
+        pgid: me.pgid,
+        sid: me.sid,
+        space,
+        exe: me.exe,
+        cmdline: me.cmdline,
+        environ: me.environ,
+        started: k.now,
+        options: me.options.for_child(),
+        ended: None,
+        exit_signal,
+        vfork_parent: (flags & CLONE_VFORK != 0).then_some(k.current),
+        parked: Some(Parked {
+            files,
+            signals,
+            limits: k.limits.clone(),
+            cwd: k.vfs.cwd.clone(),
+        }),
+    });
     k.threads.insert(tid, child);
     if flags & CLONE_PARENT_SETTID != 0 {
         let _ = k.write_u32(parent_tid, pid);
@@ -185,7 +184,9 @@ pub(super) fn spawn(k: &mut Kernel, cpu: &mut dyn FpuAccess, c: CloneArgs) -> Sy
 }
 
 /// Reads a NULL-terminated array of string pointers (argv, envp).
-fn read_strings(k: &mut Kernel, mut at: u64) -> Result<Vec<String>, i32> {
+/// Strings longer than Linux takes (`MAX_ARG_STRLEN`), or more of them
+/// than a stack holds, are E2BIG; `used` counts the bytes taken so far.
+fn read_strings(k: &mut Kernel, mut at: u64, used: &mut usize) -> Result<Vec<String>, i32> {
     let mut out = Vec::new();
     if at == 0 {
         return Ok(out);
@@ -195,10 +196,16 @@ fn read_strings(k: &mut Kernel, mut at: u64) -> Result<Vec<String>, i32> {
         if p == 0 {
             return Ok(out);
         }
-        if out.len() >= 65536 {
+        let s = match k.mm.read_cstr(&k.mem, p, loader::MAX_ARG_BYTES - 1) {
+            Ok(b) => String::from_utf8_lossy(&b).into_owned(),
+            Err(crate::memory::MemError::Invalid) => return Err(libc::E2BIG),
+            Err(_) => return Err(libc::EFAULT),
+        };
+        *used += s.len() + 1 + 8;
+        if *used > loader::MAX_ARGS_BYTES {
             return Err(libc::E2BIG);
         }
-        out.push(k.read_cstr(p).map_err(|_| libc::EFAULT)?);
+        out.push(s);
         at += 8;
     }
 }
@@ -206,7 +213,9 @@ fn read_strings(k: &mut Kernel, mut at: u64) -> Result<Vec<String>, i32> {
 fn sys_execve(k: &mut Kernel, cpu: &mut dyn FpuAccess, a: [u64; 6]) -> SysResult {
     let args = (|| {
         let path = k.read_cstr(a[0]).map_err(|_| libc::EFAULT)?;
-        Ok((path, read_strings(k, a[1])?, read_strings(k, a[2])?))
+        let mut used = 0;
+        let argv = read_strings(k, a[1], &mut used)?;
+        Ok((path, argv, read_strings(k, a[2], &mut used)?))
     })();
     match args {
         Ok((path, argv, env)) => exec(k, cpu, path, argv, env),
@@ -280,20 +289,25 @@ fn exec(
         Ok((exe, argv)) => (k.vfs.normalize(None, &exe), argv),
         Err(e) => return err(e),
     };
+    let exec = Exec {
+        exe: exe.clone(),
+        execfn: execfn.clone(),
+        argv: argv.clone(),
+        env: env.clone(),
+    };
+    // What Linux refuses before it lets go of the old program.
+    let ready = loader::read_program(k, &exe).map_err(|_| libc::ENOENT);
+    if let Err(e) = ready.and_then(|data| loader::check_exec(k, &exe, &data, &exec)) {
+        return err(e);
+    }
     // No way back from here: the old program is gone.
     let pid = k.pid;
     let me = k.current;
-    let others: Vec<super::Tid> = k
-        .threads
-        .values()
-        .filter(|t| t.pid == pid && t.tid != me && t.is_alive())
-        .map(|t| t.tid)
-        .collect();
+    let others: Vec<super::Tid> = k.threads.members(pid).filter(|t| *t != me).collect();
+    k.changes.count(others.len() as u64);
     for tid in others {
         k.threads.set_state(tid, super::ThreadState::Exited);
-        if let Some(t) = k.threads.get_mut(&tid) {
-            t.pending.clear();
-        }
+        k.threads.change_pending(tid, Vec::clear);
     }
     let fresh = match k.mm.fresh(&k.mem) {
         Ok(f) => f,
@@ -302,14 +316,11 @@ fn exec(
             return SysResult::NoReturn;
         }
     };
-    let shared = k
-        .procs
-        .values()
-        .any(|p| p.pid != pid && p.space == k.space && p.ended.is_none());
+    let shared = k.space_used_by_another(k.space, pid);
     if shared {
         // A vfork child leaves its parent's memory as it was.
         k.park_space(pid, fresh);
-        k.procs.get_mut(&pid).expect("current").space = pid;
+        k.set_space_of(pid, pid);
         k.switch_space(pid);
     } else {
         k.mm.tear_down(&k.mem);
@@ -325,12 +336,6 @@ fn exec(
     k.files.close_on_exec();
     k.signals.reset_for_exec();
     k.timers.exec(pid);
-    let exec = Exec {
-        exe: exe.clone(),
-        execfn: execfn.clone(),
-        argv: argv.clone(),
-        env: env.clone(),
-    };
     let loaded = k
         .map_ring()
         .map_err(|e| LoadError::Memory("the hint ring".into(), e))
@@ -378,23 +383,28 @@ enum Which {
 /// The children of the current process `which` names, lowest pid first:
 /// `(pid, how it ended)`.
 fn children(k: &Kernel, which: Which) -> Vec<(Pid, Option<Ended>)> {
-    let me = k.pid;
-    k.procs
-        .values()
-        .filter(|p| p.parent == me)
-        .filter(|p| match which {
-            Which::Any => true,
-            Which::Pid(n) => p.pid == n,
-            Which::Group(g) => p.pgid == g,
-        })
-        .map(|p| (p.pid, p.ended))
-        .collect()
+    let entry = |pid: Pid| (pid, k.procs[&pid].ended);
+    match which {
+        Which::Pid(n) => k
+            .children
+            .get(&k.pid)
+            .filter(|c| c.contains(&n))
+            .map(|_| entry(n))
+            .into_iter()
+            .collect(),
+        Which::Any => k.children_of(k.pid).map(entry).collect(),
+        Which::Group(g) => k
+            .children_of(k.pid)
+            .filter(|p| k.procs[p].pgid == g)
+            .map(entry)
+            .collect(),
+    }
 }
 
 /// Forgets an ended child once its parent has waited for it.
 fn reap(k: &mut Kernel, pid: Pid) {
-    if let Some(p) = k.procs.remove(&pid) {
-        let in_use = k.procs.values().any(|q| q.space == p.space);
+    if let Some(p) = k.remove_process(pid) {
+        let in_use = k.space_users.contains_key(&p.space);
         if !in_use && p.space != k.space {
             k.spaces.remove(&p.space);
         }

@@ -56,8 +56,9 @@ fn sys_rt_sigaction(k: &mut Kernel, _: &mut dyn FpuAccess, a: [u64; 6]) -> SysRe
         k.signals.set(sig, new);
         // Ignoring a signal discards pending instances of it.
         if new.handler == signal::SIG_IGN {
-            for t in k.threads.values_mut() {
-                t.pending.retain(|p| p.signo != sig || p.forced);
+            for tid in k.threads.all_with_pending() {
+                k.threads
+                    .change_pending(tid, |p| p.retain(|p| p.signo != sig || p.forced));
             }
         }
     }
@@ -77,7 +78,7 @@ fn sys_rt_sigprocmask(k: &mut Kernel, _: &mut dyn FpuAccess, a: [u64; 6]) -> Sys
     if size != 8 {
         return err(libc::EINVAL);
     }
-    let old = k.cur().sigmask;
+    let old = k.cur().sigmask();
     if set != 0 {
         let Ok(s) = k.read_u64(set) else {
             return err(libc::EFAULT);
@@ -88,7 +89,7 @@ fn sys_rt_sigprocmask(k: &mut Kernel, _: &mut dyn FpuAccess, a: [u64; 6]) -> Sys
             2 => s,
             _ => return err(libc::EINVAL),
         };
-        k.cur().sigmask = new & !UNBLOCKABLE;
+        k.set_mask(new & !UNBLOCKABLE);
     }
     if oset != 0 && k.write_u64(oset, old).is_err() {
         return err(libc::EFAULT);
@@ -160,7 +161,7 @@ fn sys_sigaltstack(k: &mut Kernel, _: &mut dyn FpuAccess, a: [u64; 6]) -> SysRes
 }
 
 fn sys_rt_sigpending(k: &mut Kernel, _: &mut dyn FpuAccess, a: [u64; 6]) -> SysResult {
-    let set = k.cur().pending.iter().fold(0, |m, p| m | bit(p.signo));
+    let set = k.cur().pending().iter().fold(0, |m, p| m | bit(p.signo));
     match k.write_u64(a[0], set) {
         Ok(()) => SysResult::Ret(0),
         Err(_) => err(libc::EFAULT),
@@ -181,10 +182,10 @@ fn sys_rt_sigsuspend(k: &mut Kernel, _: &mut dyn FpuAccess, a: [u64; 6]) -> SysR
         return err(libc::EFAULT);
     };
     let t = k.cur();
-    t.saved_mask = Some(t.sigmask);
-    t.sigmask = mask & !UNBLOCKABLE;
+    t.saved_mask = Some(t.sigmask());
+    k.set_mask(mask & !UNBLOCKABLE);
     // A signal already pending that the new mask lets through ends it now.
-    if signal::deliverable_now(t) {
+    if signal::deliverable_now(k.cur()) {
         return err(libc::EINTR);
     }
     SysResult::Block(Wait::Signal)
@@ -195,21 +196,22 @@ fn sys_rt_sigsuspend(k: &mut Kernel, _: &mut dyn FpuAccess, a: [u64; 6]) -> SysR
 /// would have left in the process's shared queue), lowest thread first.
 fn take_waited(k: &mut Kernel, set: u64) -> Option<PendingSignal> {
     let (me, pid) = (k.current, k.pid());
+    // Only threads with signals pending can have one to take.
     let mut order = vec![me];
     order.extend(
         k.threads
-            .values()
-            .filter(|t| t.pid == pid && t.tid != me && t.is_alive())
-            .map(|t| t.tid),
+            .with_pending(pid)
+            .filter(|t| *t != me && k.threads[t].is_alive()),
     );
+    k.changes.count(order.len() as u64);
     for tid in order {
-        let t = k.threads.get_mut(&tid)?;
-        let mask = t.sigmask;
-        let found = t.pending.iter().position(|s| {
+        let t = k.threads.get(&tid)?;
+        let mask = t.sigmask();
+        let found = t.pending().iter().position(|s| {
             set & bit(s.signo) != 0 && (tid == me || (!s.forced && mask & bit(s.signo) != 0))
         });
         if let Some(i) = found {
-            return Some(t.pending.remove(i));
+            return k.threads.take_pending(tid, i);
         }
     }
     None
@@ -242,9 +244,10 @@ fn sys_rt_sigtimedwait(k: &mut Kernel, _: &mut dyn FpuAccess, a: [u64; 6]) -> Sy
         return err(libc::EAGAIN);
     }
     let t = k.cur();
-    t.saved_mask = Some(t.sigmask);
-    t.sigmask &= !set;
-    if signal::deliverable_now(t) {
+    let mask = t.sigmask();
+    t.saved_mask = Some(mask);
+    k.set_mask(mask & !set);
+    if signal::deliverable_now(k.cur()) {
         return err(libc::EINTR);
     }
     SysResult::Block(Wait::SigWait {

@@ -160,13 +160,12 @@ fn clone_thread(k: &mut Kernel, cpu: &mut dyn FpuAccess, c: CloneArgs) -> SysRes
     if c.stack != 0 {
         regs.rsp = c.stack;
     }
-    let mut child = Thread::new(tid, regs, parent.name.clone());
+    let mut child = Thread::new(tid, regs, parent.name.clone()).with_sigmask(parent.sigmask());
     child.fs_base = if c.flags & CLONE_SETTLS != 0 {
         c.tls
     } else {
         parent.fs_base
     };
-    child.sigmask = parent.sigmask;
     child.mempolicy = parent.mempolicy;
     child.timer_slack = parent.timer_slack;
     child.fpu = Some(cpu.save());
@@ -199,7 +198,7 @@ pub fn exit_thread(k: &mut Kernel, code: i32) {
         return;
     }
     k.threads.set_state(tid, ThreadState::Exited);
-    k.cur().pending.clear();
+    k.threads.change_pending(tid, Vec::clear);
 }
 
 fn sys_exit(k: &mut Kernel, _: &mut dyn FpuAccess, a: [u64; 6]) -> SysResult {

@@ -6,10 +6,11 @@
 //! to a sleeper's deadline): a signal to its process or thread, or an
 //! expiration counted on its descriptor, which wakes readers and polls.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 use super::files::{FileKind, OpenFile};
 use super::process::Pid;
+use super::ready::Ready;
 use super::signal;
 use super::sys_thread::read_timespec;
 use super::table::{SyscallDef, def};
@@ -81,37 +82,106 @@ struct Timer {
     expirations: u64,
 }
 
-/// Every process's timers.
+/// Every process's timers, with the armed ones also by deadline and the
+/// descriptors' by id, so a step finds what is due without looking at the
+/// others.
 #[derive(Clone, Debug, Default)]
 pub struct Timers {
     timers: BTreeMap<(Pid, Slot), Timer>,
     next_fd: u64,
+    /// Armed timers: (deadline, key).
+    due: BTreeSet<(Nanos, (Pid, Slot))>,
+    /// The process that made each timer descriptor.
+    fd_owner: BTreeMap<u64, Pid>,
 }
 
 impl Timers {
     /// The earliest deadline of an armed timer.
     pub fn next_deadline(&self) -> Option<Nanos> {
-        self.timers.values().filter_map(|t| t.deadline).min()
+        self.due.first().map(|(d, _)| *d)
+    }
+
+    /// Timer `key`, if it exists.
+    fn get(&self, key: &(Pid, Slot)) -> Option<&Timer> {
+        self.timers.get(key)
+    }
+
+    /// Adds (or replaces) timer `key`.
+    fn insert(&mut self, key: (Pid, Slot), t: Timer) {
+        self.remove(&key);
+        if let Some(d) = t.deadline {
+            self.due.insert((d, key));
+        }
+        if let Slot::Fd(id) = key.1 {
+            self.fd_owner.insert(id, key.0);
+        }
+        self.timers.insert(key, t);
+    }
+
+    /// Removes timer `key`.
+    fn remove(&mut self, key: &(Pid, Slot)) -> Option<Timer> {
+        let t = self.timers.remove(key)?;
+        if let Some(d) = t.deadline {
+            self.due.remove(&(d, *key));
+        }
+        if let Slot::Fd(id) = key.1 {
+            self.fd_owner.remove(&id);
+        }
+        Some(t)
+    }
+
+    /// Timer `key` to change, its deadline kept in the index.
+    fn update<R>(&mut self, key: &(Pid, Slot), f: impl FnOnce(&mut Timer) -> R) -> Option<R> {
+        let t = self.timers.get_mut(key)?;
+        let before = t.deadline;
+        let r = f(t);
+        if t.deadline != before {
+            if let Some(d) = before {
+                self.due.remove(&(d, *key));
+            }
+            if let Some(d) = t.deadline {
+                self.due.insert((d, *key));
+            }
+        }
+        Some(r)
+    }
+
+    /// The timers of process `pid`, in key order.
+    fn of(&self, pid: Pid) -> Vec<(Pid, Slot)> {
+        self.timers
+            .range((pid, Slot::Interval(0))..)
+            .take_while(|((p, _), _)| *p == pid)
+            .map(|(k, _)| *k)
+            .collect()
     }
 
     /// Forgets the timers of an ended process.
     pub fn forget(&mut self, pid: Pid) {
-        self.timers.retain(|(p, _), _| *p != pid);
+        for key in self.of(pid) {
+            self.remove(&key);
+        }
     }
 
     /// What `execve` does to a process's timers: its POSIX timers go; its
     /// interval timers (and `alarm`) and timer descriptors stay.
     pub fn exec(&mut self, pid: Pid) {
-        self.timers
-            .retain(|(p, s), _| *p != pid || !matches!(s, Slot::Posix(_)));
+        for key in self.of(pid) {
+            if matches!(key.1, Slot::Posix(_)) {
+                self.remove(&key);
+            }
+        }
+    }
+
+    /// The key of timer descriptor `id`, if its timer exists.
+    fn fd_key(&self, id: u64) -> Option<(Pid, Slot)> {
+        self.fd_owner.get(&id).map(|p| (*p, Slot::Fd(id)))
     }
 
     /// Unread expirations of timer descriptor `id`.
     pub fn fd_expirations(&self, id: u64) -> u64 {
-        self.timers
-            .iter()
-            .find(|((_, s), _)| *s == Slot::Fd(id))
-            .map_or(0, |(_, t)| t.expirations)
+        self.fd_key(id)
+            .and_then(|key| self.timers.get(&key))
+            .map_or(0, |t| t.expirations)
     }
 }
 
@@ -120,32 +190,40 @@ impl Kernel {
     /// counted (the readers and polls they wake are taken up again).
     pub(super) fn fire_timers(&mut self) {
         let now = self.now;
-        let due: Vec<(Pid, Slot)> = self
+        // In key order, as they have always fired.
+        let mut due: Vec<(Pid, Slot)> = self
             .timers
-            .timers
+            .due
             .iter()
-            .filter(|(_, t)| t.deadline.is_some_and(|d| d <= now))
-            .map(|(k, _)| *k)
+            .take_while(|(d, _)| *d <= now)
+            .map(|(_, k)| *k)
             .collect();
         if due.is_empty() {
             return;
         }
+        self.changes.count(due.len() as u64);
+        due.sort_unstable();
         for key in due {
-            let Some(t) = self.timers.timers.get_mut(&key) else {
+            let fired = self.timers.update(&key, |t| {
+                let deadline = t.deadline.expect("due");
+                // Expirations since the deadline, the first included.
+                let missed = (now - deadline).checked_div(t.interval).unwrap_or(0);
+                // A descriptor counts every expiration until read; a signal
+                // timer keeps those of its last firing (its overrun + 1).
+                if t.action == Action::Count {
+                    t.expirations += 1 + missed;
+                } else {
+                    t.expirations = 1 + missed;
+                }
+                t.deadline = (t.interval > 0).then(|| deadline + (missed + 1) * t.interval);
+                t.action
+            });
+            let Some(action) = fired else {
                 continue;
             };
-            let deadline = t.deadline.expect("due");
-            // Expirations since the deadline, the first included.
-            let missed = (now - deadline).checked_div(t.interval).unwrap_or(0);
-            // A descriptor counts every expiration until read; a signal
-            // timer keeps those of its last firing (its overrun + 1).
-            if t.action == Action::Count {
-                t.expirations += 1 + missed;
-            } else {
-                t.expirations = 1 + missed;
+            if let Slot::Fd(id) = key.1 {
+                self.touch(Ready::Timer(id));
             }
-            t.deadline = (t.interval > 0).then(|| deadline + (missed + 1) * t.interval);
-            let action = t.action;
             if let Action::Signal { signo, thread } = action {
                 let (pid, slot) = key;
                 let s = PendingSignal {
@@ -188,7 +266,7 @@ fn split(ns: Nanos, unit: u64) -> [u64; 2] {
 
 /// A timer's `(interval, time left)`.
 fn current(k: &Kernel, key: (Pid, Slot)) -> (Nanos, Nanos) {
-    match k.timers.timers.get(&key) {
+    match k.timers.get(&key) {
         Some(t) => (
             t.interval,
             t.deadline.map_or(0, |d| d.saturating_sub(k.now).max(1)),
@@ -201,16 +279,15 @@ fn current(k: &Kernel, key: (Pid, Slot)) -> (Nanos, Nanos) {
 /// `(interval, time left)`.
 fn arm(k: &mut Kernel, key: (Pid, Slot), action: Action, value: Nanos, interval: Nanos) {
     let deadline = (value > 0).then(|| k.now + value);
-    let t = k.timers.timers.entry(key).or_insert(Timer {
-        action,
-        deadline: None,
-        interval: 0,
-        expirations: 0,
-    });
-    t.action = action;
-    t.deadline = deadline;
-    t.interval = interval;
-    t.expirations = 0;
+    k.timers.insert(
+        key,
+        Timer {
+            action,
+            deadline,
+            interval,
+            expirations: 0,
+        },
+    );
 }
 
 fn itimer_signal(which: u32) -> u32 {
@@ -343,12 +420,12 @@ fn sys_timer_create(k: &mut Kernel, _: &mut dyn FpuAccess, a: [u64; 6]) -> SysRe
     };
     let pid = k.pid;
     let id = (0u32..)
-        .find(|i| !k.timers.timers.contains_key(&(pid, Slot::Posix(*i))))
+        .find(|i| k.timers.get(&(pid, Slot::Posix(*i))).is_none())
         .expect("a free timer id");
     if k.write_u32(out, id).is_err() {
         return err(libc::EFAULT);
     }
-    k.timers.timers.insert(
+    k.timers.insert(
         (pid, Slot::Posix(id)),
         Timer {
             action,
@@ -363,7 +440,7 @@ fn sys_timer_create(k: &mut Kernel, _: &mut dyn FpuAccess, a: [u64; 6]) -> SysRe
 /// The POSIX timer `id` of the current process, if it exists.
 fn posix_key(k: &Kernel, id: u64) -> Option<(Pid, Slot)> {
     let key = (k.pid, Slot::Posix(u32::try_from(id).ok()?));
-    k.timers.timers.contains_key(&key).then_some(key)
+    k.timers.get(&key).is_some().then_some(key)
 }
 
 fn write_itimerspec(k: &mut Kernel, at: u64, (interval, left): (Nanos, Nanos)) -> Result<(), i32> {
@@ -408,7 +485,7 @@ fn settime(
     } else {
         value
     };
-    let action = k.timers.timers.get(&key).map(|t| t.action);
+    let action = k.timers.get(&key).map(|t| t.action);
     arm(k, key, action.unwrap_or(Action::Count), value, interval);
     SysResult::Ret(0)
 }
@@ -446,7 +523,7 @@ fn sys_timer_getoverrun(k: &mut Kernel, _: &mut dyn FpuAccess, a: [u64; 6]) -> S
 fn sys_timer_delete(k: &mut Kernel, _: &mut dyn FpuAccess, a: [u64; 6]) -> SysResult {
     match posix_key(k, a[0]) {
         Some(key) => {
-            k.timers.timers.remove(&key);
+            k.timers.remove(&key);
             SysResult::Ret(0)
         }
         None => err(libc::EINVAL),
@@ -491,13 +568,8 @@ fn sys_timerfd_create(k: &mut Kernel, _: &mut dyn FpuAccess, a: [u64; 6]) -> Sys
 fn timerfd(k: &Kernel, fd: u64) -> Result<((Pid, Slot), bool), i32> {
     match k.files.get(fd as i32).map(|f| f.kind.clone()) {
         Some(FileKind::TimerFd { id, realtime }) => {
-            let owner = k
-                .timers
-                .timers
-                .keys()
-                .find(|(_, s)| *s == Slot::Fd(id))
-                .map_or(k.pid, |(p, _)| *p);
-            Ok(((owner, Slot::Fd(id)), realtime))
+            let key = k.timers.fd_key(id).unwrap_or((k.pid, Slot::Fd(id)));
+            Ok((key, realtime))
         }
         Some(_) => Err(libc::EINVAL),
         None => Err(libc::EBADF),
@@ -537,26 +609,28 @@ pub fn read_timerfd(k: &mut Kernel, fd: i32, buf: u64, len: u64, nonblock: bool)
         Ok(t) => t,
         Err(e) => return err(e),
     };
-    let n = k.timers.timers.get(&key).map_or(0, |t| t.expirations);
+    let n = k.timers.get(&key).map_or(0, |t| t.expirations);
     if n == 0 {
-        return block_unless(nonblock, fd);
+        let Slot::Fd(id) = key.1 else {
+            unreachable!("a timer descriptor's timer")
+        };
+        return block_unless(nonblock, fd, Ready::Timer(id));
     }
     if k.write_u64(buf, n).is_err() {
         return err(libc::EFAULT);
     }
-    if let Some(t) = k.timers.timers.get_mut(&key) {
-        t.expirations = 0;
-    }
+    k.timers.update(&key, |t| t.expirations = 0);
     SysResult::Ret(8)
 }
 
-fn block_unless(nonblock: bool, fd: i32) -> SysResult {
+fn block_unless(nonblock: bool, fd: i32, on: Ready) -> SysResult {
     if nonblock {
         err(libc::EAGAIN)
     } else {
         SysResult::Block(Wait::Readable {
             fd,
             nr: libc::SYS_read as u64,
+            on,
         })
     }
 }
@@ -604,11 +678,12 @@ fn sys_signalfd4(k: &mut Kernel, _: &mut dyn FpuAccess, a: [u64; 6]) -> SysResul
 /// Whether a signal of `mask` waits for the current process (its thread
 /// first, as Linux reads the thread's queue before the process's).
 pub fn signal_waiting(k: &Kernel, mask: u64) -> bool {
-    let pid = k.pid;
-    k.threads
-        .values()
-        .filter(|t| t.pid == pid)
-        .any(|t| t.pending.iter().any(|s| mask & signal::bit(s.signo) != 0))
+    k.threads.with_pending(k.pid).any(|t| {
+        k.threads[&t]
+            .pending()
+            .iter()
+            .any(|s| mask & signal::bit(s.signo) != 0)
+    })
 }
 
 /// `read` of a signal descriptor: takes pending signals of its mask, one
@@ -626,27 +701,26 @@ pub fn read_signalfd(
     }
     let pid = k.pid;
     let me = k.current;
+    // Only threads with signals pending have any to give.
     let mut order: Vec<Tid> = vec![me];
-    order.extend(
-        k.threads
-            .values()
-            .filter(|t| t.pid == pid && t.tid != me)
-            .map(|t| t.tid),
-    );
+    order.extend(k.threads.with_pending(pid).filter(|t| *t != me));
+    k.changes.count(order.len() as u64);
     let mut out = Vec::new();
     for tid in order {
         while out.len() as u64 + 128 <= len {
-            let Some(t) = k.threads.get_mut(&tid) else {
+            let Some(t) = k.threads.get(&tid) else {
                 break;
             };
             let Some(i) = t
-                .pending
+                .pending()
                 .iter()
                 .position(|s| mask & signal::bit(s.signo) != 0)
             else {
                 break;
             };
-            let s = t.pending.remove(i);
+            let Some(s) = k.threads.take_pending(tid, i) else {
+                break;
+            };
             let mut info = [0u8; 128];
             info[0..4].copy_from_slice(&s.signo.to_le_bytes());
             info[8..12].copy_from_slice(&s.code.to_le_bytes());
@@ -656,7 +730,7 @@ pub fn read_signalfd(
         }
     }
     if out.is_empty() {
-        return block_unless(nonblock, fd);
+        return block_unless(nonblock, fd, Ready::Signals(pid));
     }
     if k.write(buf, &out).is_err() {
         return err(libc::EFAULT);

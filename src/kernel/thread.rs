@@ -4,6 +4,7 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use serde::{Deserialize, Serialize};
 
+use super::ready::Ready;
 use crate::arch::cpu::{ExtendedState, UserRegs};
 use crate::code::Site;
 pub use crate::ids::{Nanos, Tid};
@@ -21,9 +22,14 @@ pub enum Wait {
     },
     /// `nanosleep` / `clock_nanosleep`.
     Sleep { deadline: Nanos },
-    /// `poll` / `ppoll` with nothing ready; taken up again (system call
-    /// `nr` re-executed) when a pipe changes.
-    Poll { deadline: Option<Nanos>, nr: u64 },
+    /// `poll`, `select`, `epoll_wait` and their kin with nothing ready;
+    /// taken up again (system call `nr` re-executed) when one of the
+    /// objects `on` changes.
+    Poll {
+        deadline: Option<Nanos>,
+        nr: u64,
+        on: Vec<Ready>,
+    },
     /// A read of an empty pipe or a write that does not fit (`len` bytes);
     /// taken up again (system call `nr` re-executed) when it can go on.
     Pipe {
@@ -48,10 +54,10 @@ pub enum Wait {
     Child { nr: u64 },
     /// The parent of a `vfork` child, until the child execs or exits.
     Vfork { child: u32 },
-    /// A read of descriptor `fd` (a timer or signal descriptor) with
-    /// nothing to read; taken up again (system call `nr` re-executed) once
-    /// the descriptor is readable.
-    Readable { fd: i32, nr: u64 },
+    /// A read of descriptor `fd` (a timer or signal descriptor, a socket)
+    /// with nothing to read, or a datagram with no room for it; taken up
+    /// again (system call `nr` re-executed) when object `on` changes.
+    Readable { fd: i32, nr: u64, on: Ready },
 }
 
 impl Wait {
@@ -70,13 +76,25 @@ impl Wait {
         }
     }
 
-    /// Whether a pipe, a counter or a descriptor becoming ready ends the
-    /// wait (the call is taken up again).
-    fn ends_by_io(&self) -> bool {
-        matches!(
-            self,
-            Wait::Pipe { .. } | Wait::Poll { .. } | Wait::Readable { .. }
-        )
+    /// The objects whose change may end the wait (the call is taken up
+    /// again), if any.
+    pub fn waits_on(&self) -> Vec<Ready> {
+        match self {
+            Wait::Pipe { id, .. } if id & super::sys_pipe::COUNTER != 0 => {
+                vec![Ready::Counter(id & !super::sys_pipe::COUNTER)]
+            }
+            Wait::Pipe { id, .. } => vec![Ready::Pipe(*id)],
+            Wait::Poll { on, .. } => on.clone(),
+            Wait::Readable { on, .. } => vec![*on],
+            _ => Vec::new(),
+        }
+    }
+
+    /// Whether it is a poll or a read of a descriptor, which (in
+    /// reproducers of format 7 and earlier, schedules of version 3 and
+    /// earlier) any change takes up again.
+    fn is_poll(&self) -> bool {
+        matches!(self, Wait::Poll { .. } | Wait::Readable { .. })
     }
 
     /// The result the blocked call returns when its timer ends it.
@@ -140,8 +158,10 @@ pub struct Thread {
     /// `CLONE_CHILD_CLEARTID` / `set_tid_address`: zeroed and woken at exit.
     pub clear_child_tid: u64,
     pub robust_list: u64,
-    pub sigmask: u64,
-    pub pending: Vec<PendingSignal>,
+    /// Changed only through [`Threads`], which keeps the threads by mask
+    /// and those with signals pending.
+    sigmask: u64,
+    pending: Vec<PendingSignal>,
     pub altstack: AltStack,
     /// `prctl(PR_SET_NAME)`, at most 15 bytes.
     pub name: String,
@@ -233,18 +253,27 @@ impl Thread {
         self.state != ThreadState::Exited
     }
 
-    /// Puts back the mask a call's own mask replaced, if any.
-    pub fn restore_saved_mask(&mut self) {
-        if let Some(m) = self.saved_mask.take() {
-            self.sigmask = m;
-        }
+    /// The signals it blocks.
+    pub fn sigmask(&self) -> u64 {
+        self.sigmask
+    }
+
+    /// Signals waiting to be delivered to it, oldest first.
+    pub fn pending(&self) -> &[PendingSignal] {
+        &self.pending
+    }
+
+    /// The thread blocking `mask` (before it joins [`Threads`]).
+    pub fn with_sigmask(mut self, mask: u64) -> Self {
+        self.sigmask = mask;
+        self
     }
 }
 
-/// Every thread by id, with what the scheduler, the timers and the pipes
-/// ask about every step kept apart, so a step costs the same however many
-/// threads sleep. Threads are never removed (an exited one stays, as its id
-/// is not reused).
+/// Every thread by id, with what the scheduler, the timers, the pipes and
+/// the signals ask about every step kept apart, so a step costs the same
+/// however many threads there are. Threads are never removed (an exited
+/// one stays, as its id is not reused).
 #[derive(Clone, Debug, Default)]
 pub struct Threads {
     map: BTreeMap<Tid, Thread>,
@@ -252,21 +281,49 @@ pub struct Threads {
 }
 
 /// What [`Threads`] keeps apart, all of it a function of the threads'
-/// states and pids.
+/// states, pids, masks and pending signals.
 #[derive(Clone, Debug, Default)]
 struct Index {
     runnable: BTreeSet<Tid>,
     /// Blocked threads whose wait ends at a time: (deadline, thread).
     deadlines: BTreeSet<(Nanos, Tid)>,
     /// Threads waiting on a pipe, an event counter, a poll or a readable
-    /// descriptor: what [`super::sys_pipe::settle`] looks at.
-    io_waits: BTreeSet<Tid>,
+    /// descriptor, by the objects whose change may end their waits: what
+    /// [`super::sys_pipe::settle`] looks at.
+    waiting_on: BTreeMap<Ready, BTreeSet<Tid>>,
+    /// Threads in a poll or a read of a descriptor.
+    polls: BTreeSet<Tid>,
     /// Live threads by process.
-    alive: BTreeMap<u32, usize>,
+    members: BTreeMap<u32, BTreeSet<Tid>>,
+    /// How many threads live.
+    live: usize,
+    /// Live threads by process and signal mask (a process's threads
+    /// usually share a few masks): whom a process's signal goes to.
+    masks: BTreeMap<u32, BTreeMap<u64, BTreeSet<Tid>>>,
+    /// Threads in `wait4`/`waitid`, by process.
+    child_waits: BTreeMap<u32, BTreeSet<Tid>>,
+    /// Threads with signals pending, by process.
+    pending: BTreeMap<u32, BTreeSet<Tid>>,
+}
+
+/// Adds `tid` to the set under `key`.
+fn file<K: Ord>(map: &mut BTreeMap<K, BTreeSet<Tid>>, key: K, tid: Tid) {
+    map.entry(key).or_default().insert(tid);
+}
+
+/// Takes `tid` out of the set under `key`, dropping the set once empty.
+fn unfile<K: Ord>(map: &mut BTreeMap<K, BTreeSet<Tid>>, key: &K, tid: Tid) {
+    if let Some(set) = map.get_mut(key) {
+        set.remove(&tid);
+        if set.is_empty() {
+            map.remove(key);
+        }
+    }
 }
 
 impl Index {
-    fn add(&mut self, tid: Tid, pid: u32, state: &ThreadState) {
+    fn add(&mut self, t: &Thread, state: &ThreadState) {
+        let tid = t.tid;
         match state {
             ThreadState::Runnable => {
                 self.runnable.insert(tid);
@@ -275,17 +332,26 @@ impl Index {
                 if let Some(d) = w.deadline() {
                     self.deadlines.insert((d, tid));
                 }
-                if w.ends_by_io() {
-                    self.io_waits.insert(tid);
+                for key in w.waits_on() {
+                    file(&mut self.waiting_on, key, tid);
+                }
+                if w.is_poll() {
+                    self.polls.insert(tid);
+                }
+                if matches!(w, Wait::Child { .. }) {
+                    file(&mut self.child_waits, t.pid, tid);
                 }
             }
             ThreadState::Exited => return,
         }
-        *self.alive.entry(pid).or_default() += 1;
+        file(&mut self.members, t.pid, tid);
+        file(self.masks.entry(t.pid).or_default(), t.sigmask, tid);
+        self.live += 1;
     }
 
-    fn remove(&mut self, tid: Tid, pid: u32, state: &ThreadState) {
-        match state {
+    fn remove(&mut self, t: &Thread) {
+        let tid = t.tid;
+        match &t.state {
             ThreadState::Runnable => {
                 self.runnable.remove(&tid);
             }
@@ -293,15 +359,32 @@ impl Index {
                 if let Some(d) = w.deadline() {
                     self.deadlines.remove(&(d, tid));
                 }
-                self.io_waits.remove(&tid);
+                for key in w.waits_on() {
+                    unfile(&mut self.waiting_on, &key, tid);
+                }
+                self.polls.remove(&tid);
+                if matches!(w, Wait::Child { .. }) {
+                    unfile(&mut self.child_waits, &t.pid, tid);
+                }
             }
             ThreadState::Exited => return,
         }
-        if let Some(n) = self.alive.get_mut(&pid) {
-            *n -= 1;
-            if *n == 0 {
-                self.alive.remove(&pid);
+        unfile(&mut self.members, &t.pid, tid);
+        if let Some(by_mask) = self.masks.get_mut(&t.pid) {
+            unfile(by_mask, &t.sigmask, tid);
+            if by_mask.is_empty() {
+                self.masks.remove(&t.pid);
             }
+        }
+        self.live -= 1;
+    }
+
+    /// Files `t` among the threads with signals pending, or not.
+    fn pending(&mut self, t: &Thread) {
+        if t.pending.is_empty() {
+            unfile(&mut self.pending, &t.pid, t.tid);
+        } else {
+            file(&mut self.pending, t.pid, t.tid);
         }
     }
 }
@@ -317,13 +400,17 @@ impl std::ops::Deref for Threads {
 impl Threads {
     /// Adds a thread, its `pid` set (it never changes).
     pub fn insert(&mut self, tid: Tid, t: Thread) {
-        self.index.add(tid, t.pid, &t.state);
-        if let Some(old) = self.map.insert(tid, t) {
-            self.index.remove(tid, old.pid, &old.state);
+        if let Some(old) = self.map.remove(&tid) {
+            self.index.remove(&old);
+            unfile(&mut self.index.pending, &old.pid, tid);
         }
+        self.index.add(&t, &t.state);
+        self.index.pending(&t);
+        self.map.insert(tid, t);
     }
 
-    /// A thread to change; its state changes only by [`Threads::set_state`].
+    /// A thread to change; its state, mask and pending signals change only
+    /// through the methods of [`Threads`].
     pub fn get_mut(&mut self, tid: &Tid) -> Option<&mut Thread> {
         self.map.get_mut(tid)
     }
@@ -337,9 +424,54 @@ impl Threads {
         let Some(t) = self.map.get_mut(&tid) else {
             return;
         };
-        self.index.remove(tid, t.pid, &t.state);
-        self.index.add(tid, t.pid, &state);
+        self.index.remove(t);
+        self.index.add(t, &state);
         t.state = state;
+    }
+
+    /// Gives `tid` a new signal mask.
+    pub fn set_sigmask(&mut self, tid: Tid, mask: u64) {
+        let Some(t) = self.map.get_mut(&tid) else {
+            return;
+        };
+        if t.sigmask == mask {
+            return;
+        }
+        let state = t.state.clone();
+        self.index.remove(t);
+        t.sigmask = mask;
+        self.index.add(t, &state);
+    }
+
+    /// Puts back the mask a call's own mask replaced, if any.
+    pub fn restore_saved_mask(&mut self, tid: Tid) {
+        let saved = self.map.get_mut(&tid).and_then(|t| t.saved_mask.take());
+        if let Some(m) = saved {
+            self.set_sigmask(tid, m);
+        }
+    }
+
+    /// Changes `tid`'s pending signals with `f`.
+    pub fn change_pending<R>(
+        &mut self,
+        tid: Tid,
+        f: impl FnOnce(&mut Vec<PendingSignal>) -> R,
+    ) -> Option<R> {
+        let t = self.map.get_mut(&tid)?;
+        let r = f(&mut t.pending);
+        self.index.pending(t);
+        Some(r)
+    }
+
+    /// Queues `s` for `tid`.
+    pub fn push_pending(&mut self, tid: Tid, s: PendingSignal) {
+        self.change_pending(tid, |p| p.push(s));
+    }
+
+    /// Takes `tid`'s pending signal number `i` (in arrival order).
+    pub fn take_pending(&mut self, tid: Tid, i: usize) -> Option<PendingSignal> {
+        self.change_pending(tid, |p| (i < p.len()).then(|| p.remove(i)))
+            .flatten()
     }
 
     /// Threads that can run, in id order.
@@ -365,19 +497,72 @@ impl Threads {
         due
     }
 
-    /// Threads waiting on pipes, counters, polls or readable descriptors,
-    /// in id order.
-    pub fn io_waiters(&self) -> impl Iterator<Item = &Thread> {
-        self.index.io_waits.iter().map(|t| &self.map[t])
+    /// Threads whose waits a change of `key` may end.
+    pub fn waiting_on(&self, key: &Ready) -> impl Iterator<Item = Tid> + '_ {
+        self.index
+            .waiting_on
+            .get(key)
+            .into_iter()
+            .flatten()
+            .copied()
+    }
+
+    /// Threads in a poll or a read of a descriptor, in id order.
+    pub fn polls(&self) -> impl Iterator<Item = Tid> + '_ {
+        self.index.polls.iter().copied()
+    }
+
+    /// Live threads of process `pid`, in id order.
+    pub fn members(&self, pid: u32) -> impl Iterator<Item = Tid> + '_ {
+        self.index.members.get(&pid).into_iter().flatten().copied()
     }
 
     /// Live threads of process `pid`.
     pub fn alive_in(&self, pid: u32) -> usize {
-        self.index.alive.get(&pid).copied().unwrap_or(0)
+        self.index.members.get(&pid).map_or(0, BTreeSet::len)
     }
 
     /// Live threads.
     pub fn alive(&self) -> usize {
-        self.index.alive.values().sum()
+        self.index.live
+    }
+
+    /// The live thread of process `pid` that a signal `signo` sent to the
+    /// process goes to: the lowest that does not block it, else the lowest;
+    /// and how many masks it looked at to find it.
+    pub fn signal_target(&self, pid: u32, signo: u32) -> (Option<Tid>, u64) {
+        let bit = super::signal::bit(signo);
+        let masks = self.index.masks.get(&pid);
+        let target = masks
+            .into_iter()
+            .flatten()
+            .filter(|(mask, _)| *mask & bit == 0)
+            .filter_map(|(_, set)| set.first().copied())
+            .min()
+            .or_else(|| self.members(pid).next());
+        (target, masks.map_or(0, |m| m.len() as u64))
+    }
+
+    /// Threads of process `pid` waiting for a child to change.
+    pub fn child_waiters(&self, pid: u32) -> impl Iterator<Item = Tid> + '_ {
+        self.index
+            .child_waits
+            .get(&pid)
+            .into_iter()
+            .flatten()
+            .copied()
+    }
+
+    /// Threads of process `pid` with signals pending (live or not), in id
+    /// order.
+    pub fn with_pending(&self, pid: u32) -> impl Iterator<Item = Tid> + '_ {
+        self.index.pending.get(&pid).into_iter().flatten().copied()
+    }
+
+    /// Threads of any process with signals pending, in id order.
+    pub fn all_with_pending(&self) -> Vec<Tid> {
+        let mut all: Vec<Tid> = self.index.pending.values().flatten().copied().collect();
+        all.sort_unstable();
+        all
     }
 }

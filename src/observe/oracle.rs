@@ -94,8 +94,8 @@ fn first_line(pipe: impl Read + Send + 'static) -> std::thread::JoinHandle<Strin
 /// Puts the oracle's process back in the state of a process the user
 /// started. Judging happens on the thread that runs the guest, which makes
 /// `rdtsc` fault (`PR_SET_TSC`); the kernel keeps that across `fork` and
-/// `execve`, and the command's dynamic loader would die of it. The signal
-/// Nothing else of the monitor's carries over: its signal handlers end at
+/// `execve`, and the command's dynamic loader would die of it. Nothing
+/// else of the monitor's carries over: its signal handlers end at
 /// `execve`, `Command` puts back `SIGPIPE`, its threads block no signals,
 /// and its files (KVM's included) are close-on-exec.
 fn host_process_state() -> std::io::Result<()> {

@@ -1,10 +1,10 @@
-//! The `.rwd` file format, version 7: its types, and encoding and decoding
+//! The `.rwd` file format, version 8: its types, and encoding and decoding
 //! with limits (the reader must survive hostile files). Version 1 files
 //! (before sync sites) still decode: they ran with `--sync-points calls`.
 //!
 //! ```text
 //! offset 0   4 bytes   magic "RWD\0"
-//!        4   u32 LE    format version (7; 1 to 6 are read too)
+//!        4   u32 LE    format version (8; 1 to 7 are read too)
 //!        8   u64 LE    length of the payload once decompressed
 //!       16   ...       one zstd frame (with its content checksum) holding the
 //!                      payload: bincode 2 (standard configuration: variable-
@@ -32,15 +32,16 @@ use crate::sched::{Decision, Schedule};
 
 /// The first four bytes of every reproducer.
 pub const MAGIC: [u8; 4] = *b"RWD\0";
-/// The format version this code writes; it reads 1 to 6 too. Version 2
+/// The format version this code writes; it reads 1 to 7 too. Version 2
 /// added the sync-point level, 3 files left out (`WireNode::Host`), 4 the
 /// host's metadata of the recorded files (`Rwd::stats`), 5 the output
 /// oracle (`Rwd::oracle`, `WireOutcome::WrongOutput`), 6 files whose
 /// metadata alone the run looked at (`WireNode::Unread`) and where sync
 /// sites are reported (`Rwd::sites_at`), 7 how signatures name sites
 /// (`Rwd::signature_naming`), the step rules (`Rwd::step_rules`) and how
-/// long a run may go without progress (`Rwd::hang_steps`).
-pub const VERSION: u32 = 7;
+/// long a run may go without progress (`Rwd::hang_steps`), 8 when waiting
+/// polls are taken up again (`Rwd::poll_wakes`).
+pub const VERSION: u32 = 8;
 /// Bytes before the compressed payload.
 pub const HEADER_LEN: usize = 16;
 /// The largest payload a reader accepts (decompressed). With the decoding
@@ -105,6 +106,24 @@ pub struct Rwd {
     /// How many steps without progress end the run as hung (version 7;
     /// earlier versions watched nothing: 0).
     pub hang_steps: u64,
+    /// When the runs took waiting polls up again (version 8): a
+    /// reproducer of an earlier version replays as it was recorded.
+    pub poll_wakes: PollWakes,
+}
+
+/// When a poll, select, epoll wait or read of a timer, signal or socket
+/// descriptor that found nothing ready is taken up again (the thread
+/// re-executes its call: a step, part of the trace hash).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub enum PollWakes {
+    /// Versions 1 to 7: after any change to any pipe, counter, socket,
+    /// timer, signal or process; an edge-triggered epoll interest reports
+    /// again after any such change.
+    AnyActivity,
+    /// When an object it waits on changes; an edge-triggered interest
+    /// reports again after a change to what it watches.
+    #[default]
+    OwnObjects,
 }
 
 /// Where a run reports a sync site that lies in a language runtime's or a
@@ -232,8 +251,36 @@ impl From<RwdV5> for RwdV6 {
     }
 }
 
-impl From<RwdV6> for Rwd {
-    fn from(v6: RwdV6) -> Rwd {
+/// Version 7: version 6, how signatures name sites, the step rules and
+/// the hang watch.
+#[derive(Deserialize)]
+struct RwdV7 {
+    v6: RwdV6,
+    signature_naming: Naming,
+    step_rules: StepRules,
+    hang_steps: u64,
+}
+
+impl From<RwdV6> for RwdV7 {
+    fn from(v6: RwdV6) -> RwdV7 {
+        RwdV7 {
+            v6,
+            // Signatures before version 7 name the program by its file.
+            signature_naming: Naming::FileName,
+            step_rules: StepRules::Format6,
+            hang_steps: 0,
+        }
+    }
+}
+
+impl From<RwdV7> for Rwd {
+    fn from(v7: RwdV7) -> Rwd {
+        let RwdV7 {
+            v6,
+            signature_naming,
+            step_rules,
+            hang_steps,
+        } = v7;
         let RwdV6 { v5, sites_at } = v6;
         let RwdV5 { v4, oracle } = v5;
         let RwdV4 { v3, stats } = v4;
@@ -252,10 +299,11 @@ impl From<RwdV6> for Rwd {
             stats,
             oracle,
             sites_at,
-            // Signatures before version 7 name the program by its file.
-            signature_naming: Naming::FileName,
-            step_rules: StepRules::Format6,
-            hang_steps: 0,
+            signature_naming,
+            step_rules,
+            hang_steps,
+            // Before version 8 polls were taken up again after any activity.
+            poll_wakes: PollWakes::AnyActivity,
         }
     }
 }
@@ -751,12 +799,14 @@ impl Rwd {
         let payload = decompress(&data[HEADER_LEN..], declared).map_err(corrupt)?;
         let rwd = match version {
             1 => decode_payload::<RwdV1>(&payload)
-                .map(|v| RwdV6::from(RwdV5::from(RwdV4::from(RwdV3::from(v)))).into()),
+                .map(|v| RwdV7::from(RwdV6::from(RwdV5::from(RwdV4::from(RwdV3::from(v))))).into()),
             2 | 3 => decode_payload::<RwdV3>(&payload)
-                .map(|v| RwdV6::from(RwdV5::from(RwdV4::from(v))).into()),
-            4 => decode_payload::<RwdV4>(&payload).map(|v| RwdV6::from(RwdV5::from(v)).into()),
-            5 => decode_payload::<RwdV5>(&payload).map(|v| RwdV6::from(v).into()),
-            6 => decode_payload::<RwdV6>(&payload).map(Rwd::from),
+                .map(|v| RwdV7::from(RwdV6::from(RwdV5::from(RwdV4::from(v)))).into()),
+            4 => decode_payload::<RwdV4>(&payload)
+                .map(|v| RwdV7::from(RwdV6::from(RwdV5::from(v))).into()),
+            5 => decode_payload::<RwdV5>(&payload).map(|v| RwdV7::from(RwdV6::from(v)).into()),
+            6 => decode_payload::<RwdV6>(&payload).map(|v| RwdV7::from(v).into()),
+            7 => decode_payload::<RwdV7>(&payload).map(Rwd::from),
             _ => decode_payload::<Rwd>(&payload),
         }
         .map_err(corrupt)?;
@@ -984,7 +1034,10 @@ impl Rwd {
         );
         Schedule {
             sync_points: self.sync_points,
-            version: self.step_rules.schedule_version(),
+            version: crate::sched::schedule_version_for(
+                self.step_rules,
+                self.poll_wakes == PollWakes::AnyActivity,
+            ),
             ..s
         }
     }
@@ -1489,6 +1542,7 @@ pub(crate) mod tests {
             signature_naming: Naming::Program,
             step_rules: StepRules::Format7,
             hang_steps: 200_000,
+            poll_wakes: PollWakes::OwnObjects,
         }
     }
 
@@ -1603,18 +1657,19 @@ pub(crate) mod tests {
         r.signature_naming = Naming::FileName;
         r.step_rules = StepRules::Format6;
         r.hang_steps = 0;
+        r.poll_wakes = PollWakes::AnyActivity;
         let payload = bincode::serde::encode_to_vec(&r, bincode::config::standard()).unwrap();
-        // The trailing fields take a byte each here: no hang watch,
-        // format-6 step rules, signatures by file name, sites at runtime
-        // callers, no oracle, no stats, level 0.
-        for (version, cut) in [(6, 3), (5, 4), (4, 5), (3, 6), (2, 6), (1, 7)] {
+        // The trailing fields take a byte each here: polls on any
+        // activity, no hang watch, format-6 step rules, signatures by file
+        // name, sites at runtime callers, no oracle, no stats, level 0.
+        for (version, cut) in [(7, 1), (6, 4), (5, 5), (4, 6), (3, 7), (2, 7), (1, 8)] {
             let old = frame(version, &payload[..payload.len() - cut]);
             let back =
                 Rwd::decode("old", &old).unwrap_or_else(|e| panic!("version {version}: {e}"));
             assert_eq!(back, r, "version {version}");
         }
         // Cut one field too many and the payload is refused, not misread.
-        let short = frame(4, &payload[..payload.len() - 6]);
+        let short = frame(4, &payload[..payload.len() - 7]);
         assert!(Rwd::decode("old", &short).is_err());
     }
 

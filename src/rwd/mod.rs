@@ -50,6 +50,21 @@ pub fn run_command(target: &[String], extra: &[String], args: &[String]) -> Stri
     crate::escape::shell_words(&words)
 }
 
+/// The consent flags a printed `replay` or `minimize` command needs for a
+/// reproducer of `cfg`'s runs (`gdb` takes only `--read-host-files`, since
+/// it drops the oracle), each with a space before it: the user who made
+/// the reproducer has agreed to its oracle command and left-out files.
+pub fn consent_flags(cfg: &RunConfig, with_oracle: bool) -> String {
+    let mut flags = String::new();
+    if with_oracle && matches!(cfg.oracle, Some(crate::observe::oracle::Oracle::Command(_))) {
+        flags.push_str(" --run-oracle");
+    }
+    if !cfg.exclude_files.is_empty() {
+        flags.push_str(" --read-host-files");
+    }
+    flags
+}
+
 /// Runs `schedule` from scratch in a new machine over `source`, recording
 /// every event, and makes the reproducer of that run.
 pub fn record(
@@ -257,6 +272,11 @@ pub fn from_run(cfg: &RunConfig, vm: &Vm, report: &RunReport) -> Option<Rwd> {
         signature_naming: Naming::default(),
         step_rules: kc.step_rules,
         hang_steps: kc.hang_steps,
+        poll_wakes: if kc.polls_retry_on_any_activity {
+            format::PollWakes::AnyActivity
+        } else {
+            format::PollWakes::OwnObjects
+        },
     })
 }
 
@@ -275,6 +295,7 @@ impl Rwd {
         k.hang_steps = self.hang_steps;
         k.sync_points = self.sync_points;
         k.runtime_caller_sites = self.sites_at == format::SitesAt::RuntimeCaller;
+        k.polls_retry_on_any_activity = self.poll_wakes == format::PollWakes::AnyActivity;
         k.step_rules = self.step_rules;
         let mut cfg = RunConfig::new(k);
         cfg.memory_mib = t.memory_mib;

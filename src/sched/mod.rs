@@ -18,7 +18,10 @@ pub use pct::Pct;
 pub use pos::Pos;
 pub use prefixed::{Prefixed, default_tail};
 pub use random::{GOLDEN_GAMMA, RandomWalk, mix64, splitmix64};
-pub use schedule::{Decision, MAX_SCHEDULE_FILE, Replay, Schedule, ScheduleError};
+pub use schedule::{
+    Decision, MAX_SCHEDULE_FILE, Replay, SCHEDULE_VERSION, Schedule, ScheduleError,
+    schedule_version_for,
+};
 
 use crate::ids::Tid;
 

@@ -16,8 +16,21 @@ use crate::ids::Tid;
 
 /// Format version of schedule files (version 1, before sync sites, is
 /// read as made with `--sync-points calls`; versions 1 and 2 replay under
-/// the step rules they were made under, `StepRules::Format6`).
-pub const SCHEDULE_VERSION: u32 = 3;
+/// the step rules they were made under, `StepRules::Format6`; versions 1
+/// to 3 with waiting polls taken up again after any activity, as they
+/// were made).
+pub const SCHEDULE_VERSION: u32 = 4;
+
+/// The schedule version that records decisions made under `rules`, with
+/// waiting polls taken up again after any activity or not: each step the
+/// decisions name is numbered under both.
+pub fn schedule_version_for(rules: StepRules, polls_retry_on_any_activity: bool) -> u32 {
+    match (rules, polls_retry_on_any_activity) {
+        (StepRules::Format6, _) => 2,
+        (StepRules::Format7, true) => 3,
+        (StepRules::Format7, false) => SCHEDULE_VERSION,
+    }
+}
 
 /// After step `step`, thread `thread` runs.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
@@ -102,6 +115,12 @@ impl Schedule {
     /// numbered under them).
     pub fn step_rules(&self) -> StepRules {
         StepRules::of_schedule(self.version)
+    }
+
+    /// Whether its runs took waiting polls up again after any activity
+    /// (versions 1 to 3), rather than when what they wait on changed.
+    pub fn polls_retry_on_any_activity(&self) -> bool {
+        self.version <= 3
     }
 
     /// Writes the schedule atomically for `readers`, with the failure it

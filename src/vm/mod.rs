@@ -149,6 +149,10 @@ pub struct RunReport {
     pub invalidations: u64,
     /// Times the vCPU switched to another process's page tables.
     pub address_space_switches: u64,
+    /// What the kernel looked at to take the run's steps (waiters, epoll
+    /// interests, threads, free descriptor ranges, timers, futex waiters),
+    /// from the program's start: its work, the same on every host.
+    pub looked_at: u64,
     /// Wall-clock time of the run.
     pub wall_us: u64,
     /// The decisions the strategy took: replaying them gives this run.
@@ -398,10 +402,14 @@ impl Vm {
             demand_faults: k.mm().demand_faults,
             invalidations: self.machine.invalidations - inval0,
             address_space_switches: self.machine.root_switches - switches0,
+            looked_at: k.looked_at(),
             wall_us: start.elapsed().as_micros() as u64,
             schedule: Schedule {
                 sync_points: k.config().sync_points,
-                version: k.config().step_rules.schedule_version(),
+                version: crate::sched::schedule_version_for(
+                    k.config().step_rules,
+                    k.config().polls_retry_on_any_activity,
+                ),
                 ..Schedule::new(self.strategy.name(), self.engine.decisions.clone())
             },
             potential_deadlocks: obs.locks().inversions(),

@@ -74,7 +74,7 @@ cases! {
         assert_eq!(b.ret(SYS_rt_sigprocmask, [SIG_BLOCK as u64, set, 0, 8, 0, 0]), 0);
         [ep, b.buf(12), 8, u64::MAX, b.bytes(&0u64.to_le_bytes()), 8]
     }, Want::Blocks, then |b| {
-        assert_eq!(b.k.cur().sigmask, 0);
+        assert_eq!(b.k.cur().sigmask(), 0);
         assert_eq!(b.k.cur().saved_mask, Some(1 << (SIGCHLD - 1)));
     };
     epoll_pwait_with_a_mask_of_another_size_is_einval: SYS_epoll_pwait, |b| {
@@ -97,4 +97,36 @@ cases! {
         let (ep, _) = watched_counter(b, 0, EPOLLIN as u32);
         [ep, b.buf(12), 8, b.bytes(&[0u64.to_le_bytes(), 2_000_000_000u64.to_le_bytes()].concat()), 0, 0]
     }, Want::Err(EINVAL);
+}
+
+#[test]
+fn a_wait_looks_at_what_may_be_ready_not_at_all_it_watches() {
+    let mut b = super::Bench::new();
+    let ep = b.ret(SYS_epoll_create1, [0, 0, 0, 0, 0, 0]) as u64;
+    let mut counters = Vec::new();
+    for i in 0..300 {
+        let efd = b.ret(SYS_eventfd2, [0, EFD_NONBLOCK as u64, 0, 0, 0, 0]) as u64;
+        let ev = b.bytes(&event(EPOLLIN as u32, i));
+        assert_eq!(
+            b.ret(SYS_epoll_ctl, [ep, EPOLL_CTL_ADD as u64, efd, ev, 0, 0]),
+            0
+        );
+        counters.push(efd);
+    }
+    let out = b.buf(12 * 4);
+    // The first wait looks at every interest just added, none ready.
+    assert_eq!(b.ret(SYS_epoll_wait, [ep, out, 4, 0, 0, 0]), 0);
+    let one = b.bytes(&1u64.to_le_bytes());
+    let eight = b.buf(8);
+    for &efd in &counters[..3] {
+        let before = b.k.looked_at();
+        assert_eq!(b.ret(SYS_write, [efd, one, 8, 0, 0, 0]), 8);
+        assert_eq!(b.ret(SYS_epoll_wait, [ep, out, 4, 0, 0, 0]), 1);
+        assert_eq!(b.ret(SYS_read, [efd, eight, 8, 0, 0, 0]), 8);
+        assert!(
+            b.k.looked_at() - before <= 2,
+            "a wait beside 300 idle counters looked at {}",
+            b.k.looked_at() - before
+        );
+    }
 }

@@ -102,9 +102,15 @@ fn recording() -> BTreeMap<String, HostNode> {
 
 impl Bench {
     fn new() -> Self {
+        Self::with(|_| {})
+    }
+
+    /// A bench whose kernel's configuration `f` changed.
+    fn with(f: impl FnOnce(&mut KernelConfig)) -> Self {
         let mem = Arc::new(PhysMemory::new(64 << 20).expect("64 MiB of host memory"));
         let mut cfg = KernelConfig::new("/data/prog", &[]);
         cfg.cwd = "/data".into();
+        f(&mut cfg);
         let mut k =
             Kernel::process(mem, cfg, FileSource::recorded(recording())).expect("a process");
         let mem = k.mem.clone();

@@ -31,7 +31,7 @@ cases! {
     sigprocmask_never_blocks_sigkill_or_sigstop: SYS_rt_sigprocmask,
         |b| [SIG_SETMASK as u64, b.bytes(&u64::MAX.to_le_bytes()), 0, 8, 0, 0], Want::Ret(0),
         then |b| {
-            let m = b.k.cur().sigmask;
+            let m = b.k.cur().sigmask();
             assert_eq!(m & (1 << (SIGKILL - 1)), 0);
             assert_eq!(m & (1 << (SIGSTOP - 1)), 0);
         };
@@ -84,7 +84,7 @@ fn send(b: &mut super::Bench, sig: i32) {
 /// The bench thread's (mask, saved mask, state).
 fn masks(b: &mut super::Bench) -> (u64, Option<u64>, bool) {
     let t = b.k.cur();
-    (t.sigmask, t.saved_mask, t.is_runnable())
+    (t.sigmask(), t.saved_mask, t.is_runnable())
 }
 
 cases! {
@@ -95,7 +95,7 @@ cases! {
         [0, 0, 0, b.bytes(&0u64.to_le_bytes()), 8, 0]
     }, Want::Blocks, then |b| {
         assert_eq!(masks(b), (0, Some(bit(SIGUSR1)), true), "the call's mask is in force");
-        b.k.threads.set_state(b.k.current, crate::kernel::ThreadState::Blocked(crate::kernel::Wait::Poll { deadline: None, nr: SYS_ppoll as u64 }));
+        b.k.threads.set_state(b.k.current, crate::kernel::ThreadState::Blocked(crate::kernel::Wait::Poll { deadline: None, nr: SYS_ppoll as u64, on: Vec::new() }));
         send(b, SIGUSR1);
         assert!(b.k.cur().is_runnable());
         assert_eq!(b.k.cur().regs.rax as i64, -(EINTR as i64));
@@ -142,7 +142,7 @@ cases! {
         [0, 0, ts, b.bytes(&0u64.to_le_bytes()), 8, 0]
     }, Want::Blocks, then |b| {
         let me = b.k.current();
-        b.k.threads.set_state(b.k.current, crate::kernel::ThreadState::Blocked(crate::kernel::Wait::Poll { deadline: Some(1), nr: SYS_ppoll as u64 }));
+        b.k.threads.set_state(b.k.current, crate::kernel::ThreadState::Blocked(crate::kernel::Wait::Poll { deadline: Some(1), nr: SYS_ppoll as u64, on: Vec::new() }));
         b.k.wake(me, 0);
         assert_eq!(masks(b), (bit(SIGUSR1), None, true));
     };
@@ -152,7 +152,7 @@ cases! {
         [0, 0, 0, b.bytes(&0u64.to_le_bytes()), 8, 0]
     }, Want::Err(EINTR), then |b| {
         // The signal is ignored before it is delivered.
-        b.k.cur().pending.clear();
+        { let me = b.k.current(); b.k.threads.change_pending(me, Vec::clear); }
         b.k.deliver_signals(&mut b.fpu);
         assert_eq!(masks(b), (bit(SIGUSR1), None, true));
     };
@@ -172,7 +172,7 @@ cases! {
         }));
         send(b, SIGUSR1);
         assert_eq!(b.k.cur().regs.rax, SIGUSR1 as u64);
-        assert!(b.k.cur().pending.is_empty(), "the call took the signal");
+        assert!(b.k.cur().pending().is_empty(), "the call took the signal");
         assert_eq!(masks(b), (bit(SIGUSR1), None, true), "the old mask is back");
         let info = b.read(super::SCRATCH + 8192, 20);
         assert_eq!(i32::from_le_bytes(info[0..4].try_into().unwrap()), SIGUSR1);

@@ -71,7 +71,7 @@ cases! {
         b.ret(SYS_prctl, [PR_SET_PDEATHSIG as u64, SIGUSR1 as u64, 0, 0, 0, 0]);
         b.k.switch_to(crate::kernel::Tid(child));
         crate::kernel::sys_thread::exit_process(&mut b.k, 0);
-        let got = b.k.threads()[&crate::kernel::Tid(grandchild)].pending.iter().map(|s| s.signo).collect::<Vec<_>>();
+        let got = b.k.threads()[&crate::kernel::Tid(grandchild)].pending().iter().map(|s| s.signo).collect::<Vec<_>>();
         assert_eq!(got, vec![SIGUSR1 as u32]);
         b.k.switch_to(crate::kernel::Tid(1));
         [0; 6]
