@@ -144,7 +144,10 @@ fn hash_from_cli(exe: &std::path::Path, seed: u64) -> String {
 #[test]
 fn runs_in_five_processes_give_the_same_trace_hash_as_in_process() {
     let exe = harness("counter");
-    let in_process = run(&exe, &[]).trace_hash;
+    // As the command line runs it: at `atomics`, where its loops tick.
+    let mut c = config(&exe, &[]);
+    c.kernel.sync_points = rewind_fuzz::code::SyncPoints::Atomics;
+    let in_process = run_config(&c).trace_hash;
     let hashes: BTreeSet<String> = (0..5).map(|_| hash_from_cli(&exe, 0)).collect();
     assert_eq!(hashes, BTreeSet::from([in_process]));
 }

@@ -1,15 +1,39 @@
 //! Time and preemption inside computation: a loop with no sync site ticks
 //! every `TICK_PERIOD` passes (a step), so virtual time moves on, timers
 //! fire and a computing thread can be preempted, the same way run after
-//! run.
+//! run. Ticks are off by default (`KernelConfig::ticks`): these tests turn
+//! them on.
 
 mod common;
 
 use std::time::Duration;
 
-use common::{build_c_with, cli, config, require_kvm, require_tool, run_config};
+use common::{build_c_with, config, require_kvm, require_tool, run_config};
 use rewind_fuzz::code::SyncPoints;
 use rewind_fuzz::observe::outcome::Outcome;
+use rewind_fuzz::vm::{RunConfig, RunReport};
+
+/// A run of `exe` at `atomics`, with or without ticks, given all the time
+/// it needs (no verdict waits on the host's speed).
+fn ticked_config(exe: &std::path::Path, args: &[&str], ticks: bool) -> RunConfig {
+    let mut c = config(exe, args);
+    c.kernel.sync_points = SyncPoints::Atomics;
+    c.kernel.ticks = ticks;
+    c.timeout = Duration::from_secs(3600);
+    c
+}
+
+/// Runs `c`, which must exit 0.
+fn run_to_exit(c: &RunConfig) -> RunReport {
+    let r = run_config(c);
+    assert_eq!(
+        r.outcome,
+        Outcome::Exited { code: 0 },
+        "{}",
+        r.outcome.summary()
+    );
+    r
+}
 
 /// Computes (storing as it goes: no spin) until `alarm(1)` stops it.
 const COMPUTES_UNTIL_ALARM: &str = r#"
@@ -41,16 +65,8 @@ fn a_loop_stopped_by_alarm_ends_with_one_trace_hash() {
     require_kvm();
     let dir = tempfile::tempdir().unwrap();
     let exe = build_c_with(dir.path(), "alarm_loop", COMPUTES_UNTIL_ALARM, &["-O2"]);
-    let mut c = config(&exe, &[]);
-    c.kernel.sync_points = SyncPoints::Atomics;
-    c.timeout = Duration::from_secs(3600);
-    let first = run_config(&c);
-    assert_eq!(
-        first.outcome,
-        Outcome::Exited { code: 0 },
-        "{}",
-        first.outcome.summary()
-    );
+    let c = ticked_config(&exe, &[], true);
+    let first = run_to_exit(&c);
     assert_eq!(String::from_utf8_lossy(&first.stdout), "rounds: many, 1\n");
     // A virtual second is about a thousand ticks, not a million steps.
     assert!(first.steps < 5_000, "{} steps", first.steps);
@@ -63,17 +79,23 @@ fn a_loop_stopped_by_alarm_ends_with_one_trace_hash() {
     }
 }
 
-/// Two threads compute in loops with no sync site: the default strategy
-/// hands the processor on when a thread's slice of ticks is used up, so
-/// their ticks interleave; at `calls`, where nothing ticks, they cannot.
+/// Two threads compute in chunks (a loop with no sync site each, then an
+/// atomic that logs the chunk): the default strategy hands the processor
+/// on when a thread's slice of ticks is used up, so their chunks
+/// interleave; without ticks a thread keeps it to its end.
 const TWO_COMPUTE: &str = r#"
 #include <pthread.h>
 #include <stdio.h>
 static volatile unsigned long sink[2];
+static char order[64];
+static int next;
 static void *compute(void *arg) {
     long me = (long)arg;
     unsigned long x = (unsigned long)me + 1;
-    for (long i = 0; i < 30000000; i++) { x = x * 6364136223846793005UL + 1; sink[me] = x; }
+    for (int chunk = 0; chunk < 10; chunk++) {
+        for (long i = 0; i < 3000000; i++) { x = x * 6364136223846793005UL + 1; sink[me] = x; }
+        order[__atomic_fetch_add(&next, 1, __ATOMIC_SEQ_CST)] = (char)('0' + me);
+    }
     return 0;
 }
 int main(void) {
@@ -81,52 +103,29 @@ int main(void) {
     pthread_create(&t, 0, compute, (void *)1);
     compute((void *)0);
     pthread_join(t, 0);
-    printf("%lu\n", (sink[0] ^ sink[1]) & 1);
+    printf("%s\n", order);
     return 0;
 }
 "#;
-
-fn thread_switches_in_ticks(trace: &str) -> usize {
-    let ticks: Vec<&str> = trace
-        .lines()
-        .filter(|l| l.contains(" tick "))
-        .filter_map(|l| l.split("thread ").nth(1)?.split_whitespace().next())
-        .collect();
-    ticks.windows(2).filter(|w| w[0] != w[1]).count()
-}
 
 #[test]
 fn computing_threads_are_preempted_at_ticks() {
     require_kvm();
     let dir = tempfile::tempdir().unwrap();
     let exe = build_c_with(dir.path(), "two_compute", TWO_COMPUTE, &["-O2", "-pthread"]);
-    let trace = |level: &str| {
-        let out = cli()
-            .args(["run", "--trace", "--sync-points", level, "--target"])
-            .arg(&exe)
-            .output()
-            .unwrap();
-        assert!(
-            out.status.success(),
-            "{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        String::from_utf8_lossy(&out.stderr).into_owned()
+    let order = |ticks: bool| {
+        let r = run_to_exit(&ticked_config(&exe, &[], ticks));
+        (
+            String::from_utf8_lossy(&r.stdout).trim().to_string(),
+            r.trace_hash,
+        )
     };
-    let atomics = trace("atomics");
-    let switches = thread_switches_in_ticks(&atomics);
-    assert!(
-        switches >= 2,
-        "{switches} switches between computing threads:\n{}",
-        atomics
-            .lines()
-            .filter(|l| l.contains(" tick "))
-            .take(40)
-            .collect::<Vec<_>>()
-            .join("\n")
-    );
-    assert_eq!(trace("atomics"), atomics, "the same run twice");
-    assert_eq!(thread_switches_in_ticks(&trace("calls")), 0);
+    let switches = |o: &str| o.as_bytes().windows(2).filter(|w| w[0] != w[1]).count();
+    let (ticked, hash) = order(true);
+    assert!(switches(&ticked) >= 4, "chunks in the order {ticked}");
+    assert_eq!(order(true), (ticked, hash), "the same run twice");
+    let (unticked, _) = order(false);
+    assert_eq!(switches(&unticked), 1, "chunks in the order {unticked}");
 }
 
 /// `openssl speed` computes until its alarm: it ends as natively, the same
@@ -135,19 +134,9 @@ fn computing_threads_are_preempted_at_ticks() {
 fn openssl_speed_ends_as_natively() {
     require_kvm();
     let openssl = require_tool("openssl", "apt-get install openssl");
-    let mut c = config(
-        &openssl,
-        &["speed", "-seconds", "1", "-bytes", "16", "sha256"],
-    );
-    c.timeout = Duration::from_secs(3600);
-    c.kernel.sync_points = SyncPoints::Atomics;
-    let first = run_config(&c);
-    assert_eq!(
-        first.outcome,
-        Outcome::Exited { code: 0 },
-        "{}",
-        first.outcome.summary()
-    );
+    let args = ["speed", "-seconds", "1", "-bytes", "16", "sha256"];
+    let c = ticked_config(&openssl, &args, true);
+    let first = run_to_exit(&c);
     let out = String::from_utf8_lossy(&first.stdout);
     assert!(out.contains("sha256 "), "{out}");
     let again = run_config(&c);

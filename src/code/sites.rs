@@ -498,11 +498,13 @@ pub fn discover_in(elf: &[u8], level: SyncPoints, plan: Plan) -> SiteTable {
     if !table.reads_own_code {
         let reports_caller = |offset: u64| table.reports_caller(offset);
         let vaddr_of = |offset: u64| table.vaddr_of(offset);
+        let function_end = |va: u64| function_at(&table.functions, va).map(|f| f.end);
         let object = super::trampoline::Object {
             bytes_at: &bytes_at,
             targets: &finder.targets,
             reports_caller: &reports_caller,
             vaddr_of: &vaddr_of,
+            function_end: &function_end,
             region: match object::read::elf::FileHeader::e_type(file.elf_header(), file.endian()) {
                 object::elf::ET_EXEC => super::trampoline::LOW_REGION_BYTE,
                 _ => super::trampoline::REGION_BYTE,

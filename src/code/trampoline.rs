@@ -204,6 +204,9 @@ pub struct Object<'a> {
     pub reports_caller: &'a dyn Fn(u64) -> bool,
     /// The link-time address of file offset.
     pub vaddr_of: &'a dyn Fn(u64) -> Option<u64>,
+    /// The end of the function holding an address, when known: a jump
+    /// never displaces code past it (padding, the next function).
+    pub function_end: &'a dyn Fn(u64) -> Option<u64>,
     /// The displacements' top byte: [`REGION_BYTE`], or [`LOW_REGION_BYTE`]
     /// for an executable that is not position-independent.
     pub region: u8,
@@ -241,7 +244,16 @@ fn displaced(
 ) -> Option<Vec<Instruction>> {
     let mut out = Vec::new();
     let mut at = va + len;
+    let end = (object.function_end)(va).unwrap_or(u64::MAX);
+    // Nothing may be reached inside the patch, even where the decoder, out
+    // of step with the code, sees no instruction start.
+    if object.targets.range(va + 1..va + 5).next().is_some() {
+        return None;
+    }
     while at < va + 5 {
+        if at >= end {
+            return None;
+        }
         let (bytes, offset) = (object.bytes_at)(at)?;
         if object.targets.contains(&at) || starts.contains(&offset) {
             return None;
@@ -670,6 +682,7 @@ mod tests {
             targets: &targets,
             reports_caller: &no,
             vaddr_of: &vaddr_of,
+            function_end: &|_| None,
             region: REGION_BYTE,
         };
         let all: Vec<Site> = sites
@@ -768,6 +781,7 @@ mod tests {
             targets: &targets,
             reports_caller: &no,
             vaddr_of: &vaddr_of,
+            function_end: &|_| None,
             region: REGION_BYTE,
         };
         let mut t = plan(&[], &object);

@@ -120,6 +120,14 @@ pub struct KernelConfig {
     /// schedules and reproducers, which replay under their own).
     #[serde(default)]
     pub step_rules: crate::code::StepRules,
+    /// Give loops with no sync site ticks (see `code::trampoline`), under
+    /// the format-7 step rules. Off by default and not on the command line
+    /// yet: ticks add decision points in computation, where strategies
+    /// that switch at any step (random walks, PCT) now stagger threads a
+    /// bug needs started together, and they are not recorded by
+    /// reproducers.
+    #[serde(skip)]
+    pub ticks: bool,
     /// Patch the sync sites the dispatcher can take with jumps to
     /// trampolines (see `code::trampoline`) instead of breakpoints: how a
     /// site reaches the dispatcher, never what a run does.
@@ -147,6 +155,7 @@ impl KernelConfig {
             runtime_caller_sites: false,
             polls_retry_on_any_activity: false,
             step_rules: crate::code::StepRules::default(),
+            ticks: false,
             site_jumps: false,
         }
     }
@@ -383,7 +392,7 @@ impl Kernel {
         ]
         .iter()
         .any(|d| path.starts_with(d));
-        let ticks = self.config.step_rules == crate::code::StepRules::Format7;
+        let ticks = self.config.ticks && self.config.step_rules == crate::code::StepRules::Format7;
         let scope =
             match path != self.process_entry().exe && system && !self.config.preload.is_empty() {
                 true if !ticks => return None,

@@ -167,7 +167,7 @@ pub struct Thread {
     pub name: String,
     /// Whether the thread asked to give up the CPU at its last step.
     pub yielded: bool,
-    /// Whether its last step was a tick (a time slice of computation).
+    /// Whether its last step was a tick (a stretch of computation).
     pub ticked: bool,
     /// The sync site (its instruction's address) of the thread's last step,
     /// if that step was one: an atomic in a retry loop taken again right

@@ -36,8 +36,8 @@ pub struct SchedView<'a> {
     pub current_runnable: bool,
     /// Whether it asked to give up the CPU (`sched_yield`).
     pub yielded: bool,
-    /// Whether the step was a tick: the thread computed for a time slice's
-    /// worth of virtual time (see `code::trampoline`).
+    /// Whether the step was a tick: the thread computed for a while (see
+    /// `code::trampoline`; it uses up [`TICK_SLICE_SHARE`] of a slice).
     pub ticked: bool,
     /// Every runnable thread, in thread-id order (never empty).
     pub runnable: &'a [Tid],
@@ -99,6 +99,12 @@ impl SpinWatch {
 /// ran out, and without one the thread it waits for never runs.
 pub const TIME_SLICE: u32 = 1000;
 
+/// How much of a time slice a tick uses up: a slice is fifty ticks of
+/// computation (about 50 ms of virtual time), so a long computation is
+/// preempted, and a short one (a worker's job of a few ticks) can still
+/// run to its end unpreempted, as it often does on a real machine.
+pub const TICK_SLICE_SHARE: u32 = TIME_SLICE / 50;
+
 /// Counts the steps a thread has taken in a row while another thread was
 /// runnable (the steps at which a strategy is asked at all).
 #[derive(Clone, Debug, Default)]
@@ -119,7 +125,7 @@ impl SliceWatch {
                 ..SliceWatch::default()
             };
         }
-        self.used = if v.ticked { TIME_SLICE } else { self.used + 1 };
+        self.used += if v.ticked { TICK_SLICE_SHARE } else { 1 };
         if self.used < TIME_SLICE {
             return false;
         }
