@@ -266,23 +266,8 @@ fn per_site_table() {
     per_site("Rust AtomicU64::fetch_add (opt-level=0, inside core)", &rs);
 }
 
-const CHANNELS: &str = r#"
-use std::sync::mpsc;
-fn main() {
-    let n: u64 = std::env::args().nth(1).unwrap().parse().unwrap();
-    let (tx, rx) = mpsc::channel::<u64>();
-    let senders: Vec<_> = (0..2)
-        .map(|t| {
-            let tx = tx.clone();
-            std::thread::spawn(move || (0..n).for_each(|i| tx.send(i + t).unwrap()))
-        })
-        .collect();
-    drop(tx);
-    let sum: u64 = rx.iter().sum();
-    senders.into_iter().for_each(|s| s.join().unwrap());
-    println!("{sum}");
-}
-"#;
+/// Two threads sending numbers over std's channel (shared with the tests).
+const CHANNELS: &str = include_str!("../tests/programs/mpsc_sum.rs");
 
 /// The monitor's own CPU time so far, in microseconds.
 fn cpu_us() -> u64 {

@@ -739,8 +739,13 @@ COMP_LINE="rewind-fuzz fuzz --sy"; COMP_POINT=${{#COMP_LINE}}
 printf '%s\n' "${{COMPREPLY[@]}}""#,
         script.display()
     );
-    let out = std::process::Command::new(bash)
-        .args(["-c", &driver])
+    assert_offers_the_sync_options("bash", &shell_output(&bash, &driver));
+}
+
+/// What `shell -c command` prints; it must succeed.
+fn shell_output(shell: &std::path::Path, command: &str) -> String {
+    let out = std::process::Command::new(shell)
+        .args(["-c", command])
         .output()
         .unwrap();
     assert!(
@@ -748,7 +753,7 @@ printf '%s\n' "${{COMPREPLY[@]}}""#,
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
-    assert_offers_the_sync_options("bash", &String::from_utf8_lossy(&out.stdout));
+    String::from_utf8_lossy(&out.stdout).into_owned()
 }
 
 #[test]
@@ -756,22 +761,11 @@ fn fish_completes_options_of_a_subcommand_when_the_script_is_sourced() {
     let fish = common::require_tool("fish", "apt-get install -y fish");
     let dir = tempfile::tempdir().unwrap();
     let script = completion_script("fish", dir.path(), "rewind-fuzz.fish");
-    let out = std::process::Command::new(fish)
-        .args([
-            "-c",
-            &format!(
-                "source {}; complete -C 'rewind-fuzz fuzz --sy'",
-                script.display()
-            ),
-        ])
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
+    let command = format!(
+        "source {}; complete -C 'rewind-fuzz fuzz --sy'",
+        script.display()
     );
-    assert_offers_the_sync_options("fish", &String::from_utf8_lossy(&out.stdout));
+    assert_offers_the_sync_options("fish", &shell_output(&fish, &command));
 }
 
 #[test]

@@ -8,11 +8,18 @@ use std::path::{Path, PathBuf};
 use common::cli;
 
 fn names(dir: &Path) -> BTreeSet<String> {
+    file_names(dir)
+        .into_iter()
+        .filter(|n| n.ends_with(".json"))
+        .collect()
+}
+
+/// The names of the files in `dir` (none when it is not there).
+fn file_names(dir: &Path) -> Vec<String> {
     std::fs::read_dir(dir)
         .map(|d| {
             d.flatten()
                 .map(|e| e.file_name().to_string_lossy().into_owned())
-                .filter(|n| n.ends_with(".json"))
                 .collect()
         })
         .unwrap_or_default()
@@ -541,11 +548,8 @@ fn a_full_out_dir_keeps_the_session_going_and_no_partial_reproducer_is_left() {
     assert!(err.contains("not saved"), "{err}");
     // No partial file is left.
     let findings = out.join("findings");
-    let left: Vec<String> = std::fs::read_dir(&findings)
-        .unwrap()
-        .flatten()
-        .map(|e| e.file_name().to_string_lossy().into_owned())
-        .collect();
+    assert!(findings.is_dir(), "{err}");
+    let left = file_names(&findings);
     assert!(left.is_empty(), "no partial files: {left:?}");
     assert!(!names(&out.join("queue")).is_empty(), "the corpus is kept");
     assert!(stat(&out, "execs_done") > 0);
@@ -911,24 +915,29 @@ fn five_tests(dir: &Path) -> PathBuf {
     )
 }
 
+/// A quiet one-job `--per-test` session of `exe` for `execs` executions.
+fn fuzz_per_test(exe: &Path, execs: u32, out: &Path) -> std::process::Output {
+    fuzz(&[
+        "--target",
+        exe.to_str().unwrap(),
+        "--per-test",
+        "--execs",
+        &execs.to_string(),
+        "--jobs",
+        "1",
+        "-q",
+        "-o",
+        out.to_str().unwrap(),
+    ])
+}
+
 #[test]
 fn per_test_fuzzing_finds_the_one_buggy_test_and_explores_every_test() {
     common::require_kvm();
     let dir = tempfile::tempdir().unwrap();
     let exe = five_tests(dir.path());
     let out = dir.path().join("out");
-    let r = fuzz(&[
-        "--target",
-        exe.to_str().unwrap(),
-        "--per-test",
-        "--execs",
-        "150",
-        "--jobs",
-        "1",
-        "-q",
-        "-o",
-        out.to_str().unwrap(),
-    ]);
+    let r = fuzz_per_test(&exe, 150, &out);
     let err = stderr(&r);
     assert_eq!(r.status.code(), Some(1), "{err}");
     let tests = [
@@ -960,12 +969,7 @@ fn per_test_fuzzing_finds_the_one_buggy_test_and_explores_every_test() {
         );
     }
     // The inversion, as a deadlock and as a potential deadlock.
-    let findings = out.join("tests__transfers_both_ways/findings");
-    let found: Vec<String> = std::fs::read_dir(&findings)
-        .unwrap()
-        .flatten()
-        .map(|e| e.file_name().to_string_lossy().into_owned())
-        .collect();
+    let found = file_names(&out.join("tests__transfers_both_ways/findings"));
     for kind in ["deadlocked-", "potential-deadlock-"] {
         assert!(
             found
@@ -989,27 +993,12 @@ fn a_per_test_finding_on_the_last_execution_of_its_share_is_recorded() {
     let out = dir.path().join("out");
     // One execution per test: the inversion is found on the last (the
     // only) execution of its test's share, and the share ends there.
-    let r = fuzz(&[
-        "--target",
-        exe.to_str().unwrap(),
-        "--per-test",
-        "--execs",
-        "5",
-        "--jobs",
-        "1",
-        "-q",
-        "-o",
-        out.to_str().unwrap(),
-    ]);
+    let r = fuzz_per_test(&exe, 5, &out);
     let err = stderr(&r);
     assert_eq!(r.status.code(), Some(1), "{err}");
     let session = out.join("tests__transfers_both_ways");
     assert_eq!(stat(&session, "execs_done"), 1, "{err}");
-    let found: Vec<String> = std::fs::read_dir(session.join("findings"))
-        .unwrap()
-        .flatten()
-        .map(|e| e.file_name().to_string_lossy().into_owned())
-        .collect();
+    let found = file_names(&session.join("findings"));
     assert!(
         found
             .iter()

@@ -1167,6 +1167,14 @@ fn work(exe: &Path, args: &[&str]) -> (u64, u64) {
     (r.steps, r.looked_at)
 }
 
+/// What the run of `exe` with `more` takes beyond the one with `base`:
+/// (steps, things looked at).
+fn work_between(exe: &Path, base: &[&str], more: &[&str]) -> (u64, u64) {
+    let (steps, looked_at) = work(exe, base);
+    let (more_steps, more_looked_at) = work(exe, more);
+    (more_steps - steps, more_looked_at - looked_at)
+}
+
 #[test]
 fn opening_eight_times_the_descriptors_looks_at_about_eight_times_as_much() {
     let dir = tempfile::tempdir().unwrap();
@@ -1206,11 +1214,8 @@ fn a_steps_cost_does_not_grow_with_the_waiters_parked_beside_it() {
     ] {
         // 200 round trips through a pipe of the main thread's, beside 8
         // waiters and beside 64, each on an object of its own.
-        let cost = |waiters: &str| {
-            let (steps, looked_at) = work(&exe, &[kind, waiters, "20"]);
-            let (more_steps, more_looked_at) = work(&exe, &[kind, waiters, "220"]);
-            (more_steps - steps, more_looked_at - looked_at)
-        };
+        let cost =
+            |waiters: &str| work_between(&exe, &[kind, waiters, "20"], &[kind, waiters, "220"]);
         let (few, many) = (cost("8"), cost("64"));
         assert_eq!(
             few, many,
@@ -1225,11 +1230,7 @@ fn a_childs_signals_exec_and_end_cost_the_same_however_many_threads_its_parent_p
     let exe = program_with(dir.path(), "parked_parent", &["-pthread"]);
     // Ten rounds of a signal to the parent that all its threads block, a
     // child that execs, signals itself and ends, and the parent's wait.
-    let cost = |threads: &str| {
-        let (steps, looked_at) = work(&exe, &[threads, "2"]);
-        let (more_steps, more_looked_at) = work(&exe, &[threads, "12"]);
-        (more_steps - steps, more_looked_at - looked_at)
-    };
+    let cost = |threads: &str| work_between(&exe, &[threads, "2"], &[threads, "12"]);
     let (few, many) = (cost("4"), cost("64"));
     assert_eq!(
         few, many,

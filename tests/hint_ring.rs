@@ -5,7 +5,7 @@ mod common;
 use common::{config, harness};
 use rewind_fuzz::code::SyncPoints;
 use rewind_fuzz::kernel::vfs::FileSource;
-use rewind_fuzz::sched::{Pct, Pos, RandomWalk, Replay, Strategy, StrategyKind};
+use rewind_fuzz::sched::{Pos, Replay, Strategy, StrategyKind};
 use rewind_fuzz::vm::{RunReport, SnapshotAt, Vm};
 
 fn run(name: &str, ring: bool, strategy: Box<dyn Strategy>) -> RunReport {
@@ -18,16 +18,11 @@ fn run(name: &str, ring: bool, strategy: Box<dyn Strategy>) -> RunReport {
     vm.run().unwrap()
 }
 
-/// Makes a fresh strategy (one per run: strategies keep state).
-type MakeStrategy = Box<dyn Fn() -> Box<dyn Strategy>>;
-
-fn strategies(seed: u64) -> Vec<(&'static str, MakeStrategy)> {
-    vec![
-        ("default", Box::new(|| StrategyKind::Default.build(0, 0))),
-        ("random", Box::new(move || Box::new(RandomWalk::new(seed)))),
-        ("pct:3", Box::new(move || Box::new(Pct::new(3, 200, seed)))),
-        ("pos", Box::new(move || Box::new(Pos::new(seed)))),
-    ]
+/// [`common::strategies`] and POS.
+fn strategies(seed: u64) -> Vec<(&'static str, common::MakeStrategy)> {
+    let mut all = common::strategies(seed, 200);
+    all.push(("pos", Box::new(move || Box::new(Pos::new(seed)))));
+    all
 }
 
 #[test]

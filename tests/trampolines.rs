@@ -13,7 +13,7 @@ use common::config;
 use rewind_fuzz::code::SyncPoints;
 use rewind_fuzz::kernel::vfs::FileSource;
 use rewind_fuzz::observe::trace::Operation;
-use rewind_fuzz::sched::{Pct, RandomWalk, Replay, Strategy, StrategyKind};
+use rewind_fuzz::sched::{Pct, Replay, Strategy, StrategyKind};
 use rewind_fuzz::vm::{RunReport, SnapshotAt, Vm};
 
 /// How sync sites reach the monitor (see `tests/hint_ring.rs`).
@@ -37,17 +37,6 @@ fn run(exe: &Path, args: &[&str], path: Path3, strategy: Box<dyn Strategy>) -> R
     vm.run().unwrap()
 }
 
-/// Makes a fresh strategy (one per run: strategies keep state).
-type MakeStrategy = Box<dyn Fn() -> Box<dyn Strategy>>;
-
-fn strategies(seed: u64) -> Vec<(&'static str, MakeStrategy)> {
-    vec![
-        ("default", Box::new(|| StrategyKind::Default.build(0, 0))),
-        ("random", Box::new(move || Box::new(RandomWalk::new(seed)))),
-        ("pct:3", Box::new(move || Box::new(Pct::new(3, 300, seed)))),
-    ]
-}
-
 /// Runs `exe` natively and under every path and strategy: stdout as
 /// native (`lines` of it compared, all when `None`), and every path's run
 /// the same.
@@ -62,7 +51,7 @@ fn same_as_natively_on_every_path(exe: &Path, args: &[&str], lines: Option<&dyn 
     let native = keep(&String::from_utf8_lossy(&native.stdout));
     assert!(!native.is_empty(), "{exe:?} printed nothing natively");
     for seed in 0..2 {
-        for (sname, make) in strategies(seed) {
+        for (sname, make) in common::strategies(seed, 300) {
             let exits = run(exe, args, Path3::Exits, make());
             let out = keep(&String::from_utf8_lossy(&exits.stdout));
             assert_eq!(out, native, "{exe:?} {sname} seed {seed}");
@@ -325,23 +314,8 @@ fn a_program_mapping_over_its_trampolines_takes_their_place() {
     assert!(out.contains("counter 300"), "{out}");
 }
 
-const CHANNELS: &str = r#"
-use std::sync::mpsc;
-fn main() {
-    let n: u64 = std::env::args().nth(1).map(|s| s.parse().unwrap()).unwrap_or(20000);
-    let (tx, rx) = mpsc::channel::<u64>();
-    let senders: Vec<_> = (0..2)
-        .map(|t| {
-            let tx = tx.clone();
-            std::thread::spawn(move || (0..n).for_each(|i| tx.send(i + t).unwrap()))
-        })
-        .collect();
-    drop(tx);
-    let sum: u64 = rx.iter().sum();
-    senders.into_iter().for_each(|s| s.join().unwrap());
-    println!("{sum}");
-}
-"#;
+/// Two threads sending numbers over std's channel (`tests/programs`).
+const CHANNELS: &str = include_str!("programs/mpsc_sum.rs");
 
 /// The sync-site steps of an atomics-heavy program (two threads sending
 /// 5,000 messages each over std's channel) leave the guest at most once

@@ -149,3 +149,20 @@ pub fn require_tool(name: &str, install: &str) -> PathBuf {
     };
     found.unwrap_or_else(|| panic!("{name} is missing on this host: install it ({install})"))
 }
+
+/// Makes a fresh strategy (one per run: strategies keep state).
+pub type MakeStrategy = Box<dyn Fn() -> Box<dyn rewind_fuzz::sched::Strategy>>;
+
+/// The default strategy, a random walk from `seed` and PCT of depth 3 over
+/// `pct_steps` estimated steps from `seed`, by name.
+pub fn strategies(seed: u64, pct_steps: u64) -> Vec<(&'static str, MakeStrategy)> {
+    use rewind_fuzz::sched::{Pct, RandomWalk, StrategyKind};
+    vec![
+        ("default", Box::new(|| StrategyKind::Default.build(0, 0))),
+        ("random", Box::new(move || Box::new(RandomWalk::new(seed)))),
+        (
+            "pct:3",
+            Box::new(move || Box::new(Pct::new(3, pct_steps, seed))),
+        ),
+    ]
+}
