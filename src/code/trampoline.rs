@@ -134,6 +134,15 @@ pub enum Origin {
 }
 
 impl Trampolines {
+    /// Adds the jump of the site at file offset `offset`.
+    fn insert(&mut self, offset: u64, j: Jump) {
+        self.by_entry.insert(j.entry, offset);
+        for (copy, original) in &j.copies[1..] {
+            self.moved.insert(*original, *copy);
+        }
+        self.jumps.insert(offset, j);
+    }
+
     /// The jump of the site at file offset `offset`.
     pub fn jump(&self, offset: u64) -> Option<&Jump> {
         self.jumps.get(&offset)
@@ -220,13 +229,7 @@ pub fn plan(sites: &[Site], object: &Object<'_>) -> Trampolines {
     let mut cursor = 0u64;
     for site in sites.iter().filter(|s| s.kind != SiteKind::Tick) {
         match place(site, object, &starts, &mut cursor, &mut out) {
-            Some(j) => {
-                out.by_entry.insert(j.entry, site.offset);
-                for (copy, original) in &j.copies[1..] {
-                    out.moved.insert(*original, *copy);
-                }
-                out.jumps.insert(site.offset, j);
-            }
+            Some(j) => out.insert(site.offset, j),
             None => out.without += 1,
         }
     }
@@ -325,37 +328,40 @@ fn place(
         t.extend_from_slice(&descriptor(va, desc, copy, &operand, runtime, gives_way));
         t
     };
-    fit(
-        va,
-        instr,
-        &moved,
-        PROLOGUE,
-        DESCRIPTOR + 8,
-        &layout,
-        object,
-        cursor,
-        out,
-        false,
-    )
+    let shape = Shape {
+        before: PROLOGUE,
+        after: DESCRIPTOR + 8,
+        layout: &layout,
+        tick: false,
+    };
+    fit(instr, &moved, &shape, object, cursor, out)
 }
 
-/// Finds room for a trampoline whose copy of `instr` (at `va`) and of
-/// `moved` follows `before` bytes of its own code and is followed by up to
-/// `after` more (`layout` makes the whole), writes it into the image and
-/// advances `cursor` past it.
-#[allow(clippy::too_many_arguments)]
+/// How a trampoline is laid out around its copy.
+struct Shape<'a> {
+    /// Bytes of its own code before the copy.
+    before: u64,
+    /// Bytes it may need after the copy.
+    after: u64,
+    /// The whole trampoline at an entry, around the copy's bytes.
+    layout: &'a dyn Fn(u64, &[u8]) -> Vec<u8>,
+    /// Whether it is a tick's.
+    tick: bool,
+}
+
+/// Finds room for a trampoline of `shape` whose copy is of `instr` (the
+/// site's) and of `moved`, writes it into the image and advances `cursor`
+/// past it.
 fn fit(
-    va: u64,
     instr: Instruction,
     moved: &[Instruction],
-    before: u64,
-    after: u64,
-    layout: &dyn Fn(u64, &[u8]) -> Vec<u8>,
+    shape: &Shape<'_>,
     object: &Object<'_>,
     cursor: &mut u64,
     out: &mut Trampolines,
-    tick: bool,
 ) -> Option<Jump> {
+    let va = instr.ip();
+    let (before, after) = (shape.before, shape.after);
     // The jump's displacement bytes that stand where a moved instruction
     // starts must trap.
     let mut must_trap = [false; 4];
@@ -376,7 +382,7 @@ fn fit(
     for _ in 0..4 {
         entry = find_entry(entry, va, size, &must_trap, region_end, object.region)?;
         let (code, offsets) = encode(&block, entry + before)?;
-        let t = layout(entry, &code);
+        let t = (shape.layout)(entry, &code);
         if t.len() as u64 > size {
             size = t.len() as u64;
             continue;
@@ -405,7 +411,7 @@ fn fit(
             copies,
             back,
             jump_back,
-            tick,
+            tick: shape.tick,
         });
     }
     None
@@ -446,26 +452,17 @@ pub fn plan_ticks(
                 t.extend_from_slice(code);
                 t
             };
-            let Some(j) = fit(
-                va,
-                *instr,
-                &moved,
-                TICK_PROLOGUE,
-                0,
-                &layout,
-                object,
-                &mut cursor,
-                out,
-                true,
-            ) else {
+            let shape = Shape {
+                before: TICK_PROLOGUE,
+                after: 0,
+                layout: &layout,
+                tick: true,
+            };
+            let Some(j) = fit(*instr, &moved, &shape, object, &mut cursor, out) else {
                 continue;
             };
             covered.insert(va, j.back);
-            out.by_entry.insert(j.entry, offset);
-            for (copy, original) in &j.copies[1..] {
-                out.moved.insert(*original, *copy);
-            }
-            out.jumps.insert(offset, j);
+            out.insert(offset, j);
             let mut b = [0u8; 15];
             b[..instr.len()].copy_from_slice(&bytes[..instr.len()]);
             ticks.push(Site {
@@ -667,42 +664,51 @@ mod tests {
     use super::*;
 
     /// An object of one function at 0x401000 holding `code`.
-    fn object_plan(code: &[u8], sites: &[(u64, usize)], targets: &[u64]) -> Trampolines {
-        let base = 0x5555_5555_5000u64;
-        let code: &'static [u8] = Box::leak(code.to_vec().into_boxed_slice());
-        let bytes_at = move |va: u64| -> Option<(&[u8], u64)> {
-            let off = va.checked_sub(base)? as usize;
+    /// Where the tests' one-function objects are loaded.
+    const BASE: u64 = 0x5555_5555_5000;
+
+    /// `f` of an object of one function at [`BASE`] (file offset 0x1000)
+    /// holding `code`, with `targets` known.
+    fn with_object<R>(code: &[u8], targets: &[u64], f: impl FnOnce(&Object<'_>) -> R) -> R {
+        let bytes_at = |va: u64| -> Option<(&[u8], u64)> {
+            let off = va.checked_sub(BASE)? as usize;
             (off < code.len()).then(|| (&code[off..], off as u64 + 0x1000))
         };
         let targets: BTreeSet<u64> = targets.iter().copied().collect();
-        let vaddr_of = |off: u64| Some(off - 0x1000 + base);
+        let vaddr_of = |off: u64| Some(off - 0x1000 + BASE);
         let no = |_: u64| false;
-        let object = Object {
+        f(&Object {
             bytes_at: &bytes_at,
             targets: &targets,
             reports_caller: &no,
             vaddr_of: &vaddr_of,
             function_end: &|_| None,
             region: REGION_BYTE,
-        };
-        let all: Vec<Site> = sites
-            .iter()
-            .map(|(va, len)| {
-                let (b, off) = bytes_at(*va).unwrap();
-                let mut bytes = [0u8; 15];
-                bytes[..*len].copy_from_slice(&b[..*len]);
-                Site {
-                    offset: off,
-                    kind: SiteKind::AtomicRmw,
-                    spins: false,
-                    fast: true,
-                    bytes,
-                    len: *len as u8,
-                    acquires: None,
-                }
-            })
-            .collect();
-        plan(&all, &object)
+        })
+    }
+
+    /// The trampolines of atomics at `sites` (address, length) in `code`.
+    fn object_plan(code: &[u8], sites: &[(u64, usize)], targets: &[u64]) -> Trampolines {
+        with_object(code, targets, |object| {
+            let all: Vec<Site> = sites
+                .iter()
+                .map(|(va, len)| {
+                    let (b, off) = (object.bytes_at)(*va).unwrap();
+                    let mut bytes = [0u8; 15];
+                    bytes[..*len].copy_from_slice(&b[..*len]);
+                    Site {
+                        offset: off,
+                        kind: SiteKind::AtomicRmw,
+                        spins: false,
+                        fast: true,
+                        bytes,
+                        len: *len as u8,
+                        acquires: None,
+                    }
+                })
+                .collect();
+            plan(&all, object)
+        })
     }
 
     fn disassemble(code: &[u8], ip: u64, n: usize) -> Vec<String> {
@@ -765,27 +771,15 @@ mod tests {
     #[test]
     fn a_loop_ticks_from_its_branch_and_counts_without_touching_flags() {
         // loop: add %rax,%rdx; dec %ecx; jne loop; mov %rdx,%rax; ret
-        let base = 0x5555_5555_5000u64;
-        let code: &'static [u8] = &[
+        let code = [
             0x48, 0x01, 0xc2, 0xff, 0xc9, 0x75, 0xf9, 0x48, 0x89, 0xd0, 0xc3,
         ];
-        let bytes_at = move |va: u64| -> Option<(&[u8], u64)> {
-            let off = va.checked_sub(base)? as usize;
-            (off < code.len()).then(|| (&code[off..], off as u64 + 0x1000))
-        };
-        let targets: BTreeSet<u64> = [base].into_iter().collect();
-        let vaddr_of = |off: u64| Some(off - 0x1000 + base);
-        let no = |_: u64| false;
-        let object = Object {
-            bytes_at: &bytes_at,
-            targets: &targets,
-            reports_caller: &no,
-            vaddr_of: &vaddr_of,
-            function_end: &|_| None,
-            region: REGION_BYTE,
-        };
-        let mut t = plan(&[], &object);
-        let ticks = plan_ticks(&[(base, base + 5)], &[], &object, &mut t);
+        let base = BASE;
+        let (t, ticks) = with_object(&code, &[base], |object| {
+            let mut t = plan(&[], object);
+            let ticks = plan_ticks(&[(base, base + 5)], &[], object, &mut t);
+            (t, ticks)
+        });
         assert_eq!(ticks.len(), 1);
         // The jne and what follows it can move: the tick is the branch.
         assert_eq!((ticks[0].offset, ticks[0].kind), (0x1005, SiteKind::Tick));

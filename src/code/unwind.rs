@@ -147,7 +147,7 @@ pub fn rule(
     };
     let probe = if interrupted { pc } else { pc.wrapping_sub(1) };
     let bias = cfi.bias(start, file_offset, probe)?;
-    cfi.rules_at(probe.wrapping_sub(bias)).map(FrameRule)
+    cfi.rules_at(None, probe.wrapping_sub(bias)).map(FrameRule)
 }
 
 /// What the unwinder keeps of one object: its load segments and its
@@ -257,28 +257,12 @@ impl Cfi {
         rbp: u64,
         read: &mut dyn FnMut(u64) -> Option<u64>,
     ) -> Option<Step> {
-        let cached = self
-            .rows
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .get(&at)
-            .copied();
-        let rules = match cached {
-            Some(r) => r,
-            None => {
-                let r = self.rules(ctx, at);
-                self.rows
-                    .lock()
-                    .unwrap_or_else(|e| e.into_inner())
-                    .insert(at, r);
-                r
-            }
-        }?;
-        rules.apply(rsp, rbp, read)
+        self.rules_at(Some(ctx), at)?.apply(rsp, rbp, read)
     }
 
-    /// The rules at object address `at`, looked up once.
-    fn rules_at(&self, at: u64) -> Option<Rules> {
+    /// The rules at object address `at`, looked up once (with `ctx`, or a
+    /// context made for the lookup).
+    fn rules_at(&self, ctx: Option<&mut gimli::UnwindContext<usize>>, at: u64) -> Option<Rules> {
         let cached = self
             .rows
             .lock()
@@ -288,7 +272,10 @@ impl Cfi {
         match cached {
             Some(r) => r,
             None => {
-                let r = self.rules(&mut gimli::UnwindContext::new(), at);
+                let r = match ctx {
+                    Some(ctx) => self.rules(ctx, at),
+                    None => self.rules(&mut gimli::UnwindContext::new(), at),
+                };
                 self.rows
                     .lock()
                     .unwrap_or_else(|e| e.into_inner())

@@ -374,8 +374,8 @@ impl Kernel {
     /// `path` (with contents `data`), if any: the sync sites of the
     /// program's own code and libraries outside the system's directories
     /// (and of the system's libraries and dynamic linker too when no
-    /// pthread shim reports their locks), and, under the format-7 step
-    /// rules, the ticks of every object's loops.
+    /// pthread shim reports their locks), and, when ticks are on (under
+    /// the format-7 step rules), the ticks of every object's loops.
     pub fn sites_for(&mut self, path: &str, data: &Arc<Vec<u8>>) -> Option<Arc<SiteTable>> {
         use crate::code::sites::{Plan, Scope};
         let level = self.config.sync_points;

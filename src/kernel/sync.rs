@@ -174,8 +174,10 @@ impl Kernel {
         self.begin_step();
         self.cur().ticked = true;
         self.now += super::TICK_NS - super::STEP_QUANTUM_NS;
-        let words = regs.x86_order();
-        let bytes: Vec<u8> = words.iter().flat_map(|w| w.to_le_bytes()).collect();
+        let mut digest = xxhash_rust::xxh3::Xxh3::new();
+        for w in regs.x86_order() {
+            digest.update(&w.to_le_bytes());
+        }
         let event = Event {
             step: self.obs.step(),
             thread: tid.0,
@@ -185,7 +187,7 @@ impl Kernel {
             object: None,
             site,
             result: Some(0),
-            value: xxhash_rust::xxh3::xxh3_64(&bytes),
+            value: digest.digest(),
         };
         self.finish_step(event);
     }
