@@ -36,6 +36,24 @@ fn fuzz(args: &[&str]) -> std::process::Output {
     out
 }
 
+/// A quiet one-job session on `target` for `execs` executions into `out`,
+/// with `extra` options.
+fn fuzz_quietly(target: &str, execs: u32, out: &Path, extra: &[&str]) -> std::process::Output {
+    let execs = execs.to_string();
+    let base = [
+        "--target",
+        target,
+        "--execs",
+        &execs,
+        "--jobs",
+        "1",
+        "-q",
+        "-o",
+        out.to_str().unwrap(),
+    ];
+    fuzz(&[&base[..], extra].concat())
+}
+
 fn stat(out: &Path, key: &str) -> u64 {
     let text = std::fs::read_to_string(out.join("fuzzer_stats")).unwrap();
     text.lines()
@@ -189,17 +207,7 @@ fn coverage_guided_search_is_deterministic_for_a_seed() {
 fn finds_minimizes_and_replays_the_deadlock(harness: &str) {
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("out");
-    let r = fuzz(&[
-        "--target",
-        harness,
-        "--execs",
-        "600",
-        "--jobs",
-        "1",
-        "-q",
-        "-o",
-        out.to_str().unwrap(),
-    ]);
+    let r = fuzz_quietly(harness, 600, &out, &[]);
     assert_eq!(r.status.code(), Some(1), "a finding makes the exit code 1");
     let findings = out.join("findings");
     let deadlock = std::fs::read_dir(&findings)
@@ -295,17 +303,7 @@ fn two_unrelated_cpp_deadlocks_are_two_findings_named_after_the_users_code() {
         &["-g", "-O1", "-pthread"],
     );
     let out = dir.path().join("out");
-    let r = fuzz(&[
-        "--target",
-        exe.to_str().unwrap(),
-        "--execs",
-        "1500",
-        "--jobs",
-        "1",
-        "-q",
-        "-o",
-        out.to_str().unwrap(),
-    ]);
+    let r = fuzz_quietly(exe.to_str().unwrap(), 1500, &out, &[]);
     let stories: Vec<String> = std::fs::read_dir(out.join("findings"))
         .unwrap()
         .flatten()
@@ -915,29 +913,13 @@ fn five_tests(dir: &Path) -> PathBuf {
     )
 }
 
-/// A quiet one-job `--per-test` session of `exe` for `execs` executions.
-fn fuzz_per_test(exe: &Path, execs: u32, out: &Path) -> std::process::Output {
-    fuzz(&[
-        "--target",
-        exe.to_str().unwrap(),
-        "--per-test",
-        "--execs",
-        &execs.to_string(),
-        "--jobs",
-        "1",
-        "-q",
-        "-o",
-        out.to_str().unwrap(),
-    ])
-}
-
 #[test]
 fn per_test_fuzzing_finds_the_one_buggy_test_and_explores_every_test() {
     common::require_kvm();
     let dir = tempfile::tempdir().unwrap();
     let exe = five_tests(dir.path());
     let out = dir.path().join("out");
-    let r = fuzz_per_test(&exe, 150, &out);
+    let r = fuzz_quietly(exe.to_str().unwrap(), 150, &out, &["--per-test"]);
     let err = stderr(&r);
     assert_eq!(r.status.code(), Some(1), "{err}");
     let tests = [
@@ -993,7 +975,7 @@ fn a_per_test_finding_on_the_last_execution_of_its_share_is_recorded() {
     let out = dir.path().join("out");
     // One execution per test: the inversion is found on the last (the
     // only) execution of its test's share, and the share ends there.
-    let r = fuzz_per_test(&exe, 5, &out);
+    let r = fuzz_quietly(exe.to_str().unwrap(), 5, &out, &["--per-test"]);
     let err = stderr(&r);
     assert_eq!(r.status.code(), Some(1), "{err}");
     let session = out.join("tests__transfers_both_ways");
@@ -1113,17 +1095,7 @@ fn findings_are_summed_up_and_signed_in_the_programs_own_words() {
         &["-g", "-O1", "-pthread"],
     );
     let out = dir.path().join("out");
-    let r = fuzz(&[
-        "--target",
-        exe.to_str().unwrap(),
-        "--execs",
-        "300",
-        "--jobs",
-        "1",
-        "-q",
-        "-o",
-        out.to_str().unwrap(),
-    ]);
+    let r = fuzz_quietly(exe.to_str().unwrap(), 300, &out, &[]);
     let err = stderr(&r);
     assert_eq!(r.status.code(), Some(1), "{err}");
     let summary = |kind: &str| {
