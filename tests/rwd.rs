@@ -373,6 +373,10 @@ fn older_reproducers_and_schedules_replay_with_polls_taken_up_after_any_activity
     let record = |any_activity: bool| {
         let mut c = common::config(&exe, &["poll", "6", "30"]);
         c.kernel.polls_retry_on_any_activity = any_activity;
+        if any_activity {
+            // Format 7's step rules too: ticks came with format 9.
+            c.kernel.step_rules = rewind_fuzz::code::StepRules::Format7;
+        }
         let source = rewind_fuzz::kernel::vfs::FileSource::host;
         let mut vm = rewind_fuzz::vm::Vm::new(&c, source()).unwrap();
         vm.set_strategy(Box::new(rewind_fuzz::sched::RandomWalk::new(1)));

@@ -1,24 +1,28 @@
 //! Time and preemption inside computation: a loop with no sync site ticks
 //! every `TICK_PERIOD` passes (a step), so virtual time moves on, timers
 //! fire and a computing thread can be preempted, the same way run after
-//! run. Ticks are off by default (`KernelConfig::ticks`): these tests turn
-//! them on.
+//! run. Only a slice's worth of ticks in a row is a decision point.
 
 mod common;
 
 use std::time::Duration;
 
 use common::{build_c_with, config, require_kvm, require_tool, run_config};
-use rewind_fuzz::code::SyncPoints;
+use rewind_fuzz::code::{StepRules, SyncPoints};
 use rewind_fuzz::observe::outcome::Outcome;
 use rewind_fuzz::vm::{RunConfig, RunReport};
 
-/// A run of `exe` at `atomics`, with or without ticks, given all the time
-/// it needs (no verdict waits on the host's speed).
+/// A run of `exe` at `atomics`, with ticks (the default) or without (the
+/// step rules before them), given all the time it needs (no verdict waits
+/// on the host's speed).
 fn ticked_config(exe: &std::path::Path, args: &[&str], ticks: bool) -> RunConfig {
     let mut c = config(exe, args);
     c.kernel.sync_points = SyncPoints::Atomics;
-    c.kernel.ticks = ticks;
+    c.kernel.step_rules = if ticks {
+        StepRules::default()
+    } else {
+        StepRules::Format7
+    };
     c.timeout = Duration::from_secs(3600);
     c
 }
@@ -79,6 +83,27 @@ fn a_loop_stopped_by_alarm_ends_with_one_trace_hash() {
     }
 }
 
+/// `rewind-fuzz run` with its defaults, as users run it: the alarm ends
+/// the loop, and the JSON report says so.
+#[test]
+fn run_with_defaults_ends_a_loop_stopped_by_alarm() {
+    require_kvm();
+    let dir = tempfile::tempdir().unwrap();
+    let exe = build_c_with(dir.path(), "alarm_loop", COMPUTES_UNTIL_ALARM, &["-O2"]);
+    let out = common::cli()
+        .args(["run", "--json", "--target"])
+        .arg(&exe)
+        .output()
+        .unwrap();
+    let report = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{report}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(report.contains("\"exited\""), "{report}");
+}
+
 /// Two threads compute in chunks (a loop with no sync site each, then an
 /// atomic that logs the chunk): the default strategy hands the processor
 /// on when a thread's slice of ticks is used up, so their chunks
@@ -123,6 +148,15 @@ fn computing_threads_are_preempted_at_ticks() {
     let switches = |o: &str| o.as_bytes().windows(2).filter(|w| w[0] != w[1]).count();
     let (ticked, hash) = order(true);
     assert!(switches(&ticked) >= 4, "chunks in the order {ticked}");
+    // Ticks in the middle of a slice are no decision points: a strategy is
+    // asked once a slice of computation, not at each of its ticks.
+    let r = run_to_exit(&ticked_config(&exe, &[], true));
+    assert!(
+        r.decision_points * 10 < r.steps,
+        "{} decision points in {} steps",
+        r.decision_points,
+        r.steps
+    );
     assert_eq!(order(true), (ticked, hash), "the same run twice");
     let (unticked, _) = order(false);
     assert_eq!(switches(&unticked), 1, "chunks in the order {unticked}");

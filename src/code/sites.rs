@@ -92,19 +92,29 @@ pub enum StepRules {
     Format6,
     /// An atomic in a retry loop gives way when the thread retries it (its
     /// previous step was the same instruction): a compare-and-swap that
-    /// succeeds at once waits for nobody.
-    #[default]
+    /// succeeds at once waits for nobody. Reproducers of formats 7 and 8,
+    /// schedules of versions 3 and 4.
     Format7,
+    /// The format-7 rules, and loops with no sync site tick (see
+    /// `code::trampoline`): virtual time moves inside computation and a
+    /// thread computing for a slice's worth of ticks can be preempted.
+    #[default]
+    Format9,
 }
 
 impl StepRules {
     /// The rules a schedule of `version` was made under.
     pub fn of_schedule(version: u32) -> StepRules {
-        if version <= 2 {
-            StepRules::Format6
-        } else {
-            StepRules::Format7
+        match version {
+            ..=2 => StepRules::Format6,
+            3 | 4 => StepRules::Format7,
+            _ => StepRules::Format9,
         }
+    }
+
+    /// Whether loops with no sync site tick.
+    pub fn ticks(self) -> bool {
+        self == StepRules::Format9
     }
 }
 
@@ -319,7 +329,7 @@ pub enum Scope {
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct Plan {
     pub scope: Scope,
-    /// Whether loops get ticks (the format-7 step rules).
+    /// Whether loops get ticks (`StepRules::ticks`).
     pub ticks: bool,
     /// Whether sync sites jump to trampolines (else they trap; a tick
     /// always jumps, never a trap per iteration).
@@ -772,10 +782,14 @@ struct Finder<'f, 'd> {
     reads_own_code: bool,
     /// Addresses direct branches and calls reach.
     targets: std::collections::BTreeSet<u64>,
-    /// Loops with no sync site, as (head, backward branch) link-time
-    /// addresses: where ticks go.
-    loops: Vec<(u64, u64)>,
+    /// Loops with no sync site: the last instructions of each one's body
+    /// (up to its backward branch), where a tick goes.
+    loops: Vec<Vec<Instruction>>,
 }
+
+/// How many of a loop's last instructions may hold its tick: a loop whose
+/// last few cannot (each would displace one that may not move) has none.
+const TICK_CANDIDATES: usize = 8;
 
 /// A decoded instruction and the file offset of its first byte.
 #[derive(Clone, Copy)]
@@ -904,11 +918,12 @@ impl Finder<'_, '_> {
 
     /// Notes each loop of `instrs` (one range of code) that holds no sync
     /// site (in `Scope::Ticks`, whose sync sites are not patched, every
-    /// loop): a direct backward branch and its target.
+    /// loop): a direct backward branch to an instruction of the same
+    /// decoding, and the last [`TICK_CANDIDATES`] instructions up to it.
     fn loops(&mut self, instrs: &[Decoded], scope: Scope) {
         let Some(first) = instrs.first() else { return };
         let start = first.instr.ip();
-        for d in instrs {
+        for (n, d) in instrs.iter().enumerate() {
             let i = &d.instr;
             let backward = matches!(
                 i.flow_control(),
@@ -920,9 +935,15 @@ impl Finder<'_, '_> {
                 continue;
             }
             let head = d.offset - (i.ip() - i.near_branch_target());
-            if scope == Scope::Ticks || self.sites.range(head..=d.offset).next().is_none() {
-                self.loops.push((i.near_branch_target(), i.ip()));
+            if scope != Scope::Ticks && self.sites.range(head..=d.offset).next().is_some() {
+                continue;
             }
+            let Ok(first) = instrs[..=n].binary_search_by_key(&head, |d| d.offset) else {
+                continue;
+            };
+            let from = first.max((n + 1).saturating_sub(TICK_CANDIDATES));
+            self.loops
+                .push(instrs[from..=n].iter().map(|d| d.instr).collect());
         }
     }
 

@@ -120,14 +120,6 @@ pub struct KernelConfig {
     /// schedules and reproducers, which replay under their own).
     #[serde(default)]
     pub step_rules: crate::code::StepRules,
-    /// Give loops with no sync site ticks (see `code::trampoline`), under
-    /// the format-7 step rules. Off by default and not on the command line
-    /// yet: ticks add decision points in computation, where strategies
-    /// that switch at any step (random walks, PCT) now stagger threads a
-    /// bug needs started together, and they are not recorded by
-    /// reproducers.
-    #[serde(skip)]
-    pub ticks: bool,
     /// Patch the sync sites the dispatcher can take with jumps to
     /// trampolines (see `code::trampoline`) instead of breakpoints: how a
     /// site reaches the dispatcher, never what a run does.
@@ -155,7 +147,6 @@ impl KernelConfig {
             runtime_caller_sites: false,
             polls_retry_on_any_activity: false,
             step_rules: crate::code::StepRules::default(),
-            ticks: false,
             site_jumps: false,
         }
     }
@@ -374,8 +365,8 @@ impl Kernel {
     /// `path` (with contents `data`), if any: the sync sites of the
     /// program's own code and libraries outside the system's directories
     /// (and of the system's libraries and dynamic linker too when no
-    /// pthread shim reports their locks), and, when ticks are on (under
-    /// the format-7 step rules), the ticks of every object's loops.
+    /// pthread shim reports their locks), and, under step rules with
+    /// ticks, the ticks of every object's loops.
     pub fn sites_for(&mut self, path: &str, data: &Arc<Vec<u8>>) -> Option<Arc<SiteTable>> {
         use crate::code::sites::{Plan, Scope};
         let level = self.config.sync_points;
@@ -392,7 +383,7 @@ impl Kernel {
         ]
         .iter()
         .any(|d| path.starts_with(d));
-        let ticks = self.config.ticks && self.config.step_rules == crate::code::StepRules::Format7;
+        let ticks = self.config.step_rules.ticks();
         let scope =
             match path != self.process_entry().exe && system && !self.config.preload.is_empty() {
                 true if !ticks => return None,
@@ -968,6 +959,11 @@ impl Kernel {
     /// Makes `tid` the running thread.
     pub fn switch_to(&mut self, tid: Tid) {
         debug_assert!(self.threads[&tid].is_runnable());
+        if tid != self.current {
+            if let Some(t) = self.threads.get_mut(&tid) {
+                t.ticks_in_a_row = 0;
+            }
+        }
         self.current = tid;
         self.enter(self.threads[&tid].pid);
     }

@@ -172,7 +172,9 @@ impl Kernel {
         let _ = self.write_u64(counter, abi::TICK_PERIOD);
         let tid = self.current;
         self.begin_step();
-        self.cur().ticked = true;
+        let t = self.cur();
+        t.ticked = true;
+        t.ticks_in_a_row += 1;
         self.now += super::TICK_NS - super::STEP_QUANTUM_NS;
         let mut digest = xxhash_rust::xxh3::Xxh3::new();
         for w in regs.x86_order() {

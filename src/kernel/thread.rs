@@ -169,6 +169,9 @@ pub struct Thread {
     pub yielded: bool,
     /// Whether its last step was a tick (a stretch of computation).
     pub ticked: bool,
+    /// Ticks it took since it last got the CPU: every
+    /// `sched::TICKS_PER_SLICE`-th ends its slice.
+    pub ticks_in_a_row: u32,
     /// The sync site (its instruction's address) of the thread's last step,
     /// if that step was one: an atomic in a retry loop taken again right
     /// after is a retry.
@@ -223,6 +226,7 @@ impl Thread {
             name,
             yielded: false,
             ticked: false,
+            ticks_in_a_row: 0,
             last_site: None,
             pending_site: None,
             saved_mask: None,

@@ -1215,8 +1215,9 @@ fn site_bytes(v: &Vma, va: u64, buf: &mut [u8], original: bool) {
     // A jump starting up to four bytes before `lo` reaches into it.
     for s in sites.in_range(lo.saturating_sub(4), hi) {
         let jump = sites.trampolines.jump(s.offset);
-        // A tick is a jump or nothing: never a trap at every pass.
-        if s.kind == crate::code::SiteKind::Tick && !*jumps {
+        // A tick is a jump or nothing: never a trap at every pass (its
+        // original bytes still go back where its jump was).
+        if s.kind == crate::code::SiteKind::Tick && !*jumps && !original {
             continue;
         }
         let patch: &[u8] = match (original, jump) {

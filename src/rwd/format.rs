@@ -1,10 +1,10 @@
-//! The `.rwd` file format, version 8: its types, and encoding and decoding
+//! The `.rwd` file format, version 9: its types, and encoding and decoding
 //! with limits (the reader must survive hostile files). Version 1 files
 //! (before sync sites) still decode: they ran with `--sync-points calls`.
 //!
 //! ```text
 //! offset 0   4 bytes   magic "RWD\0"
-//!        4   u32 LE    format version (8; 1 to 7 are read too)
+//!        4   u32 LE    format version (9; 1 to 8 are read too)
 //!        8   u64 LE    length of the payload once decompressed
 //!       16   ...       one zstd frame (with its content checksum) holding the
 //!                      payload: bincode 2 (standard configuration: variable-
@@ -32,7 +32,7 @@ use crate::sched::{Decision, Schedule};
 
 /// The first four bytes of every reproducer.
 pub const MAGIC: [u8; 4] = *b"RWD\0";
-/// The format version this code writes; it reads 1 to 7 too. Version 2
+/// The format version this code writes; it reads 1 to 8 too. Version 2
 /// added the sync-point level, 3 files left out (`WireNode::Host`), 4 the
 /// host's metadata of the recorded files (`Rwd::stats`), 5 the output
 /// oracle (`Rwd::oracle`, `WireOutcome::WrongOutput`), 6 files whose
@@ -40,8 +40,9 @@ pub const MAGIC: [u8; 4] = *b"RWD\0";
 /// sites are reported (`Rwd::sites_at`), 7 how signatures name sites
 /// (`Rwd::signature_naming`), the step rules (`Rwd::step_rules`) and how
 /// long a run may go without progress (`Rwd::hang_steps`), 8 when waiting
-/// polls are taken up again (`Rwd::poll_wakes`).
-pub const VERSION: u32 = 8;
+/// polls are taken up again (`Rwd::poll_wakes`), 9 the step rules with
+/// ticks (`StepRules::Format9`; the layout is version 8's).
+pub const VERSION: u32 = 9;
 /// Bytes before the compressed payload.
 pub const HEADER_LEN: usize = 16;
 /// The largest payload a reader accepts (decompressed). With the decoding

@@ -36,9 +36,11 @@ pub struct SchedView<'a> {
     pub current_runnable: bool,
     /// Whether it asked to give up the CPU (`sched_yield`).
     pub yielded: bool,
-    /// Whether the step was a tick: the thread computed for a while (see
-    /// `code::trampoline`; it uses up [`TICK_SLICE_SHARE`] of a slice).
-    pub ticked: bool,
+    /// Whether the thread used up its time slice computing: the step was
+    /// its [`TICKS_PER_SLICE`]-th tick in a row (see `code::trampoline`).
+    /// The ticks before are no decision points: a strategy is never asked
+    /// in the middle of a computation, only at its slice's end.
+    pub slice_computed: bool,
     /// Every runnable thread, in thread-id order (never empty).
     pub runnable: &'a [Tid],
     /// The object (lock, futex word) of each thread's last step, if any.
@@ -99,11 +101,14 @@ impl SpinWatch {
 /// ran out, and without one the thread it waits for never runs.
 pub const TIME_SLICE: u32 = 1000;
 
-/// How much of a time slice a tick uses up: a slice is fifty ticks of
-/// computation (about 50 ms of virtual time), so a long computation is
-/// preempted, and a short one (a worker's job of a few ticks) can still
-/// run to its end unpreempted, as it often does on a real machine.
-pub const TICK_SLICE_SHARE: u32 = TIME_SLICE / 50;
+/// Ticks in a row (computation, about 1 ms of virtual time each) that use
+/// up a thread's time slice. Only the last is a decision point: a long
+/// computation is preempted at its slice's end as an operating system
+/// would, a short one (a worker's job of a few ticks) runs to its end, and
+/// strategies that may switch at any decision (random walks, PCT's change
+/// points) are not offered a point in every stretch of arithmetic, where
+/// they would stagger threads a bug needs started together.
+pub const TICKS_PER_SLICE: u32 = 50;
 
 /// Counts the steps a thread has taken in a row while another thread was
 /// runnable (the steps at which a strategy is asked at all).
@@ -125,8 +130,8 @@ impl SliceWatch {
                 ..SliceWatch::default()
             };
         }
-        self.used += if v.ticked { TICK_SLICE_SHARE } else { 1 };
-        if self.used < TIME_SLICE {
+        self.used += 1;
+        if self.used < TIME_SLICE && !v.slice_computed {
             return false;
         }
         self.used = 0;
@@ -581,7 +586,7 @@ pub(crate) mod tests {
             current: Tid(current),
             current_runnable: runnable,
             yielded,
-            ticked: false,
+            slice_computed: false,
             runnable: all,
             objects,
         }
@@ -615,7 +620,7 @@ pub(crate) mod tests {
                 current,
                 current_runnable: true,
                 yielded: false,
-                ticked: false,
+                slice_computed: false,
                 runnable: &all,
                 objects: &o,
             };

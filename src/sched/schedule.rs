@@ -16,10 +16,10 @@ use crate::ids::Tid;
 
 /// Format version of schedule files (version 1, before sync sites, is
 /// read as made with `--sync-points calls`; versions 1 and 2 replay under
-/// the step rules they were made under, `StepRules::Format6`; versions 1
-/// to 3 with waiting polls taken up again after any activity, as they
-/// were made).
-pub const SCHEDULE_VERSION: u32 = 4;
+/// the step rules they were made under, `StepRules::Format6`, versions 3
+/// and 4 under `StepRules::Format7`, without ticks; versions 1 to 3 with
+/// waiting polls taken up again after any activity, as they were made).
+pub const SCHEDULE_VERSION: u32 = 5;
 
 /// The schedule version that records decisions made under `rules`, with
 /// waiting polls taken up again after any activity or not: each step the
@@ -28,7 +28,9 @@ pub fn schedule_version_for(rules: StepRules, polls_retry_on_any_activity: bool)
     match (rules, polls_retry_on_any_activity) {
         (StepRules::Format6, _) => 2,
         (StepRules::Format7, true) => 3,
-        (StepRules::Format7, false) => SCHEDULE_VERSION,
+        (StepRules::Format7, false) => 4,
+        // Ticks came after polls were taken up by their own objects.
+        (StepRules::Format9, _) => SCHEDULE_VERSION,
     }
 }
 

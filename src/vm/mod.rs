@@ -31,7 +31,7 @@ use crate::observe::locks::Inversion;
 use crate::observe::oracle::Oracle;
 use crate::observe::outcome::Outcome;
 use crate::observe::trace::Event;
-use crate::sched::{Decision, RunUntilBlocked, SchedView, Schedule, Strategy};
+use crate::sched::{Decision, RunUntilBlocked, SchedView, Schedule, Strategy, TICKS_PER_SLICE};
 use ring::Buffered;
 
 /// How to run a program.
@@ -576,7 +576,7 @@ impl Vm {
                 current: cur,
                 current_runnable: true,
                 yielded: false,
-                ticked: false,
+                slice_computed: false,
                 runnable: &runnable,
                 objects: k.observer().objects(),
             };
@@ -724,15 +724,22 @@ impl Vm {
             runnable = k.runnable();
         }
         let cur = k.current();
+        let t = &k.threads()[&cur];
+        // A tick in the middle of a computation is no decision: the thread
+        // computes on until its slice's worth of ticks is used up.
+        let computing = t.ticked && t.is_runnable();
+        let slice_computed = computing && t.ticks_in_a_row % TICKS_PER_SLICE == 0;
         let next = if runnable.len() == 1 {
             runnable[0]
+        } else if computing && !slice_computed {
+            cur
         } else {
             let view = SchedView {
                 step: k.step(),
                 current: cur,
                 current_runnable: k.threads()[&cur].is_runnable(),
                 yielded: k.threads()[&cur].yielded,
-                ticked: k.threads()[&cur].ticked,
+                slice_computed,
                 runnable: &runnable,
                 objects: k.observer().objects(),
             };
