@@ -14,7 +14,8 @@
 # idempotent: a second call reuses the sources and the build. Every run's
 # output is kept in CACHE/runs/.
 #
-# Environment: TIMEOUT (seconds per run, default 600), MEM_CAP_GIB (address
+# Environment: NATIVE_MAX (seconds: a binary whose native run takes longer
+# is not run in the machine), TIMEOUT (seconds per run, default 600), MEM_CAP_GIB (address
 # space limit of one rewind-fuzz run, default 8: a run above it aborts instead
 # of running the host out of memory), FILTER (a regex on "crate/binary").
 #
@@ -33,6 +34,7 @@ CACHE=$(mkdir -p "${2:-/tmp/crates-compat}" && cd "${2:-/tmp/crates-compat}" && 
 TIMEOUT=${TIMEOUT:-600}
 MEM_CAP_GIB=${MEM_CAP_GIB:-8}
 FILTER=${FILTER:-}
+NATIVE_MAX=${NATIVE_MAX:-}
 [ -x "$RF" ] || { echo "no rewind-fuzz at $RF" >&2; exit 2; }
 export CARGO_TARGET_DIR=$CACHE/target
 # dashmap pins its toolchain (rust-toolchain.toml); use the installed one.
@@ -105,6 +107,11 @@ row() {
     echo "$code $t0 $t1" > "$out.native.status"
   fi
   read -r code t0 t1 < "$out.native.status"
+  if [ -n "$NATIVE_MAX" ] && awk -v a="$t0" -v b="$t1" -v m="$NATIVE_MAX" 'BEGIN { exit !(b - a > m) }'; then
+    printf '| %s | | not run in the machine (native %.2f s, over NATIVE_MAX) | | %.2f s | | | |\n' \
+      "$name" "$(awk -v a="$t0" -v b="$t1" 'BEGIN { print b - a }')" "$(awk -v a="$t0" -v b="$t1" 'BEGIN { print b - a }')"
+    return 1
+  fi
   t2=$(date +%s.%N)
   (
     ulimit -v $((MEM_CAP_GIB * 1024 * 1024))
