@@ -152,6 +152,38 @@ impl KernelConfig {
     }
 }
 
+/// Whether a step (that did not give way) did work that completed, for the
+/// progress watch: an atomic or a lock operation that succeeded, a system
+/// call that succeeded and does not wait. Waiting steps are the rest:
+/// ticks, failed calls (`EAGAIN`, `ETIMEDOUT`), sleeps, polls, futexes.
+fn step_completed_work(e: &Event) -> bool {
+    const WAITS: [i64; 16] = [
+        libc::SYS_sched_yield,
+        libc::SYS_nanosleep,
+        libc::SYS_clock_nanosleep,
+        libc::SYS_poll,
+        libc::SYS_ppoll,
+        libc::SYS_select,
+        libc::SYS_pselect6,
+        libc::SYS_epoll_wait,
+        libc::SYS_epoll_pwait,
+        libc::SYS_epoll_pwait2,
+        libc::SYS_futex,
+        libc::SYS_wait4,
+        libc::SYS_waitid,
+        libc::SYS_rt_sigtimedwait,
+        libc::SYS_rt_sigsuspend,
+        libc::SYS_pause,
+    ];
+    match e.op {
+        Operation::Sync { site } => site != crate::code::SiteKind::Tick,
+        Operation::Hint { .. } => e.result == Some(0),
+        Operation::Syscall { nr } => {
+            e.result.is_some_and(|r| r >= 0) && !WAITS.contains(&(nr as i64))
+        }
+    }
+}
+
 /// The environment a guest gets unless told otherwise: enough for shells and
 /// libraries, the same on every machine.
 pub fn default_env() -> Vec<String> {
@@ -296,6 +328,7 @@ impl Kernel {
         pipes.set_memory(mem.size());
         let rng = ChaCha20Rng::seed_from_u64(config.seed);
         let config_hang_steps = config.hang_steps;
+        let busy_can_be_stuck = !config.step_rules.ticks();
         let name = config
             .exe
             .rsplit('/')
@@ -335,7 +368,10 @@ impl Kernel {
             children: BTreeMap::new(),
             space_users: BTreeMap::new(),
             changes: Default::default(),
-            progress: crate::observe::progress::ProgressWatch::new(config_hang_steps),
+            progress: crate::observe::progress::ProgressWatch::new(
+                config_hang_steps,
+                busy_can_be_stuck,
+            ),
             frames: Default::default(),
         };
         let first = process::Process {
@@ -713,7 +749,9 @@ impl Kernel {
         )
         .then_some(self.now);
         let timer = self.next_timer_step().is_some();
-        let stuck = self.progress.stuck_after(&event, clock, timer);
+        let yielded = self.threads.get(&tid).is_some_and(|t| t.yielded);
+        let busy = !yielded && step_completed_work(&event);
+        let stuck = self.progress.stuck_after(&event, clock, timer, busy);
         self.obs.record(event);
         self.expire_timers();
         if stuck && !self.obs.ended() {
