@@ -155,7 +155,8 @@ impl KernelConfig {
 /// Whether a step (that did not give way) did work that completed, for the
 /// progress watch: an atomic or a lock operation that succeeded, a system
 /// call that succeeded and does not wait. Waiting steps are the rest:
-/// ticks, failed calls (`EAGAIN`, `ETIMEDOUT`), sleeps, polls, futexes.
+/// ticks, failed calls (`EAGAIN`, `ETIMEDOUT`), reads that found nothing,
+/// sleeps, polls, futexes.
 fn step_completed_work(e: &Event) -> bool {
     const WAITS: [i64; 16] = [
         libc::SYS_sched_yield,
@@ -178,8 +179,23 @@ fn step_completed_work(e: &Event) -> bool {
     match e.op {
         Operation::Sync { site } => site != crate::code::SiteKind::Tick,
         Operation::Hint { .. } => e.result == Some(0),
+        // A read that found nothing (end of file, an empty datagram) is
+        // what a thread polling for input that never comes sees.
         Operation::Syscall { nr } => {
-            e.result.is_some_and(|r| r >= 0) && !WAITS.contains(&(nr as i64))
+            const READS: [i64; 6] = [
+                libc::SYS_read,
+                libc::SYS_readv,
+                libc::SYS_pread64,
+                libc::SYS_recvfrom,
+                libc::SYS_recvmsg,
+                libc::SYS_preadv,
+            ];
+            let nr = nr as i64;
+            match e.result {
+                Some(0) if READS.contains(&nr) => false,
+                Some(r) => r >= 0 && !WAITS.contains(&nr),
+                None => false,
+            }
         }
     }
 }
