@@ -152,54 +152,6 @@ impl KernelConfig {
     }
 }
 
-/// Whether a step (that did not give way) did work that completed, for the
-/// progress watch: an atomic or a lock operation that succeeded, a system
-/// call that succeeded and does not wait. Waiting steps are the rest:
-/// ticks, failed calls (`EAGAIN`, `ETIMEDOUT`), reads that found nothing,
-/// sleeps, polls, futexes.
-fn step_completed_work(e: &Event) -> bool {
-    const WAITS: [i64; 16] = [
-        libc::SYS_sched_yield,
-        libc::SYS_nanosleep,
-        libc::SYS_clock_nanosleep,
-        libc::SYS_poll,
-        libc::SYS_ppoll,
-        libc::SYS_select,
-        libc::SYS_pselect6,
-        libc::SYS_epoll_wait,
-        libc::SYS_epoll_pwait,
-        libc::SYS_epoll_pwait2,
-        libc::SYS_futex,
-        libc::SYS_wait4,
-        libc::SYS_waitid,
-        libc::SYS_rt_sigtimedwait,
-        libc::SYS_rt_sigsuspend,
-        libc::SYS_pause,
-    ];
-    match e.op {
-        Operation::Sync { site } => site != crate::code::SiteKind::Tick,
-        Operation::Hint { .. } => e.result == Some(0),
-        // A read that found nothing (end of file, an empty datagram) is
-        // what a thread polling for input that never comes sees.
-        Operation::Syscall { nr } => {
-            const READS: [i64; 6] = [
-                libc::SYS_read,
-                libc::SYS_readv,
-                libc::SYS_pread64,
-                libc::SYS_recvfrom,
-                libc::SYS_recvmsg,
-                libc::SYS_preadv,
-            ];
-            let nr = nr as i64;
-            match e.result {
-                Some(0) if READS.contains(&nr) => false,
-                Some(r) => r >= 0 && !WAITS.contains(&nr),
-                None => false,
-            }
-        }
-    }
-}
-
 /// The environment a guest gets unless told otherwise: enough for shells and
 /// libraries, the same on every machine.
 pub fn default_env() -> Vec<String> {
@@ -766,7 +718,7 @@ impl Kernel {
         .then_some(self.now);
         let timer = self.next_timer_step().is_some();
         let yielded = self.threads.get(&tid).is_some_and(|t| t.yielded);
-        let busy = !yielded && step_completed_work(&event);
+        let busy = !yielded && crate::observe::progress::completed_work(&event);
         let stuck = self.progress.stuck_after(&event, clock, timer, busy);
         self.obs.record(event);
         self.expire_timers();

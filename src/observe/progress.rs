@@ -31,7 +31,8 @@
 //! round, so a run is called stuck only when every one of its new states
 //! fell so, which for a run making progress does not happen.
 
-use super::trace::Event;
+use super::trace::{Event, Operation};
+use crate::code::SiteKind;
 
 /// Bits of the set of states seen in a round.
 const STATE_BITS: usize = 1 << 22;
@@ -121,6 +122,54 @@ impl ProgressWatch {
         self.timer = false;
         self.waited = false;
         stuck
+    }
+}
+
+/// Whether a step (that did not give way) did work that completed (see
+/// the module's text): an atomic or a lock operation that succeeded, a system
+/// call that succeeded and does not wait. Waiting steps are the rest:
+/// ticks, failed calls (`EAGAIN`, `ETIMEDOUT`), reads that found nothing,
+/// sleeps, polls, futexes.
+pub fn completed_work(e: &Event) -> bool {
+    const WAITS: [i64; 16] = [
+        libc::SYS_sched_yield,
+        libc::SYS_nanosleep,
+        libc::SYS_clock_nanosleep,
+        libc::SYS_poll,
+        libc::SYS_ppoll,
+        libc::SYS_select,
+        libc::SYS_pselect6,
+        libc::SYS_epoll_wait,
+        libc::SYS_epoll_pwait,
+        libc::SYS_epoll_pwait2,
+        libc::SYS_futex,
+        libc::SYS_wait4,
+        libc::SYS_waitid,
+        libc::SYS_rt_sigtimedwait,
+        libc::SYS_rt_sigsuspend,
+        libc::SYS_pause,
+    ];
+    match e.op {
+        Operation::Sync { site } => site != SiteKind::Tick,
+        Operation::Hint { .. } => e.result == Some(0),
+        // A read that found nothing (end of file, an empty datagram) is
+        // what a thread polling for input that never comes sees.
+        Operation::Syscall { nr } => {
+            const READS: [i64; 6] = [
+                libc::SYS_read,
+                libc::SYS_readv,
+                libc::SYS_pread64,
+                libc::SYS_recvfrom,
+                libc::SYS_recvmsg,
+                libc::SYS_preadv,
+            ];
+            let nr = nr as i64;
+            match e.result {
+                Some(0) if READS.contains(&nr) => false,
+                Some(r) => r >= 0 && !WAITS.contains(&nr),
+                None => false,
+            }
+        }
     }
 }
 

@@ -737,8 +737,8 @@ impl Vm {
             let view = SchedView {
                 step: k.step(),
                 current: cur,
-                current_runnable: k.threads()[&cur].is_runnable(),
-                yielded: k.threads()[&cur].yielded,
+                current_runnable: t.is_runnable(),
+                yielded: t.yielded,
                 slice_computed,
                 runnable: &runnable,
                 objects: k.observer().objects(),
