@@ -656,7 +656,9 @@ fn a_per_test_failures_printed_commands_and_reproducer_run_that_test_as_recorded
     assert_eq!(code, Some(101), "{said}");
     assert!(stdout.contains("running 1 test"), "{stdout}");
     assert!(
-        said.contains("schedule with its arguments, environment, seed, level and oracle"),
+        said.contains(
+            "schedule with its arguments, environment, seed, level, oracle and exit codes"
+        ),
         "{said}"
     );
     assert!(said.contains("records happened again"), "{said}");

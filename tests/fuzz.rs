@@ -1271,3 +1271,92 @@ fn minimization_takes_a_bounded_share_and_a_resumed_session_finishes_it() {
     assert_eq!(v["decisions_after"], v["decisions_before"], "{v}");
     assert_eq!(v["window_after"], v["window_before"], "{v}");
 }
+
+/// Two threads take two mutexes in opposite orders, one after the other
+/// (never at once: no schedule deadlocks), and the program exits 3.
+const INVERSION_EXITING_3: &str = r#"
+#include <pthread.h>
+static pthread_mutex_t a = PTHREAD_MUTEX_INITIALIZER, b = PTHREAD_MUTEX_INITIALIZER;
+static void *ab(void *x) { pthread_mutex_lock(&a); pthread_mutex_lock(&b);
+    pthread_mutex_unlock(&b); pthread_mutex_unlock(&a); return x; }
+static void *ba(void *x) { pthread_mutex_lock(&b); pthread_mutex_lock(&a);
+    pthread_mutex_unlock(&a); pthread_mutex_unlock(&b); return x; }
+int main(void) {
+    pthread_t t;
+    pthread_create(&t, 0, ab, 0); pthread_join(t, 0);
+    pthread_create(&t, 0, ba, 0); pthread_join(t, 0);
+    return 3;
+}
+"#;
+
+#[test]
+fn exit_codes_that_are_success_are_judged_once_for_findings_signatures_and_replays() {
+    common::require_kvm();
+    let dir = tempfile::tempdir().unwrap();
+    let exe = common::build_c_with(dir.path(), "inversion3", INVERSION_EXITING_3, &["-pthread"]);
+    let exe = exe.to_str().unwrap();
+    // With 3 a success, the run's failure is its lock-order cycle, and its
+    // signature says so (it said `exited(3)` when signatures judged again).
+    let out = dir.path().join("ok3");
+    let r = fuzz_quietly(exe, 5, &out, &["--ok-exit-codes", "0,3"]);
+    let err = stderr(&r);
+    let found = file_names(&out.join("findings"));
+    let rwds: Vec<&String> = found.iter().filter(|n| n.ends_with(".rwd")).collect();
+    assert_eq!(rwds.len(), 1, "{found:?}\n{err}");
+    assert!(
+        rwds[0].starts_with("potential-deadlock-"),
+        "{found:?}\n{err}"
+    );
+    let rwd = out.join("findings").join(rwds[0]);
+    // The reproducer judges its replay as the session did.
+    let replay = cli()
+        .args(["run", "--target", exe, "--schedule"])
+        .arg(&rwd)
+        .output()
+        .unwrap();
+    let said = String::from_utf8_lossy(&replay.stderr);
+    assert!(
+        said.contains("happened again: potential-deadlock"),
+        "{said}"
+    );
+    let shown = cli().arg("show").arg(&rwd).output().unwrap();
+    let shown = String::from_utf8_lossy(&shown.stdout);
+    assert!(shown.contains("potential deadlock"), "{shown}");
+    // Given on the replay's command line, other codes replace the
+    // reproducer's, and the same run is another failure.
+    let strict = cli()
+        .args(["run", "--ok-exit-codes", "0", "--target", exe, "--schedule"])
+        .arg(&rwd)
+        .output()
+        .unwrap();
+    let said = String::from_utf8_lossy(&strict.stderr);
+    assert!(
+        said.contains("--ok-exit-codes"),
+        "named as replaced: {said}"
+    );
+    assert!(said.contains("exited(3)"), "{said}");
+    // Without the option, exit code 3 is the failure.
+    let out = dir.path().join("strict");
+    let r = fuzz_quietly(exe, 5, &out, &[]);
+    let found = file_names(&out.join("findings"));
+    assert!(
+        found
+            .iter()
+            .any(|n| n.starts_with("exited-3-") && n.ends_with(".rwd")),
+        "{found:?}\n{}",
+        stderr(&r)
+    );
+    // `check` judges the same way.
+    let check = |extra: &[&str]| {
+        let o = cli()
+            .args(["check", "--schedules", "3", "--json", "--target", exe])
+            .args(extra)
+            .output()
+            .unwrap();
+        let v: serde_json::Value = serde_json::from_slice(&o.stdout)
+            .unwrap_or_else(|e| panic!("{e}: {}", String::from_utf8_lossy(&o.stderr)));
+        v["outcomes"].clone()
+    };
+    assert_eq!(check(&["--ok-exit-codes", "0,3"])["potential-deadlock"], 3);
+    assert_eq!(check(&[])["exited(non-zero)"], 3);
+}

@@ -391,10 +391,12 @@ fn older_reproducers_and_schedules_replay_with_polls_taken_up_after_any_activity
         old_report.steps,
         new_report.steps
     );
-    // The older file: the same payload without its last field, framed as
-    // version 7.
+    // The older file: the same payload without its last two fields,
+    // framed as version 7.
     let file = old.encode();
     let mut payload = zstd::decode_all(&file[16..]).unwrap();
+    let ok_codes = payload.split_off(payload.len() - 2);
+    assert_eq!(ok_codes, [1, 0], "exit code 0 the only success");
     assert_eq!(payload.pop(), Some(0), "polls taken up after any activity");
     let mut v7 = b"RWD\0".to_vec();
     v7.extend_from_slice(&7u32.to_le_bytes());

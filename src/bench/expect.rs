@@ -6,7 +6,6 @@
 //! different failure. Any failure of a fixed twin is a false positive.
 
 use crate::harness::{Expect, ExpectKind, HangBudget};
-use crate::observe::failure::{FailureKind, table_row};
 use crate::observe::outcome::{HungReason, Outcome};
 
 /// How one schedule of a harness ended, as the bench counts it.
@@ -68,11 +67,6 @@ pub fn is_expected(e: &Expect, outcome: &Outcome, inversions: bool) -> bool {
         (ExpectKind::WrongOutput, Outcome::WrongOutput { .. }) => true,
         _ => false,
     }
-}
-
-/// The kind of a run, for reports: its failure's class, or `exited(0)`.
-pub fn failure_kind(outcome: &Outcome, inversions: bool) -> &'static str {
-    table_row(FailureKind::of(outcome, inversions, &[0]).as_ref())
 }
 
 #[cfg(test)]
@@ -166,7 +160,5 @@ mod tests {
         let three = Outcome::Exited { code: 3 };
         assert_eq!(verdict(None, &three, false, &[0]), Verdict::Other);
         assert_eq!(verdict(None, &three, false, &[3]), Verdict::Pass);
-        assert_eq!(failure_kind(&OK, true), "potential-deadlock");
-        assert_eq!(failure_kind(&crashed(6), false), "crashed");
     }
 }

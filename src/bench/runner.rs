@@ -24,6 +24,7 @@ use crate::explore::{self, Runner, map_parallel};
 use crate::harness::{self, Expect, Harness, HarnessError, Variant};
 use crate::kernel::KernelConfig;
 use crate::kernel::vfs::FileSource;
+use crate::observe::failure::table_row;
 use crate::observe::outcome::Outcome;
 use crate::sched::{ScheduleError, StrategyKind};
 use crate::vm::{RunConfig, RunReport, VmError};
@@ -155,6 +156,7 @@ fn run_config(
     let mut cfg = RunConfig::new(k);
     cfg.memory_mib = 256;
     cfg.oracle = h.oracle()?;
+    cfg.ok_codes = h.manifest.ok_codes.clone();
     Ok(cfg)
 }
 
@@ -234,7 +236,7 @@ fn run_schedules(
         if failed {
             o.failures += 1;
             o.first_failure
-                .get_or_insert((i + 1, expect::failure_kind(&r.outcome, inversions)));
+                .get_or_insert((i + 1, table_row(r.failure.as_ref())));
         }
         if v == Verdict::Bug {
             o.first_bug = Some(i + 1);

@@ -341,7 +341,7 @@ mod tests {
         assert!(f.resume && f.per_test);
         assert_eq!(f.target.seed, 3);
         assert_eq!(f.target.sync_points, Some(crate::code::SyncPoints::Calls));
-        assert_eq!(f.ok_exit_codes, vec![0, 3]);
+        assert_eq!(f.target.ok_exit_codes, Some(vec![0, 3]));
         assert_eq!(f.strategy_mix, "0.5:pct,pos".parse().unwrap());
         assert_eq!(f.target.max_steps, Some(5000));
         assert_eq!(f.minimize_execs, 10);

@@ -87,11 +87,7 @@ struct Trial {
 
 impl Trial {
     fn new(index: u64, report: RunReport) -> Self {
-        let failure = FailureKind::of(
-            &report.outcome,
-            !report.potential_deadlocks.is_empty(),
-            &[0],
-        );
+        let failure = report.failure.clone();
         Trial {
             index,
             report,

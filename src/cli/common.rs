@@ -85,6 +85,11 @@ pub struct TargetArgs {
     /// `wrong-output`.
     #[arg(long, value_name = "CMD", conflicts_with = "expect_stdout")]
     pub oracle: Option<String>,
+    /// Exit codes of the target that are success, comma-separated: a run
+    /// that exits with any other is a failure [default: 0, or a bundled
+    /// harness's own].
+    #[arg(long, value_delimiter = ',', value_name = "CODES")]
+    pub ok_exit_codes: Option<Vec<i32>>,
     /// Arguments for the program.
     #[arg(last = true)]
     pub args: Vec<String>,
@@ -248,6 +253,16 @@ impl TargetArgs {
         if let Some(c) = &self.oracle {
             opt("oracle", c.clone());
         }
+        if let Some(codes) = &self.ok_exit_codes {
+            opt(
+                "ok-exit-codes",
+                codes
+                    .iter()
+                    .map(i32::to_string)
+                    .collect::<Vec<_>>()
+                    .join(","),
+            );
+        }
         if self.no_shim {
             w.push("--no-shim".into());
         }
@@ -295,6 +310,13 @@ impl TargetArgs {
         cfg.shim = !self.no_shim;
         cfg.exclude_files = exclusions(&self.exclude_files)?;
         cfg.oracle = oracle(self.expect_stdout.as_deref(), self.oracle.as_deref())?;
+        if let Some(codes) = self
+            .ok_exit_codes
+            .clone()
+            .or_else(|| harness_ok_codes(&self.target))
+        {
+            cfg.ok_codes = codes;
+        }
         cfg.snapshot_at = if self.no_snapshot {
             SnapshotAt::Never
         } else {
@@ -312,6 +334,12 @@ fn bundled_harness(target: &str) -> Option<(&str, crate::harness::Variant)> {
         Some(n) => (n, crate::harness::Variant::Fixed),
         None => (name, crate::harness::Variant::Buggy),
     })
+}
+
+/// The exit codes a bundled harness's manifest calls success, if any.
+fn harness_ok_codes(target: &str) -> Option<Vec<i32>> {
+    let (name, _) = bundled_harness(target)?;
+    Some(crate::harness::find(name).ok()?.manifest.ok_codes)
 }
 
 /// The step budget a bundled harness's manifest sets, if any.

@@ -44,9 +44,6 @@ pub struct FuzzArgs {
     /// Continue the session in --out: its queue is the starting corpus.
     #[arg(long)]
     pub resume: bool,
-    /// Exit codes of the target that are not failures (comma-separated).
-    #[arg(long, value_delimiter = ',', default_value = "0")]
-    pub ok_exit_codes: Vec<i32>,
     /// Executions minimization may spend on each finding.
     #[arg(long, default_value_t = 2000)]
     pub minimize_execs: u64,
@@ -252,7 +249,6 @@ pub fn session(a: FuzzArgs) -> Result<(u8, Option<FuzzSummary>), UserError> {
         mix: a.strategy_mix.clone(),
         sync_dir: a.sync_dir.clone(),
         sync_id,
-        ok_codes: a.ok_exit_codes.clone(),
         minimize_execs: a.minimize_execs,
         screen: !a.quiet,
         quiet: a.quiet,

@@ -25,8 +25,8 @@ pub struct RunArgs {
     /// Replay the decisions saved in FILE (the same as --strategy
     /// schedule:FILE), a schedule file or a reproducer (.rwd). A
     /// reproducer's run is run again on --target (another build re-tests a
-    /// fix) with its arguments, environment, seed, level and oracle; the
-    /// options given here replace those.
+    /// fix) with its arguments, environment, seed, level, oracle and exit
+    /// codes; the options given here replace those.
     #[arg(long, value_name = "FILE", conflicts_with = "strategy")]
     pub schedule: Option<PathBuf>,
     /// Stop the run after this long (e.g. 30s, 5m) of wall-clock time:
@@ -103,8 +103,9 @@ fn read_schedule(file: &Path) -> Result<Replaying, UserError> {
 
 /// The run a reproducer records, on `given`'s program (another build, or
 /// the same one) with this host's files: its arguments, environment, seed,
-/// CPUs, step budget, memory, level and oracle, except those given on the
-/// command line (`given`), which replace them and are named in a note.
+/// CPUs, step budget, memory, level, oracle and the exit codes that are
+/// success, except those given on the command line (`given`), which replace
+/// them and are named in a note.
 fn reproducers_settings(
     rwd: &Rwd,
     name: &str,
@@ -164,6 +165,9 @@ fn reproducers_settings(
     if given_here("no_shim", "--no-shim") {
         cfg.shim = given.shim;
     }
+    if given_here("ok_exit_codes", "--ok-exit-codes") {
+        cfg.ok_codes = given.ok_codes.clone();
+    }
     let expect = given_here("expect_stdout", "--expect-stdout");
     if expect || given_here("oracle", "--oracle") {
         cfg.oracle = given.oracle.clone();
@@ -172,7 +176,7 @@ fn reproducers_settings(
     }
     let recorded_on = crate::escape::line(&rwd.target.exe).into_owned();
     eprintln!(
-        "rewind-fuzz: note: running {name}'s schedule with its arguments, environment, seed, level and oracle (recorded on {recorded_on}); the files are this host's"
+        "rewind-fuzz: note: running {name}'s schedule with its arguments, environment, seed, level, oracle and exit codes (recorded on {recorded_on}); the files are this host's"
     );
     if !replaced.is_empty() {
         let theirs = crate::escape::shell_words(&rwd.target.argv[1..]);

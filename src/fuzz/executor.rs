@@ -128,7 +128,6 @@ pub struct VmExecutor {
     runner: Runner,
     /// Decision points of a default run (for PCT tails).
     steps: u64,
-    ok_codes: Vec<i32>,
     shared: Arc<Mutex<Shared>>,
     progress: Arc<super::Progress>,
     worker: usize,
@@ -145,7 +144,6 @@ impl VmExecutor {
         cfg: RunConfig,
         source: SharedSource,
         steps: u64,
-        ok_codes: Vec<i32>,
         shared: Arc<Mutex<Shared>>,
         progress: Arc<super::Progress>,
         worker: usize,
@@ -155,7 +153,6 @@ impl VmExecutor {
         VmExecutor {
             runner: Runner::new(cfg, source),
             steps,
-            ok_codes,
             shared,
             progress,
             worker,
@@ -243,13 +240,9 @@ where
             map.set((*id as usize) & (MAP_SIZE - 1), 1);
         }
         // A call the monitor lacks is no bug of the target's.
-        let failure = FailureKind::of(
-            &report.outcome,
-            !report.potential_deadlocks.is_empty(),
-            &self.ok_codes,
-        )
-        .filter(FailureKind::is_program_failure)
-        .map(|k| (k, self.signature(&report)));
+        let failure = (report.failure.clone())
+            .filter(FailureKind::is_program_failure)
+            .map(|k| (k, self.signature(&report)));
         let mut exit = ExitKind::Ok;
         {
             let mut shared = self.shared.lock().unwrap();

@@ -460,7 +460,6 @@ mod tests {
             mix: Default::default(),
             sync_dir: None,
             sync_id: "x".into(),
-            ok_codes: vec![0],
             minimize_execs: 0,
             screen: false,
             quiet: true,

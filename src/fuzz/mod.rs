@@ -127,8 +127,6 @@ pub struct FuzzConfig {
     pub sync_dir: Option<PathBuf>,
     /// This fuzzer's name in the sync directory.
     pub sync_id: String,
-    /// Exit codes that are not failures.
-    pub ok_codes: Vec<i32>,
     /// Executions minimization may spend on one finding.
     pub minimize_execs: u64,
     /// Show a live screen (terminal) or periodic lines.
@@ -299,7 +297,6 @@ pub fn schedules_to_bug(
         mix,
         sync_dir: None,
         sync_id: "bench".into(),
-        ok_codes: vec![0],
         minimize_execs: 0,
         screen: false,
         quiet: true,

@@ -59,7 +59,6 @@ pub fn run(
         cfg.run.clone(),
         source,
         steps,
-        cfg.ok_codes.clone(),
         shared,
         progress.clone(),
         id,

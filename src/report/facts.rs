@@ -55,6 +55,7 @@ impl RunFacts {
     pub fn signature(&self, report: &RunReport, sym: &mut Symbolizer, naming: Naming) -> Signature {
         let facts = signature::Facts {
             outcome: &report.outcome,
+            failure: report.failure.as_ref(),
             potential_deadlocks: &report.potential_deadlocks,
             recent_events: &report.recent_events,
             backtrace: &self.backtrace,

@@ -157,6 +157,11 @@ impl Signature {
 #[derive(Clone, Copy, Debug)]
 pub struct Facts<'a> {
     pub outcome: &'a Outcome,
+    /// How the run failed, as the engine judged it ([`RunReport::failure`]):
+    /// the signature's kind, never judged again here.
+    ///
+    /// [`RunReport::failure`]: crate::vm::RunReport::failure
+    pub failure: Option<&'a FailureKind>,
     pub potential_deadlocks: &'a [Inversion],
     /// The last events of the run (to find where a blocked thread waits
     /// when no lock explains it).
@@ -182,12 +187,12 @@ pub type Locate<'l> = dyn FnMut(u64, bool) -> Location + 'l;
 /// The signature of a run: the kind of failure as [`FailureKind::detail`]
 /// spells it (`exited(0)` for a run that did not fail), and its sites.
 pub fn compute(f: &Facts, locate: &mut Locate) -> Signature {
-    let Some(failure) = FailureKind::of(f.outcome, !f.potential_deadlocks.is_empty(), &[0]) else {
+    let Some(failure) = f.failure else {
         return Signature::new(NO_FAILURE, Vec::new());
     };
     let site_name = |l: &Location| named(f, site_name(l));
     let function_name = |l: &Location| named(f, function_name(l));
-    let sites = match (&failure, f.outcome) {
+    let sites = match (failure, f.outcome) {
         (FailureKind::PotentialDeadlock, _) => f
             .potential_deadlocks
             .iter()
@@ -392,6 +397,8 @@ mod tests {
     fn facts(o: &Outcome) -> Facts<'_> {
         Facts {
             outcome: o,
+            // Judged as a run with exit code 0 the only success.
+            failure: Box::leak(Box::new(FailureKind::of(o, false, &[0]))).as_ref(),
             potential_deadlocks: &[],
             recent_events: &[],
             backtrace: &[],

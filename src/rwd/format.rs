@@ -1,10 +1,10 @@
-//! The `.rwd` file format, version 9: its types, and encoding and decoding
+//! The `.rwd` file format, version 10: its types, and encoding and decoding
 //! with limits (the reader must survive hostile files). Version 1 files
 //! (before sync sites) still decode: they ran with `--sync-points calls`.
 //!
 //! ```text
 //! offset 0   4 bytes   magic "RWD\0"
-//!        4   u32 LE    format version (9; 1 to 8 are read too)
+//!        4   u32 LE    format version (10; 1 to 9 are read too)
 //!        8   u64 LE    length of the payload once decompressed
 //!       16   ...       one zstd frame (with its content checksum) holding the
 //!                      payload: bincode 2 (standard configuration: variable-
@@ -32,7 +32,7 @@ use crate::sched::{Decision, Schedule};
 
 /// The first four bytes of every reproducer.
 pub const MAGIC: [u8; 4] = *b"RWD\0";
-/// The format version this code writes; it reads 1 to 8 too. Version 2
+/// The format version this code writes; it reads 1 to 9 too. Version 2
 /// added the sync-point level, 3 files left out (`WireNode::Host`), 4 the
 /// host's metadata of the recorded files (`Rwd::stats`), 5 the output
 /// oracle (`Rwd::oracle`, `WireOutcome::WrongOutput`), 6 files whose
@@ -41,8 +41,11 @@ pub const MAGIC: [u8; 4] = *b"RWD\0";
 /// (`Rwd::signature_naming`), the step rules (`Rwd::step_rules`) and how
 /// long a run may go without progress (`Rwd::hang_steps`), 8 when waiting
 /// polls are taken up again (`Rwd::poll_wakes`), 9 the step rules with
-/// ticks (`StepRules::Format9`; the layout is version 8's).
-pub const VERSION: u32 = 9;
+/// ticks (`StepRules::Format9`; the layout is version 8's), 10 the exit
+/// codes that are success (`Rwd::ok_codes`).
+pub const VERSION: u32 = 10;
+/// The most exit codes a reproducer may call success.
+pub const MAX_OK_CODES: usize = 256;
 /// Bytes before the compressed payload.
 pub const HEADER_LEN: usize = 16;
 /// The largest payload a reader accepts (decompressed). With the decoding
@@ -110,6 +113,9 @@ pub struct Rwd {
     /// When the runs took waiting polls up again (version 8): a
     /// reproducer of an earlier version replays as it was recorded.
     pub poll_wakes: PollWakes,
+    /// The exit codes the runs were judged by as success (version 10;
+    /// earlier versions, 0 alone): a replay judges the same way.
+    pub ok_codes: Vec<i32>,
 }
 
 /// When a poll, select, epoll wait or read of a timer, signal or socket
@@ -274,8 +280,26 @@ impl From<RwdV6> for RwdV7 {
     }
 }
 
-impl From<RwdV7> for Rwd {
-    fn from(v7: RwdV7) -> Rwd {
+/// Versions 8 and 9: version 7 and when polls are taken up again.
+#[derive(Deserialize)]
+struct RwdV8 {
+    v7: RwdV7,
+    poll_wakes: PollWakes,
+}
+
+impl From<RwdV7> for RwdV8 {
+    fn from(v7: RwdV7) -> RwdV8 {
+        RwdV8 {
+            v7,
+            // Before version 8 polls were taken up again after any activity.
+            poll_wakes: PollWakes::AnyActivity,
+        }
+    }
+}
+
+impl From<RwdV8> for Rwd {
+    fn from(v8: RwdV8) -> Rwd {
+        let RwdV8 { v7, poll_wakes } = v8;
         let RwdV7 {
             v6,
             signature_naming,
@@ -303,8 +327,9 @@ impl From<RwdV7> for Rwd {
             signature_naming,
             step_rules,
             hang_steps,
-            // Before version 8 polls were taken up again after any activity.
-            poll_wakes: PollWakes::AnyActivity,
+            poll_wakes,
+            // Before version 10 a run succeeded by exiting with 0 alone.
+            ok_codes: vec![0],
         }
     }
 }
@@ -798,16 +823,21 @@ impl Rwd {
             return Err(RwdError::TooLarge(name.into(), declared));
         }
         let payload = decompress(&data[HEADER_LEN..], declared).map_err(corrupt)?;
+        let from_v7 = |v7: RwdV7| Rwd::from(RwdV8::from(v7));
         let rwd = match version {
-            1 => decode_payload::<RwdV1>(&payload)
-                .map(|v| RwdV7::from(RwdV6::from(RwdV5::from(RwdV4::from(RwdV3::from(v))))).into()),
+            1 => decode_payload::<RwdV1>(&payload).map(|v| {
+                from_v7(RwdV7::from(RwdV6::from(RwdV5::from(RwdV4::from(
+                    RwdV3::from(v),
+                )))))
+            }),
             2 | 3 => decode_payload::<RwdV3>(&payload)
-                .map(|v| RwdV7::from(RwdV6::from(RwdV5::from(RwdV4::from(v)))).into()),
+                .map(|v| from_v7(RwdV7::from(RwdV6::from(RwdV5::from(RwdV4::from(v)))))),
             4 => decode_payload::<RwdV4>(&payload)
-                .map(|v| RwdV7::from(RwdV6::from(RwdV5::from(v))).into()),
-            5 => decode_payload::<RwdV5>(&payload).map(|v| RwdV7::from(RwdV6::from(v)).into()),
-            6 => decode_payload::<RwdV6>(&payload).map(|v| RwdV7::from(v).into()),
-            7 => decode_payload::<RwdV7>(&payload).map(Rwd::from),
+                .map(|v| from_v7(RwdV7::from(RwdV6::from(RwdV5::from(v))))),
+            5 => decode_payload::<RwdV5>(&payload).map(|v| from_v7(RwdV7::from(RwdV6::from(v)))),
+            6 => decode_payload::<RwdV6>(&payload).map(|v| from_v7(RwdV7::from(v))),
+            7 => decode_payload::<RwdV7>(&payload).map(from_v7),
+            8 | 9 => decode_payload::<RwdV8>(&payload).map(Rwd::from),
             _ => decode_payload::<Rwd>(&payload),
         }
         .map_err(corrupt)?;
@@ -928,6 +958,12 @@ impl Rwd {
             if m.start >= m.end || !hashes.contains(&m.content) {
                 return Err(format!("the mapping of {:?} is inconsistent", m.path));
             }
+        }
+        if self.ok_codes.is_empty() || self.ok_codes.len() > MAX_OK_CODES {
+            return Err(format!(
+                "it calls {} exit codes success (1 to {MAX_OK_CODES} make sense)",
+                self.ok_codes.len()
+            ));
         }
         Ok(())
     }
@@ -1544,6 +1580,7 @@ pub(crate) mod tests {
             step_rules: StepRules::Format7,
             hang_steps: 200_000,
             poll_wakes: PollWakes::OwnObjects,
+            ok_codes: vec![0, 3],
         }
     }
 
@@ -1659,18 +1696,30 @@ pub(crate) mod tests {
         r.step_rules = StepRules::Format6;
         r.hang_steps = 0;
         r.poll_wakes = PollWakes::AnyActivity;
+        r.ok_codes = vec![0];
         let payload = bincode::serde::encode_to_vec(&r, bincode::config::standard()).unwrap();
-        // The trailing fields take a byte each here: polls on any
-        // activity, no hang watch, format-6 step rules, signatures by file
-        // name, sites at runtime callers, no oracle, no stats, level 0.
-        for (version, cut) in [(7, 1), (6, 4), (5, 5), (4, 6), (3, 7), (2, 7), (1, 8)] {
+        // The trailing fields take a byte each here (the exit codes two:
+        // one code, 0): polls on any activity, no hang watch, format-6 step
+        // rules, signatures by file name, sites at runtime callers, no
+        // oracle, no stats, level 0.
+        for (version, cut) in [
+            (9, 2),
+            (8, 2),
+            (7, 3),
+            (6, 6),
+            (5, 7),
+            (4, 8),
+            (3, 9),
+            (2, 9),
+            (1, 10),
+        ] {
             let old = frame(version, &payload[..payload.len() - cut]);
             let back =
                 Rwd::decode("old", &old).unwrap_or_else(|e| panic!("version {version}: {e}"));
             assert_eq!(back, r, "version {version}");
         }
         // Cut one field too many and the payload is refused, not misread.
-        let short = frame(4, &payload[..payload.len() - 7]);
+        let short = frame(4, &payload[..payload.len() - 9]);
         assert!(Rwd::decode("old", &short).is_err());
     }
 

@@ -264,6 +264,7 @@ pub fn from_run(cfg: &RunConfig, vm: &Vm, report: &RunReport) -> Option<Rwd> {
         sync_points: kc.sync_points,
         stats,
         oracle: cfg.oracle.as_ref().map(format::WireOracle::from_oracle),
+        ok_codes: cfg.ok_codes.clone(),
         sites_at: if kc.runtime_caller_sites {
             format::SitesAt::RuntimeCaller
         } else {
@@ -302,6 +303,7 @@ impl Rwd {
         cfg.timeout = Duration::from_millis(t.timeout_ms);
         cfg.shim = t.shim;
         cfg.oracle = self.oracle.as_ref().map(format::WireOracle::to_oracle);
+        cfg.ok_codes = self.ok_codes.clone();
         // What was left out stays out of reproducers made from this one.
         let mut left_out = globset::GlobSetBuilder::new();
         for path in self.host_paths() {

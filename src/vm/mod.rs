@@ -27,6 +27,7 @@ use crate::kernel::vfs::SharedSource;
 use crate::kernel::{FpuAccess, Kernel, KernelConfig};
 use crate::machine::{Exit, Machine, MachineError, TscTrap};
 use crate::memory::{PhysError, PhysMemory};
+use crate::observe::failure::FailureKind;
 use crate::observe::locks::Inversion;
 use crate::observe::oracle::Oracle;
 use crate::observe::outcome::Outcome;
@@ -70,6 +71,9 @@ pub struct RunConfig {
     /// Judges what a run that exits printed (`--expect-stdout`,
     /// `--oracle`): a wrong result ends it as `wrong-output`.
     pub oracle: Option<Oracle>,
+    /// The exit codes that are success (`--ok-exit-codes`): a run is
+    /// judged against them once, by the engine ([`RunReport::failure`]).
+    pub ok_codes: Vec<i32>,
 }
 
 /// Where a `Vm` takes its snapshot.
@@ -100,6 +104,7 @@ impl RunConfig {
             cancel: crate::machine::Cancel::new(),
             exclude_files: globset::GlobSet::empty(),
             oracle: None,
+            ok_codes: vec![0],
         }
     }
 }
@@ -122,6 +127,10 @@ pub enum VmError {
 #[derive(Clone, Debug, serde::Serialize)]
 pub struct RunReport {
     pub outcome: Outcome,
+    /// How the run failed, judged once against the exit codes that are
+    /// success and the lock-order cycles: `None` for a run that did not.
+    #[serde(skip)]
+    pub failure: Option<FailureKind>,
     /// Steps taken (system calls).
     pub steps: u64,
     /// Hash over every step's thread, call, arguments and result.
@@ -258,6 +267,7 @@ pub struct Vm {
     timeout: Duration,
     cancel: crate::machine::Cancel,
     oracle: Option<Oracle>,
+    ok_codes: Vec<i32>,
     /// The thread whose extended state is in the CPU.
     fpu_owner: Option<Tid>,
     engine: EngineState,
@@ -293,6 +303,7 @@ impl Vm {
             timeout: cfg.timeout,
             cancel: cfg.cancel.clone(),
             oracle: cfg.oracle.clone(),
+            ok_codes: cfg.ok_codes.clone(),
             fpu_owner: None,
             engine: EngineState::default(),
             snapshot_at: cfg.snapshot_at,
@@ -387,8 +398,11 @@ impl Vm {
             .outcome()
             .cloned()
             .expect("the loop ends with an outcome");
+        let outcome = self.judge(outcome, obs.stdout());
+        let potential_deadlocks = obs.locks().inversions();
         RunReport {
-            outcome: self.judge(outcome, obs.stdout()),
+            failure: FailureKind::of(&outcome, !potential_deadlocks.is_empty(), &self.ok_codes),
+            outcome,
             steps: obs.step(),
             trace_hash: obs.trace().hash_hex(),
             threads: k.threads().len(),
@@ -412,7 +426,7 @@ impl Vm {
                 ),
                 ..Schedule::new(self.strategy.name(), self.engine.decisions.clone())
             },
-            potential_deadlocks: obs.locks().inversions(),
+            potential_deadlocks,
             events: obs.trace().events().map(|e| e.to_vec()),
             recent_events: obs.trace().recent().copied().collect(),
             decision_points: self.engine.decision_points,
