@@ -197,3 +197,70 @@ fn the_import_reader_sees_groups_paths_and_not_comments() {
     g.insert("c".to_string(), BTreeSet::from(["a".to_string()]));
     assert_eq!(circles(&g), vec![vec!["a".to_string(), "b".to_string()]]);
 }
+
+/// File -> the sibling files it names (`super::x`, `crate::DIR::x`), for
+/// the files of `src/DIR/` (its `mod.rs`, the parent that declares them
+/// and holds what they share, aside).
+fn file_graph(dir: &str) -> BTreeMap<String, BTreeSet<String>> {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("src").join(dir);
+    let mut files = Vec::new();
+    rust_files(&root, &mut files);
+    let stem = |f: &Path| {
+        let rel = f.strip_prefix(&root).unwrap();
+        let first = rel.components().next().unwrap().as_os_str();
+        first.to_string_lossy().trim_end_matches(".rs").to_string()
+    };
+    let names: BTreeSet<String> = files.iter().map(|f| stem(f)).collect();
+    let mut graph: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
+    for f in &files {
+        let me = stem(f);
+        if me == "mod" {
+            continue;
+        }
+        let text = code(&std::fs::read_to_string(f).unwrap());
+        let deps = graph.entry(me.clone()).or_default();
+        // `super::` from a file of a subdirectory names the subdirectory.
+        let nested = f.parent() != Some(root.as_path());
+        let prefixes = [format!("crate::{dir}::"), "super::".to_string()];
+        for prefix in &prefixes {
+            if nested && prefix == "super::" {
+                continue;
+            }
+            for (i, _) in text.match_indices(prefix.as_str()) {
+                let rest = &text[i + prefix.len()..];
+                let mut named = BTreeSet::new();
+                if let Some(group) = rest.strip_prefix('{') {
+                    let group = &group[..group.find('}').unwrap_or(group.len())];
+                    for item in group.split(',') {
+                        named.insert(item.trim().split("::").next().unwrap().to_string());
+                    }
+                } else {
+                    let ident: String = rest
+                        .chars()
+                        .take_while(|c| c.is_ascii_alphanumeric() || *c == '_')
+                        .collect();
+                    named.insert(ident);
+                }
+                for n in named {
+                    if n != me && n != "mod" && names.contains(&n) {
+                        deps.insert(n);
+                    }
+                }
+            }
+        }
+    }
+    graph
+}
+
+#[test]
+fn the_files_of_the_command_line_import_each_other_in_no_circle() {
+    let graph = file_graph("cli");
+    for (m, deps) in &graph {
+        let list: Vec<&str> = deps.iter().map(String::as_str).collect();
+        println!("cli/{m:<8} -> {}", list.join(", "));
+    }
+    let found = circles(&graph);
+    assert!(found.is_empty(), "files of src/cli/ in a circle: {found:?}");
+    // The reader sees what a circle is made of.
+    assert!(graph["cargo"].contains("fuzz"), "{graph:?}");
+}

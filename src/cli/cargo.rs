@@ -18,6 +18,7 @@ use clap::{Args, Parser};
 
 use super::UserError;
 use super::fuzz::FuzzArgs;
+use crate::explore::per_test;
 
 #[derive(Args, Debug)]
 pub struct CargoArgs {
@@ -98,7 +99,7 @@ impl TestBinary {
         } else {
             plain
         };
-        super::pertest::file_name(&name)
+        per_test::file_name(&name)
     }
 
     /// What stays the same across rebuilds.
@@ -237,7 +238,7 @@ pub fn cargo(a: CargoArgs) -> Result<u8, UserError> {
         let ambiguous = names.iter().filter(|n| **n == b.dir_name(false)).count() > 1;
         let out = a.out.join(b.dir_name(ambiguous));
         let probe = fuzz_args(&a, &b.path, out.clone())?;
-        let (framework, mut tests) = super::pertest::list(&probe.target)?;
+        let (framework, mut tests) = super::common::list_tests(&probe.target)?;
         if let Some(f) = &a.testname {
             tests.retain(|t| t.contains(f.as_str()));
         }
@@ -259,7 +260,7 @@ pub fn cargo(a: CargoArgs) -> Result<u8, UserError> {
     if !a.resume {
         for (_, out, _, tests) in &listed {
             for t in tests {
-                super::pertest::refuse_a_session_there(&out.join(super::pertest::file_name(t)))
+                super::common::refuse_a_session_there(&out.join(per_test::file_name(t)))
                     .map_err(|_| {
                         UserError::bad_input(format!(
                             "{} already holds sessions of these tests: continue them with --resume, or choose another -o",

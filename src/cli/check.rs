@@ -1,8 +1,6 @@
 //! `rewind-fuzz check`: many schedules, each deterministic, the first
 //! failure reported with a command that replays it.
 
-use std::collections::BTreeMap;
-use std::ops::ControlFlow;
 use std::path::PathBuf;
 use std::time::Instant;
 
@@ -12,12 +10,11 @@ use serde_json::json;
 
 use super::UserError;
 use super::common::{TargetArgs, check_output, outcome_json, vm_error};
-use crate::explore;
+use crate::explore::check::{self, CheckError, Plan, Trial};
+use crate::explore::per_test;
 use crate::kernel::vfs::FileSource;
-use crate::observe::failure::{FailureKind, table_row};
 use crate::report::Symbols;
 use crate::sched::StrategySpec;
-use crate::vm::{RunReport, VmError};
 
 #[derive(Args, Debug, Clone)]
 pub struct CheckArgs {
@@ -58,133 +55,109 @@ pub struct CheckArgs {
     pub test: Option<String>,
 }
 
-/// How the error for a `--time` that ended before any schedule did starts.
-const OUTLASTED: &str = "--time ";
-
-/// Whether `e` says that `--time` ended before any schedule did.
-pub fn outlasted_time(e: &UserError) -> bool {
-    e.code == 2 && e.message.starts_with(OUTLASTED)
-}
-
-/// Why the schedules stopped before they were all run.
-enum Stopped {
-    User(UserError),
-    Vm(VmError),
-}
-
-impl From<VmError> for Stopped {
-    fn from(e: VmError) -> Self {
-        Stopped::Vm(e)
-    }
-}
-
-/// The result of one schedule.
-struct Trial {
-    index: u64,
-    report: RunReport,
-    failure: Option<FailureKind>,
-}
-
-impl Trial {
-    fn new(index: u64, report: RunReport) -> Self {
-        let failure = report.failure.clone();
-        Trial {
-            index,
-            report,
-            failure,
-        }
-    }
-
-    /// The row it is counted under in the table.
-    fn kind(&self) -> &'static str {
-        table_row(self.failure.as_ref())
-    }
-
-    fn failed(&self) -> bool {
-        self.failure.is_some()
-    }
-}
-
-/// What the schedules cost, in the units that project to other hosts.
-struct RunCost {
-    steps_per_schedule: f64,
-    exits_per_step: f64,
-    /// Wall time of the runs (restores included) over their exits.
-    us_per_exit: f64,
-}
-
-impl RunCost {
-    fn of(trials: &[Trial]) -> RunCost {
-        let sum =
-            |f: fn(&RunReport) -> u64| trials.iter().map(|t| f(&t.report)).sum::<u64>() as f64;
-        let (steps, exits, us) = (sum(|r| r.steps), sum(|r| r.exits), sum(|r| r.wall_us));
-        RunCost {
-            steps_per_schedule: steps / trials.len().max(1) as f64,
-            exits_per_step: exits / steps.max(1.0),
-            us_per_exit: us / exits.max(1.0),
-        }
-    }
-}
-
 /// What a check ran and how many of its schedules failed.
-pub struct Checked {
-    pub schedules: u64,
-    pub failures: u64,
+struct Counted {
+    code: u8,
+    schedules: u64,
+    failures: u64,
+}
+
+/// Why a check ended without results.
+enum Stop {
+    /// `--time` ended before the first schedule did.
+    Outlasted(UserError),
+    Other(UserError),
+}
+
+impl From<UserError> for Stop {
+    fn from(e: UserError) -> Self {
+        Stop::Other(e)
+    }
+}
+
+impl From<CheckError> for Stop {
+    fn from(e: CheckError) -> Self {
+        match e {
+            CheckError::Outlasted(_) => Stop::Outlasted(UserError::bad_input(e.to_string())),
+            CheckError::Vm(e) => Stop::Other(vm_error(e)),
+            e => Stop::Other(UserError::bad_input(e.to_string())),
+        }
+    }
+}
+
+impl From<Stop> for UserError {
+    fn from(s: Stop) -> Self {
+        match s {
+            Stop::Outlasted(e) | Stop::Other(e) => e,
+        }
+    }
 }
 
 pub fn check(a: CheckArgs) -> Result<u8, UserError> {
     if a.per_test {
-        return super::pertest::check_each(a);
+        return check_each(a);
     }
-    check_counting(a).map(|(code, _)| code)
+    Ok(check_counting(a)?.code)
+}
+
+/// `check --per-test`: every test alone, each with `--schedules`.
+fn check_each(a: CheckArgs) -> Result<u8, UserError> {
+    let (framework, tests) = super::common::list_tests(&a.target)?;
+    eprintln!(
+        "rewind-fuzz: {} tests in {}, {} schedules each",
+        tests.len(),
+        a.target.target,
+        a.schedules
+    );
+    let mut rows = Vec::new();
+    for test in &tests {
+        eprintln!("\n== {test}");
+        let mut one = a.clone();
+        one.per_test = false;
+        one.test = Some(test.clone());
+        one.target = a.target.for_test(framework, test);
+        let derived =
+            |p: &Option<std::path::PathBuf>| p.as_ref().map(|p| per_test::per_test_path(p, test));
+        one.save_schedule = derived(&a.save_schedule);
+        one.save_rwd = derived(&a.save_rwd);
+        let start = Instant::now();
+        // A test whose runs outlast --time is a row of its own, not the
+        // end of the others.
+        let (code, schedules, failures) = match check_counting(one) {
+            Ok(c) => (c.code, c.schedules, c.failures),
+            Err(Stop::Outlasted(e)) => {
+                eprintln!("rewind-fuzz: {}", e.message);
+                (e.code, 0, 0)
+            }
+            Err(Stop::Other(e)) => return Err(e),
+        };
+        rows.push(per_test::Explored {
+            test: test.clone(),
+            runs: schedules,
+            time: start.elapsed(),
+            failures,
+            code,
+        });
+    }
+    eprint!("\n{}", per_test::table(("schedules", "failing"), &rows));
+    Ok(per_test::worst(&rows))
 }
 
 /// One check: its exit code and its counts.
-pub fn check_counting(a: CheckArgs) -> Result<(u8, Checked), UserError> {
-    if a.schedules == 0 {
-        return Err(UserError::bad_input("--schedules must be at least 1"));
-    }
+fn check_counting(a: CheckArgs) -> Result<Counted, Stop> {
     check_output("--save-rwd", a.save_rwd.as_deref())?;
     check_output("--save-schedule", a.save_schedule.as_deref())?;
-    if matches!(a.strategy, StrategySpec::Schedule(_)) {
-        return Err(UserError::bad_input(
-            "check explores many schedules; to replay one use rewind-fuzz run --schedule FILE",
-        ));
-    }
     let cfg = a.target.config()?;
     let source = FileSource::host();
-    let start = Instant::now();
-    let deadline = a.time.map(|t| start + t);
-    // The runs stop at the deadline, the first one (PCT's estimate of the
-    // steps) too: a schedule that outlasts it is not counted.
-    let mut timed = cfg.clone();
-    if let Some(d) = deadline {
-        timed.cancel = timed.cancel.clone().with_deadline(d);
-    }
-    let time_up = |e: &VmError| {
-        matches!(e, VmError::Cancelled) && deadline.is_some_and(|d| Instant::now() >= d)
+    let plan = Plan {
+        strategy: a.strategy.clone(),
+        schedules: a.schedules,
+        jobs: a
+            .jobs
+            .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get())),
+        seed: a.target.seed,
+        time: a.time,
     };
-    let too_long = || {
-        UserError::bad_input(format!(
-            "{OUTLASTED}{} ended before the first schedule did (the program's runs are long): give more --time; nothing was written",
-            humantime::format_duration(a.time.unwrap_or_default())
-        ))
-    };
-    let steps = if a.strategy.needs_step_estimate() {
-        match crate::explore::probe(&timed, source.clone()) {
-            Ok(p) => p.decision_points,
-            Err(e) if time_up(&e) => return Err(too_long()),
-            Err(e) => return Err(vm_error(e)),
-        }
-    } else {
-        0
-    };
-    let jobs = a
-        .jobs
-        .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()))
-        .max(1)
-        .min(a.schedules as usize);
-
     let bar = if a.json {
         ProgressBar::hidden()
     } else {
@@ -197,66 +170,31 @@ pub fn check_counting(a: CheckArgs) -> Result<(u8, Checked), UserError> {
         .expect("valid template"),
     );
     let mut failures_seen = 0u64;
-    let mut trials: Vec<Trial> = Vec::with_capacity(a.schedules as usize);
-    let spec = &a.strategy;
-    let ran = explore::run_schedules(
-        &timed,
-        &source,
-        jobs,
-        a.schedules,
-        a.target.seed,
-        |seed| {
-            spec.build(seed, steps)
-                .map_err(|e| Stopped::User(UserError::bad_input(e.to_string())))
-        },
-        |i, mut report| {
-            let seed = explore::schedule_seed(a.target.seed, i);
-            report.schedule.origin = format!("{spec} seed {seed}");
-            let t = Trial::new(i, report);
-            if t.failed() {
-                failures_seen += 1;
-                bar.set_message(format!("{failures_seen} failing"));
-            }
-            trials.push(t);
-            bar.inc(1);
-            if deadline.is_some_and(|d| Instant::now() >= d) {
-                return ControlFlow::Break(());
-            }
-            ControlFlow::Continue(())
-        },
-    );
-    match ran {
-        Ok(()) => {}
-        // The schedules finished by then are the results.
-        Err(Stopped::Vm(e)) if time_up(&e) => {}
+    let checked = check::check(&cfg, &source, &plan, |t| {
+        if t.failed() {
+            failures_seen += 1;
+            bar.set_message(format!("{failures_seen} failing"));
+        }
+        bar.inc(1);
+    });
+    let checked = match checked {
+        Ok(c) => {
+            bar.finish_and_clear();
+            c
+        }
         Err(e) => {
             bar.abandon();
-            return Err(match e {
-                Stopped::User(e) => e,
-                Stopped::Vm(e) => vm_error(e),
-            });
+            return Err(e.into());
         }
-    }
-    bar.finish_and_clear();
-    if trials.is_empty() {
-        return Err(too_long());
-    }
-    let elapsed = start.elapsed().as_secs_f64();
-    trials.sort_by_key(|t| t.index);
-
-    let mut counts: BTreeMap<&str, u64> = BTreeMap::new();
-    for t in &trials {
-        *counts.entry(t.kind()).or_default() += 1;
-    }
-    let failures: Vec<&Trial> = trials.iter().filter(|t| t.failed()).collect();
-    let execs_per_sec = trials.len() as f64 / elapsed.max(1e-9);
-    let cost = RunCost::of(&trials);
-    // A run that failed outright comes before a lock-order warning.
-    let first = failures
-        .iter()
-        .find(|t| t.kind() != "potential-deadlock")
-        .or(failures.first())
-        .copied();
+    };
+    let elapsed = checked.elapsed.as_secs_f64();
+    let jobs = checked.jobs;
+    let trials = &checked.trials;
+    let counts = checked.counts();
+    let failures = checked.failures();
+    let execs_per_sec = checked.execs_per_sec();
+    let cost = checked.cost();
+    let first = checked.first_failure();
     let (saved, rwd_file, named) = match first {
         Some(t) => {
             let schedule_file = schedule_path(&a)?;
@@ -302,7 +240,7 @@ pub fn check_counting(a: CheckArgs) -> Result<(u8, Checked), UserError> {
             "strategy": a.strategy.to_string(),
             "seed": a.target.seed,
             "schedules": trials.len(),
-            "failures": failures.len(),
+            "failures": failures,
             "outcomes": counts,
             "first_failure": first_json,
             "files_written": files_written,
@@ -368,14 +306,11 @@ pub fn check_counting(a: CheckArgs) -> Result<(u8, Checked), UserError> {
             eprintln!("every schedule exited 0");
         }
     }
-    let code = if failures.is_empty() { 0 } else { 1 };
-    Ok((
-        code,
-        Checked {
-            schedules: trials.len() as u64,
-            failures: failures.len() as u64,
-        },
-    ))
+    Ok(Counted {
+        code: if failures == 0 { 0 } else { 1 },
+        schedules: trials.len() as u64,
+        failures: failures as u64,
+    })
 }
 
 /// Where the first failure's schedule goes.
@@ -390,7 +325,7 @@ fn schedule_path(a: &CheckArgs) -> Result<PathBuf, UserError> {
                 .next()
                 .unwrap_or("target");
             let name = match &a.test {
-                Some(t) => format!("{program}-{}", super::pertest::file_name(t)),
+                Some(t) => format!("{program}-{}", per_test::file_name(t)),
                 None => program.to_string(),
             };
             let dir = cache_dir();

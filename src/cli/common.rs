@@ -10,6 +10,7 @@ use clap::Args;
 
 use super::UserError;
 use crate::code::SyncPoints;
+use crate::explore::per_test;
 use crate::kernel::KernelConfig;
 use crate::kernel::loader::check_elf;
 use crate::kernel::vfs::SharedSource;
@@ -206,6 +207,14 @@ pub fn check_out_dir(flag: &str, dir: &Path) -> Result<(), UserError> {
 }
 
 impl TargetArgs {
+    /// This target running `test` alone, the user's arguments after.
+    pub fn for_test(&self, framework: per_test::Framework, test: &str) -> TargetArgs {
+        let mut t = self.clone();
+        t.args = framework.run_args(test);
+        t.args.extend(self.args.iter().cloned());
+        t
+    }
+
     /// `rewind-fuzz run`'s words for this target and every setting that
     /// changes what a run does (the target first, the program's arguments
     /// apart: see [`TargetArgs::args`]), so that a printed command runs
@@ -646,6 +655,30 @@ pub fn save_rwd(r: &Rwd, path: &Path, excluding: bool) -> Result<(), UserError> 
         .map_err(|e| UserError::bad_input(e.to_string()))?;
     if let Some(note) = r.privacy_note(path, excluding) {
         eprintln!("rewind-fuzz: note: {note}");
+    }
+    Ok(())
+}
+
+/// The tests of the target (`--per-test`), listed by the binary itself.
+pub fn list_tests(target: &TargetArgs) -> Result<(per_test::Framework, Vec<String>), UserError> {
+    let cfg = target.config()?;
+    per_test::list(&cfg, &target.target).map_err(|e| match e {
+        per_test::ListError::Vm(e) => vm_error(e),
+        e => UserError::bad_input(format!("--per-test: {e}")),
+    })
+}
+
+/// Refuses a directory that holds a session already (continued only with
+/// `--resume`).
+pub fn refuse_a_session_there(out: &Path) -> Result<(), UserError> {
+    let queued = std::fs::read_dir(out.join("queue"))
+        .map(|d| d.count())
+        .unwrap_or(0);
+    if queued > 0 {
+        return Err(UserError::bad_input(format!(
+            "{} already holds a session ({queued} corpus entries): continue it with --resume, or choose another --out",
+            out.display()
+        )));
     }
     Ok(())
 }

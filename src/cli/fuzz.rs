@@ -1,12 +1,13 @@
 //! `rewind-fuzz --target ./test` (or `rewind-fuzz fuzz ...`): the main job.
 
 use std::path::{Path, PathBuf};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use clap::Args;
 
 use super::UserError;
-use super::common::{TargetArgs, ctrl_c, interrupted, vm_error};
+use super::common::{TargetArgs, ctrl_c, interrupted, refuse_a_session_there, vm_error};
+use crate::explore::per_test;
 use crate::fuzz::{Budget, FuzzConfig, FuzzError, FuzzSummary, ScheduleInput, StrategyMix};
 
 #[derive(Args, Debug, Clone)]
@@ -58,7 +59,7 @@ pub struct FuzzArgs {
     /// With --per-test, the tests to fuzz when already listed (by
     /// `rewind-fuzz cargo`, which counts them first).
     #[arg(skip)]
-    pub listed: Option<(super::pertest::Framework, Vec<String>)>,
+    pub listed: Option<(per_test::Framework, Vec<String>)>,
     /// What the target is, when not its file (`rewind-fuzz cargo`: the
     /// crate's test target and the test, which stay the same across
     /// rebuilds, so a session resumes on a new build).
@@ -185,9 +186,76 @@ pub fn fuzz(a: FuzzArgs) -> Result<u8, UserError> {
         super::common::check_out_dir("--sync-dir", d)?;
     }
     if a.per_test {
-        return super::pertest::fuzz_each(a);
+        return fuzz_each(a);
     }
     session(a).map(|(code, _)| code)
+}
+
+/// `fuzz --per-test`: the budget shared evenly, one session per test in
+/// `--out/<test>/`.
+fn fuzz_each(a: FuzzArgs) -> Result<u8, UserError> {
+    if a.time.is_none() && a.execs.is_none() {
+        return Err(UserError::bad_input(
+            "--per-test shares a budget between the tests: give --time (e.g. --time 1h) or --execs",
+        ));
+    }
+    let (framework, tests) = match a.listed.clone() {
+        Some(listed) => listed,
+        None => super::common::list_tests(&a.target)?,
+    };
+    let n = tests.len() as u32;
+    let share = |t: Duration, left: u32| (t / left).max(Duration::from_secs(1));
+    let execs = a.execs.map(|e| (e / u64::from(n)).max(1));
+    eprintln!(
+        "rewind-fuzz: {n} tests in {}, each fuzzed alone for {}",
+        a.target.target,
+        match (a.time, execs) {
+            (Some(t), _) => format!("{:.0?}", share(t, n)),
+            (None, Some(e)) => format!("{e} executions"),
+            _ => unreachable!("a budget was checked"),
+        }
+    );
+    // Sessions of one binary's tests: a session already there is refused
+    // before any test has run, not after some have.
+    if !a.resume {
+        for test in &tests {
+            refuse_a_session_there(&a.out.join(per_test::file_name(test)))?;
+        }
+    }
+    let started = Instant::now();
+    let mut rows = Vec::new();
+    for (i, test) in tests.iter().enumerate() {
+        if super::common::interrupted() {
+            break;
+        }
+        eprintln!("\n== {test}");
+        let mut one = a.clone();
+        one.per_test = false;
+        one.target = a.target.for_test(framework, test);
+        one.out = a.out.join(per_test::file_name(test));
+        // Each test its share of the time left: recording a finding at
+        // the end of one test's share takes from the others', not from
+        // the total.
+        let left = n - i as u32;
+        one.time = a
+            .time
+            .map(|t| share(t.saturating_sub(started.elapsed()), left));
+        one.execs = execs;
+        one.identity = a.identity.as_ref().map(|id| format!("{id}\0{test}"));
+        let start = Instant::now();
+        let (code, summary) = session(one)?;
+        rows.push(per_test::Explored {
+            test: test.clone(),
+            runs: summary.as_ref().map_or(0, |s| s.execs),
+            time: start.elapsed(),
+            failures: summary
+                .as_ref()
+                .map_or(0, |s| (s.findings.len() + s.unsaved.len()) as u64),
+            code,
+        });
+    }
+    eprint!("\n{}", per_test::table(("executions", "findings"), &rows));
+    Ok(per_test::worst(&rows))
 }
 
 /// One session: its exit code and what it did (none when it could not
@@ -205,7 +273,7 @@ pub fn session(a: FuzzArgs) -> Result<(u8, Option<FuzzSummary>), UserError> {
     let _out_lock = lock_dir(&a.out, "--out")?;
     let queue = a.out.join("queue");
     if !a.resume {
-        super::pertest::refuse_a_session_there(&a.out)?;
+        refuse_a_session_there(&a.out)?;
     }
     let mut initial = Vec::new();
     if a.resume && queue.is_dir() {

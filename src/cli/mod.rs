@@ -8,7 +8,6 @@ mod fuzz;
 mod gdb;
 mod install;
 mod minimize;
-mod pertest;
 mod replay;
 mod run;
 mod show;

@@ -11,9 +11,15 @@
 //! - [`pool`]: work spread over threads, one machine each, results streamed
 //!   back as they come; [`run_schedules`] is `check`'s "N schedules on J
 //!   machines".
+//! - [`check`]: a check, many schedules each judged and counted, the
+//!   first failure picked out.
 //! - [`minimize`]: the fewest preemptions that keep a failure.
+//! - [`per_test`]: a test binary's tests, listed by the binary and each
+//!   explored alone, and the table that sums them up.
 
+pub mod check;
 pub mod minimize;
+pub mod per_test;
 pub mod pool;
 mod runner;
 
