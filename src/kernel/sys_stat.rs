@@ -388,22 +388,31 @@ fn sys_fstat(k: &mut Kernel, _: &mut dyn FpuAccess, a: [u64; 6]) -> SysResult {
     }
 }
 
-fn stat_path(k: &mut Kernel, dirfd: i32, ptr: u64, buf: u64, flags: u64) -> SysResult {
-    let m = if flags & AT_EMPTY_PATH != 0 && k.read_cstr(ptr).is_ok_and(|p| p.is_empty()) {
+/// The file a `*at` call names, and what it is: the path at `ptr` from
+/// `dirfd`, or, with `AT_EMPTY_PATH` and an empty path, the file `dirfd`
+/// is open on (the working directory for `AT_FDCWD`). `newfstatat`,
+/// `statx` and `faccessat2` resolve it alike, as Linux does.
+fn meta_at(k: &mut Kernel, dirfd: i32, ptr: u64, flags: u64) -> Result<(String, Meta), i32> {
+    if flags & AT_EMPTY_PATH != 0 && k.read_cstr(ptr).is_ok_and(|p| p.is_empty()) {
         if dirfd == AT_FDCWD {
             let cwd = k.vfs.cwd.clone();
-            meta_of_path(k, &cwd, true)
-        } else {
-            meta_of_fd(k, dirfd)
+            return meta_of_path(k, &cwd, true).map(|m| (cwd, m));
         }
-    } else {
-        match path_at(k, dirfd, ptr) {
-            Ok(p) => meta_of_path(k, &p, flags & AT_SYMLINK_NOFOLLOW == 0),
-            Err(e) => Err(e),
-        }
-    };
-    match m {
-        Ok(m) => write_stat(k, buf, &m),
+        let path = k
+            .files
+            .get(dirfd)
+            .map(|f| f.path.clone())
+            .unwrap_or_default();
+        return meta_of_fd(k, dirfd).map(|m| (path, m));
+    }
+    let p = path_at(k, dirfd, ptr)?;
+    let m = meta_of_path(k, &p, flags & AT_SYMLINK_NOFOLLOW == 0)?;
+    Ok((p, m))
+}
+
+fn stat_path(k: &mut Kernel, dirfd: i32, ptr: u64, buf: u64, flags: u64) -> SysResult {
+    match meta_at(k, dirfd, ptr, flags) {
+        Ok((_, m)) => write_stat(k, buf, &m),
         Err(e) => err(e),
     }
 }
@@ -422,16 +431,8 @@ fn sys_newfstatat(k: &mut Kernel, _: &mut dyn FpuAccess, a: [u64; 6]) -> SysResu
 
 fn sys_statx(k: &mut Kernel, _: &mut dyn FpuAccess, a: [u64; 6]) -> SysResult {
     let (dirfd, ptr, flags, buf) = (a[0] as i32, a[1], a[2], a[4]);
-    let m = if flags & AT_EMPTY_PATH != 0 && k.read_cstr(ptr).is_ok_and(|p| p.is_empty()) {
-        meta_of_fd(k, dirfd)
-    } else {
-        match path_at(k, dirfd, ptr) {
-            Ok(p) => meta_of_path(k, &p, flags & AT_SYMLINK_NOFOLLOW == 0),
-            Err(e) => Err(e),
-        }
-    };
-    match m {
-        Ok(m) => write_statx(k, buf, &m),
+    match meta_at(k, dirfd, ptr, flags) {
+        Ok((_, m)) => write_statx(k, buf, &m),
         Err(e) => err(e),
     }
 }
@@ -474,14 +475,14 @@ fn access(k: &mut Kernel, dirfd: i32, ptr: u64, mode: u64, flags: u64) -> SysRes
     if mode & !0o7 != 0 || flags & !(AT_EACCESS | AT_SYMLINK_NOFOLLOW | AT_EMPTY_PATH) != 0 {
         return err(libc::EINVAL);
     }
-    let p = match path_at(k, dirfd, ptr) {
-        Ok(p) => p,
-        Err(e) => return err(e),
-    };
-    match meta_of_path(k, &p, flags & AT_SYMLINK_NOFOLLOW == 0) {
+    match meta_at(k, dirfd, ptr, flags) {
         // Root may read and write anything; execute needs an x bit.
-        Ok(m) if mode & 1 != 0 && m.mode & 0o111 == 0 && m.mode & S_IFDIR == 0 => err(libc::EACCES),
-        Ok(m) if mode & 2 != 0 && is_virtual_tree(&p) && m.mode & S_IFDIR == 0 => err(libc::EACCES),
+        Ok((_, m)) if mode & 1 != 0 && m.mode & 0o111 == 0 && m.mode & S_IFDIR == 0 => {
+            err(libc::EACCES)
+        }
+        Ok((p, m)) if mode & 2 != 0 && is_virtual_tree(&p) && m.mode & S_IFDIR == 0 => {
+            err(libc::EACCES)
+        }
         Ok(_) => SysResult::Ret(0),
         Err(e) => err(e),
     }

@@ -7,6 +7,9 @@ const FDCWD: u64 = AT_FDCWD as u64;
 /// Offsets in `struct stat`.
 const ST_MODE: u64 = 24;
 const ST_SIZE: u64 = 48;
+/// Offsets in `struct statx`.
+const STX_MODE: u64 = 28;
+const STX_SIZE: u64 = 40;
 
 fn mode_at(b: &mut super::Bench, buf: u64) -> u32 {
     b.u64_at(buf + ST_MODE) as u32 & S_IFMT
@@ -33,6 +36,20 @@ cases! {
     newfstatat_of_an_empty_path_with_at_empty_path_is_the_descriptor: SYS_newfstatat,
         |b| [b.open("/data/hello.txt", O_RDONLY), b.str(""), super::SCRATCH + 4096, AT_EMPTY_PATH as u64, 0, 0],
         Want::Ret(0), then |b| assert_eq!(b.u64_at(super::SCRATCH + 4096 + ST_SIZE), 13);
+    statx_of_an_empty_path_at_the_working_directory_is_the_working_directory: SYS_statx,
+        |b| [FDCWD, b.str(""), AT_EMPTY_PATH as u64, STATX_BASIC_STATS as u64, super::SCRATCH + 4096, 0],
+        Want::Ret(0), then |b| assert_eq!(b.u64_at(super::SCRATCH + 4096 + STX_MODE) as u16 as u32 & S_IFMT, S_IFDIR);
+    statx_of_an_empty_path_with_at_empty_path_is_the_descriptor: SYS_statx,
+        |b| [b.open("/data/hello.txt", O_RDONLY), b.str(""), AT_EMPTY_PATH as u64, STATX_BASIC_STATS as u64, super::SCRATCH + 4096, 0],
+        Want::Ret(0), then |b| assert_eq!(b.u64_at(super::SCRATCH + 4096 + STX_SIZE), 13);
+    statx_of_an_empty_path_without_at_empty_path_is_enoent: SYS_statx,
+        |b| [FDCWD, b.str(""), 0, STATX_BASIC_STATS as u64, b.buf(256), 0], Want::Err(ENOENT);
+    newfstatat_of_an_empty_path_at_the_working_directory_is_the_working_directory: SYS_newfstatat,
+        |b| [FDCWD, b.str(""), super::SCRATCH + 4096, AT_EMPTY_PATH as u64, 0, 0],
+        Want::Ret(0), then |b| assert_eq!(mode_at(b, super::SCRATCH + 4096), S_IFDIR);
+    faccessat2_of_an_empty_path_with_at_empty_path_checks_the_descriptors_file: SYS_faccessat2,
+        |b| [b.open("/data/hello.txt", O_RDONLY), b.str(""), X_OK as u64, AT_EMPTY_PATH as u64, 0, 0],
+        Want::Err(EACCES);
     access_of_a_missing_file_is_enoent: SYS_access, |b| [b.str("/data/nope"), F_OK as u64, 0, 0, 0, 0], Want::Err(ENOENT);
     access_of_an_existing_file_is_allowed: SYS_access, |b| [b.str("/data/hello.txt"), R_OK as u64, 0, 0, 0, 0], Want::Ret(0);
     faccessat_with_unknown_mode_bits_is_einval: SYS_faccessat,
