@@ -7,10 +7,10 @@
 
 use std::time::{Duration, Instant};
 
+use rewind_fuzz::engine::{RunConfig, RunReport, Vm};
 use rewind_fuzz::harness::{self, Variant};
 use rewind_fuzz::kernel::KernelConfig;
 use rewind_fuzz::kernel::vfs::FileSource;
-use rewind_fuzz::vm::{RunConfig, RunReport, Vm};
 
 fn config(name: &str, max_steps: u64) -> RunConfig {
     config_with(name, &[], max_steps)

@@ -7,11 +7,11 @@
 
 use std::time::Instant;
 
+use rewind_fuzz::engine::{RunConfig, SnapshotAt, Vm};
 use rewind_fuzz::harness::{self, Variant};
 use rewind_fuzz::kernel::KernelConfig;
 use rewind_fuzz::kernel::vfs::FileSource;
 use rewind_fuzz::sched::RandomWalk;
-use rewind_fuzz::vm::{RunConfig, SnapshotAt, Vm};
 
 fn config(name: &str, args: &[&str]) -> RunConfig {
     let h = harness::find(name).expect("bundled harness");

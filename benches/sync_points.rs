@@ -26,12 +26,12 @@ use std::time::Instant;
 
 use rewind_fuzz::code::SyncPoints;
 use rewind_fuzz::code::sites;
+use rewind_fuzz::engine::RunConfig;
 use rewind_fuzz::explore::{self, schedule_seed};
 use rewind_fuzz::harness::{self, Variant};
 use rewind_fuzz::kernel::KernelConfig;
 use rewind_fuzz::kernel::vfs::FileSource;
 use rewind_fuzz::sched::StrategyKind;
-use rewind_fuzz::vm::RunConfig;
 
 const LEVELS: [SyncPoints; 3] = [SyncPoints::Calls, SyncPoints::Atomics, SyncPoints::Globals];
 
@@ -148,7 +148,7 @@ fn per_site(what: &str, exe: &std::path::Path) {
                 let mut c = RunConfig::new(k);
                 c.memory_mib = 256;
                 path.apply(&mut c);
-                let mut vm = rewind_fuzz::vm::Vm::new(&c, FileSource::host()).expect("machine");
+                let mut vm = rewind_fuzz::engine::Vm::new(&c, FileSource::host()).expect("machine");
                 best = best.min(vm.run().expect("run").wall_us);
             }
             best
@@ -295,7 +295,7 @@ fn channels_table() {
         k.sync_points = level;
         let mut c = RunConfig::new(k);
         c.memory_mib = 512;
-        let mut vm = rewind_fuzz::vm::Vm::new(&c, FileSource::host()).expect("machine");
+        let mut vm = rewind_fuzz::engine::Vm::new(&c, FileSource::host()).expect("machine");
         vm.set_strategy(strategy);
         vm.record_events();
         let cpu = cpu_us();
@@ -304,7 +304,7 @@ fn channels_table() {
     };
     let (calls, _) = run(SyncPoints::Calls, StrategyKind::Default.build(0, 0));
     let base = calls.wall_us as f64;
-    let line = |level: SyncPoints, name: &str, (r, cpu): (rewind_fuzz::vm::RunReport, u64)| {
+    let line = |level: SyncPoints, name: &str, (r, cpu): (rewind_fuzz::engine::RunReport, u64)| {
         let sites = r.events.as_ref().map_or(0, |e| {
             e.iter()
                 .filter(|e| matches!(e.op, rewind_fuzz::observe::trace::Operation::Sync { .. }))

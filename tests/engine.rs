@@ -40,7 +40,7 @@ fn every_thread_keeps_its_vector_and_mask_registers_across_switches() {
     // switches threads at every sched_yield, random walks anywhere.
     same_as_native("xsave-state");
     let cfg = config(&harness("xsave-state"), &[]);
-    let mut vm = rewind_fuzz::vm::Vm::new(&cfg, rewind_fuzz::kernel::vfs::FileSource::host())
+    let mut vm = rewind_fuzz::engine::Vm::new(&cfg, rewind_fuzz::kernel::vfs::FileSource::host())
         .expect("create the machine");
     for seed in 0..10 {
         vm.set_strategy(Box::new(rewind_fuzz::sched::RandomWalk::new(seed)));
@@ -353,10 +353,13 @@ fn build_c(dir: &std::path::Path, name: &str, source: &str) -> std::path::PathBu
 
 /// Runs `exe` under `seeds` random walks in one machine (from its
 /// snapshot after the first), each of which must exit 0; their reports.
-fn every_random_walk_exits_0(exe: &std::path::Path, seeds: u64) -> Vec<rewind_fuzz::vm::RunReport> {
+fn every_random_walk_exits_0(
+    exe: &std::path::Path,
+    seeds: u64,
+) -> Vec<rewind_fuzz::engine::RunReport> {
     let c = config(exe, &[]);
     let mut vm =
-        rewind_fuzz::vm::Vm::new(&c, rewind_fuzz::kernel::vfs::FileSource::host()).unwrap();
+        rewind_fuzz::engine::Vm::new(&c, rewind_fuzz::kernel::vfs::FileSource::host()).unwrap();
     (0..seeds)
         .map(|seed| {
             vm.set_strategy(Box::new(rewind_fuzz::sched::RandomWalk::new(seed)));
@@ -379,7 +382,7 @@ fn a_32_bit_system_call_is_sigsegv_as_without_ia32_emulation() {
 }
 
 /// A SIGSEGV that came from no memory access: reported without an address.
-fn assert_sigsegv_without_address(r: &rewind_fuzz::vm::RunReport) {
+fn assert_sigsegv_without_address(r: &rewind_fuzz::engine::RunReport) {
     let Outcome::Crashed {
         signal, fault_addr, ..
     } = &r.outcome
@@ -665,9 +668,9 @@ fn a_pipe_between_threads_carries_every_byte_under_every_schedule() {
         assert_eq!(r.stdout, native.stdout, "seed {seed}");
         // The same schedule from scratch: the same run, step for step.
         let mut fresh_cfg = c.clone();
-        fresh_cfg.snapshot_at = rewind_fuzz::vm::SnapshotAt::Never;
+        fresh_cfg.snapshot_at = rewind_fuzz::engine::SnapshotAt::Never;
         let mut fresh =
-            rewind_fuzz::vm::Vm::new(&fresh_cfg, rewind_fuzz::kernel::vfs::FileSource::host())
+            rewind_fuzz::engine::Vm::new(&fresh_cfg, rewind_fuzz::kernel::vfs::FileSource::host())
                 .unwrap();
         fresh.set_strategy(Box::new(rewind_fuzz::sched::Replay::new(
             r.schedule.clone(),

@@ -189,7 +189,7 @@ fn coverage_guided_search_is_deterministic_for_a_seed() {
 
     use rewind_fuzz::fuzz::{StrategyMix, schedules_to_bug};
     let c = common::config(&common::harness("atomicity"), &[]);
-    let accept: Arc<dyn Fn(&rewind_fuzz::vm::RunReport) -> bool + Send + Sync> =
+    let accept: Arc<dyn Fn(&rewind_fuzz::engine::RunReport) -> bool + Send + Sync> =
         Arc::new(|r| r.outcome.kind() == "crashed");
     let a = schedules_to_bug(
         c.clone(),

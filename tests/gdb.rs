@@ -10,10 +10,10 @@ use std::process::{Child, Command, Stdio};
 use std::sync::mpsc::{Receiver, channel};
 use std::time::{Duration, Instant};
 
+use rewind_fuzz::engine::{RunConfig, Vm};
 use rewind_fuzz::kernel::vfs::FileSource;
 use rewind_fuzz::observe::outcome::Outcome;
 use rewind_fuzz::sched::{RandomWalk, Schedule};
-use rewind_fuzz::vm::{RunConfig, Vm};
 
 /// A schedule of `name` whose run ends as `want` says, found by random
 /// walks (the same seeds every time, so the same schedule).

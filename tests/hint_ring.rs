@@ -4,9 +4,9 @@ mod common;
 
 use common::{config, harness};
 use rewind_fuzz::code::SyncPoints;
+use rewind_fuzz::engine::{RunReport, SnapshotAt, Vm};
 use rewind_fuzz::kernel::vfs::FileSource;
 use rewind_fuzz::sched::{Pos, Replay, Strategy, StrategyKind};
-use rewind_fuzz::vm::{RunReport, SnapshotAt, Vm};
 
 fn run(name: &str, ring: bool, strategy: Box<dyn Strategy>) -> RunReport {
     common::require_kvm();

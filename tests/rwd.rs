@@ -378,7 +378,7 @@ fn older_reproducers_and_schedules_replay_with_polls_taken_up_after_any_activity
             c.kernel.step_rules = rewind_fuzz::code::StepRules::Format7;
         }
         let source = rewind_fuzz::kernel::vfs::FileSource::host;
-        let mut vm = rewind_fuzz::vm::Vm::new(&c, source()).unwrap();
+        let mut vm = rewind_fuzz::engine::Vm::new(&c, source()).unwrap();
         vm.set_strategy(Box::new(rewind_fuzz::sched::RandomWalk::new(1)));
         let walk = vm.run().unwrap();
         rwd::record(&c, source(), &walk.schedule).unwrap()

@@ -277,9 +277,9 @@ fn run_trace_names_operations_objects_and_source_lines() {
 #[test]
 fn schedules_and_reproducers_made_under_the_format_6_rules_replay_under_them() {
     use rewind_fuzz::code::{StepRules, SyncPoints};
+    use rewind_fuzz::engine::Vm;
     use rewind_fuzz::kernel::vfs::FileSource;
     use rewind_fuzz::sched::StrategyKind;
-    use rewind_fuzz::vm::Vm;
     common::require_kvm();
     let dir = tempfile::tempdir().unwrap();
     // Spinlocks taken with an exchange in a retry loop, in two orders.

@@ -4,13 +4,13 @@
 mod common;
 
 use common::{config, harness};
+use rewind_fuzz::engine::{RunReport, SnapshotAt, Vm};
 use rewind_fuzz::kernel::vfs::FileSource;
 use rewind_fuzz::observe::outcome::Outcome;
 use rewind_fuzz::sched::{RandomWalk, Replay};
-use rewind_fuzz::vm::{RunReport, SnapshotAt, Vm};
 
 fn from_scratch(
-    c: &rewind_fuzz::vm::RunConfig,
+    c: &rewind_fuzz::engine::RunConfig,
     schedule: rewind_fuzz::sched::Schedule,
 ) -> RunReport {
     let mut c = c.clone();

@@ -11,13 +11,13 @@ use std::sync::Arc;
 
 use common::{config, harness, harness_variant, require_kvm};
 use rewind_fuzz::code::SyncPoints;
+use rewind_fuzz::engine::{RunConfig, RunReport, Vm};
 use rewind_fuzz::explore;
 use rewind_fuzz::harness::Variant;
 use rewind_fuzz::kernel::vfs::FileSource;
 use rewind_fuzz::observe::outcome::Outcome;
 use rewind_fuzz::report::Symbols;
 use rewind_fuzz::sched::{Replay, Schedule, StrategyKind};
-use rewind_fuzz::vm::{RunConfig, RunReport, Vm};
 
 /// A harness's run configuration at `level`.
 fn at(exe: &std::path::Path, level: SyncPoints) -> RunConfig {
@@ -55,7 +55,7 @@ fn outcomes(cfg: &RunConfig, kind: StrategyKind, n: u64) -> Vec<RunReport> {
         .expect("probe")
         .decision_points;
     let mut out = Vec::new();
-    explore::run_schedules::<rewind_fuzz::vm::VmError>(
+    explore::run_schedules::<rewind_fuzz::engine::VmError>(
         cfg,
         &FileSource::host(),
         2,
@@ -339,7 +339,7 @@ fn every_level_replays_a_schedule_to_one_trace_hash_from_scratch_and_from_the_sn
             hashes.insert(vm.run().unwrap().trace_hash);
         }
         let mut scratch = cfg.clone();
-        scratch.snapshot_at = rewind_fuzz::vm::SnapshotAt::Never;
+        scratch.snapshot_at = rewind_fuzz::engine::SnapshotAt::Never;
         for _ in 0..5 {
             let mut vm = Vm::new(&scratch, FileSource::host()).unwrap();
             vm.set_strategy(Box::new(Replay::new(schedule.clone())));

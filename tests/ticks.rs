@@ -9,8 +9,8 @@ use std::time::Duration;
 
 use common::{build_c_with, config, require_kvm, require_tool, run_config};
 use rewind_fuzz::code::{StepRules, SyncPoints};
+use rewind_fuzz::engine::{RunConfig, RunReport};
 use rewind_fuzz::observe::outcome::Outcome;
-use rewind_fuzz::vm::{RunConfig, RunReport};
 
 /// A run of `exe` at `atomics`, with ticks (the default) or without (the
 /// step rules before them), given all the time it needs (no verdict waits

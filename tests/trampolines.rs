@@ -11,10 +11,10 @@ use std::process::Command;
 
 use common::config;
 use rewind_fuzz::code::SyncPoints;
+use rewind_fuzz::engine::{RunReport, SnapshotAt, Vm};
 use rewind_fuzz::kernel::vfs::FileSource;
 use rewind_fuzz::observe::trace::Operation;
 use rewind_fuzz::sched::{Pct, Replay, Strategy, StrategyKind};
-use rewind_fuzz::vm::{RunReport, SnapshotAt, Vm};
 
 /// How sync sites reach the monitor (see `tests/hint_ring.rs`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -20,6 +20,7 @@ use super::expect::{self, Verdict};
 use super::native;
 use super::results::{BenchReport, FixedTrial, NativeLoop, Trial, Unrunnable};
 use crate::code::SyncPoints;
+use crate::engine::{RunConfig, RunReport, VmError};
 use crate::explore::{self, Runner, map_parallel};
 use crate::harness::{self, Expect, Harness, HarnessError, Variant};
 use crate::kernel::KernelConfig;
@@ -27,7 +28,6 @@ use crate::kernel::vfs::FileSource;
 use crate::observe::failure::table_row;
 use crate::observe::outcome::Outcome;
 use crate::sched::{ScheduleError, StrategyKind};
-use crate::vm::{RunConfig, RunReport, VmError};
 
 /// What to bench.
 #[derive(Clone, Debug)]

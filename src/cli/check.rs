@@ -358,7 +358,7 @@ struct Named {
 /// and its schedule (noting the failure it gives) as `schedule_file`.
 fn save_rwd(
     a: &CheckArgs,
-    cfg: &crate::vm::RunConfig,
+    cfg: &crate::engine::RunConfig,
     source: &crate::kernel::vfs::SharedSource,
     t: &Trial,
     schedule_file: &std::path::Path,

@@ -10,6 +10,7 @@ use clap::Args;
 
 use super::UserError;
 use crate::code::SyncPoints;
+use crate::engine::{RunConfig, SnapshotAt, VmError};
 use crate::explore::per_test;
 use crate::kernel::KernelConfig;
 use crate::kernel::loader::check_elf;
@@ -18,7 +19,6 @@ use crate::machine::Cancel;
 use crate::observe::outcome::Outcome;
 use crate::rwd::{self, Rwd};
 use crate::sched::{Schedule, StrategySpec};
-use crate::vm::{RunConfig, SnapshotAt, VmError};
 
 /// Options shared by every command that runs a target.
 #[derive(Args, Debug, Clone)]
@@ -607,7 +607,7 @@ pub fn print_json(mut v: serde_json::Value) {
 
 /// The whole report as JSON.
 pub fn report_json(
-    r: &crate::vm::RunReport,
+    r: &crate::engine::RunReport,
     sym: &mut crate::report::Symbols,
 ) -> serde_json::Value {
     let mut v = serde_json::to_value(r).expect("reports serialize");
@@ -633,9 +633,9 @@ pub fn load_rwd(path: &Path) -> Result<Rwd, UserError> {
 /// Saves the reproducer of a run `vm` just made from scratch with its
 /// events recorded.
 pub fn save_run(
-    cfg: &crate::vm::RunConfig,
-    vm: &crate::vm::Vm,
-    report: &crate::vm::RunReport,
+    cfg: &crate::engine::RunConfig,
+    vm: &crate::engine::Vm,
+    report: &crate::engine::RunReport,
     path: &Path,
 ) -> Result<crate::fsutil::Readers, UserError> {
     let r = rwd::from_run(cfg, vm, report).ok_or_else(|| UserError {

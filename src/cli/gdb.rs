@@ -9,10 +9,10 @@ use clap::Args;
 
 use super::UserError;
 use super::common::{consent_to_host_files, estimate_steps, exit_code, load_rwd, vm_error};
+use crate::engine::RunConfig;
 use crate::gdb::{Ending, StartAt};
 use crate::kernel::vfs::{HostNode, SharedSource};
 use crate::sched::Schedule;
-use crate::vm::RunConfig;
 
 #[derive(Args, Debug)]
 pub struct GdbArgs {
@@ -293,7 +293,7 @@ pub fn run_under_gdb(
             let strategy = spec
                 .build(seed, steps)
                 .map_err(|e| UserError::bad_input(e.to_string()))?;
-            let mut vm = crate::vm::Vm::new(&probe, source.clone()).map_err(vm_error)?;
+            let mut vm = crate::engine::Vm::new(&probe, source.clone()).map_err(vm_error)?;
             vm.set_strategy(strategy);
             vm.run().map_err(vm_error)?.schedule
         }

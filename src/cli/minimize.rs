@@ -12,6 +12,7 @@ use super::common::{
     TargetArgs, check_output, consent_to_host_files, consent_to_oracle, ctrl_c, interrupted,
     parse_time_budget, replay_level, vm_error,
 };
+use crate::engine::{Vm, VmError};
 use crate::explore::minimize::{self, Budget, MinimizeError};
 use crate::kernel::vfs::FileSource;
 use crate::report::RunFacts;
@@ -19,7 +20,6 @@ use crate::report::signature::Naming;
 use crate::report::symbols::Symbolizer;
 use crate::rwd::{self, Rwd};
 use crate::sched::{Replay, Schedule};
-use crate::vm::{Vm, VmError};
 
 #[derive(Args, Debug)]
 pub struct MinimizeArgs {

@@ -85,8 +85,8 @@ impl UserError {
     }
 }
 
-impl From<crate::vm::VmError> for UserError {
-    fn from(e: crate::vm::VmError) -> Self {
+impl From<crate::engine::VmError> for UserError {
+    fn from(e: crate::engine::VmError) -> Self {
         common::vm_error(e)
     }
 }

@@ -9,11 +9,11 @@ use super::common::{
     TargetArgs, check_output, consent_to_oracle, estimate_steps, exit_code, replay_level,
     report_json, save_run, vm_error,
 };
+use crate::engine::Vm;
 use crate::kernel::vfs::FileSource;
 use crate::report::signature::{Naming, Signature};
 use crate::rwd::Rwd;
 use crate::sched::{Schedule, StrategySpec};
-use crate::vm::Vm;
 
 #[derive(Args, Debug)]
 pub struct RunArgs {
@@ -109,9 +109,9 @@ fn read_schedule(file: &Path) -> Result<Replaying, UserError> {
 fn reproducers_settings(
     rwd: &Rwd,
     name: &str,
-    given: &crate::vm::RunConfig,
+    given: &crate::engine::RunConfig,
     a: &RunArgs,
-) -> Result<crate::vm::RunConfig, UserError> {
+) -> Result<crate::engine::RunConfig, UserError> {
     let mut cfg = rwd.run_config();
     cfg.kernel.exe = given.kernel.exe.clone();
     if let (Some(mine), Some(theirs)) = (cfg.kernel.argv.first_mut(), given.kernel.argv.first()) {
@@ -251,13 +251,15 @@ pub fn run(a: RunArgs) -> Result<u8, UserError> {
         vm.record_events();
     }
     let mut report = vm.run().map_err(|e| match (e, a.time) {
-        (crate::vm::VmError::Cancelled, Some(t)) if !super::common::interrupted() => UserError {
-            message: format!(
-                "the run went on past --time {}; it was stopped and nothing was written",
-                humantime::format_duration(t)
-            ),
-            code: 1,
-        },
+        (crate::engine::VmError::Cancelled, Some(t)) if !super::common::interrupted() => {
+            UserError {
+                message: format!(
+                    "the run went on past --time {}; it was stopped and nothing was written",
+                    humantime::format_duration(t)
+                ),
+                code: 1,
+            }
+        }
         (e, _) => vm_error(e),
     })?;
     report.schedule.origin = format!("{spec} seed {}", cfg.kernel.seed);

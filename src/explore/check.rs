@@ -7,10 +7,10 @@ use std::ops::ControlFlow;
 use std::time::{Duration, Instant};
 
 use super::{probe, run_schedules, schedule_seed};
+use crate::engine::{RunConfig, RunReport, VmError};
 use crate::kernel::vfs::SharedSource;
 use crate::observe::failure::table_row;
 use crate::sched::StrategySpec;
-use crate::vm::{RunConfig, RunReport, VmError};
 
 /// What a check runs.
 #[derive(Clone, Debug)]

@@ -34,6 +34,7 @@ use std::ops::ControlFlow;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use crate::engine::{RunConfig, VmError};
 use crate::explore::Runner;
 use crate::ids::Tid;
 use crate::kernel::vfs::SharedSource;
@@ -42,7 +43,6 @@ use crate::report::RunFacts;
 use crate::report::signature::{Naming, Signature};
 use crate::report::symbols::Symbolizer;
 use crate::sched::{Decision, Replay, RunUntilBlocked, SchedView, Schedule, Strategy};
-use crate::vm::{RunConfig, VmError};
 
 /// The most rounds of the three phases one minimization makes.
 const MAX_ROUNDS: usize = 16;

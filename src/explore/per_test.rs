@@ -9,8 +9,8 @@
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
+use crate::engine::{RunConfig, Vm, VmError};
 use crate::kernel::vfs::FileSource;
-use crate::vm::{RunConfig, Vm, VmError};
 
 /// Why a binary's tests could not be listed.
 #[derive(Debug, thiserror::Error)]

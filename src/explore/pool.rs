@@ -5,9 +5,9 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::mpsc;
 
 use super::{Runner, schedule_seed};
+use crate::engine::{RunConfig, RunReport, VmError};
 use crate::kernel::vfs::SharedSource;
 use crate::sched::Strategy;
-use crate::vm::{RunConfig, RunReport, VmError};
 
 /// Runs `work(i, state)` for every `i` in `0..n` on `jobs` threads, each
 /// with its own `state` from `init` (a machine, say), and hands each result

@@ -1,9 +1,9 @@
 //! One machine running schedule after schedule of one program.
 
+use crate::engine::{RunConfig, RunReport, Vm, VmError};
 use crate::kernel::vfs::SharedSource;
 use crate::observe::outcome::Outcome;
 use crate::sched::Strategy;
-use crate::vm::{RunConfig, RunReport, Vm, VmError};
 
 /// Runs schedules of one program: the first from scratch, every later one
 /// from the machine's snapshot (or in a new machine, when the program

@@ -14,6 +14,7 @@ use serde::{Deserialize, Serialize};
 
 use super::input::ScheduleInput;
 use super::mutators::{Lineages, RunProfile};
+use crate::engine::{Coverage, RunConfig, RunReport};
 use crate::explore::Runner;
 use crate::kernel::vfs::SharedSource;
 use crate::observe::failure::FailureKind;
@@ -21,7 +22,6 @@ use crate::observe::locks::Inversion;
 use crate::observe::outcome::Outcome;
 use crate::report::signature::Signature;
 use crate::sched::Decision;
-use crate::vm::{Coverage, RunConfig, RunReport};
 
 /// Size of the coverage map (entries).
 pub const MAP_SIZE: usize = 1 << 16;
@@ -184,7 +184,7 @@ impl VmExecutor {
             .map_err(|e| match e {
                 // The session ended in the middle of the run: LibAFL's way
                 // to say "stop", which the worker's loop takes as its end.
-                crate::vm::VmError::Cancelled => libafl::Error::shutting_down(),
+                crate::engine::VmError::Cancelled => libafl::Error::shutting_down(),
                 e => libafl::Error::illegal_state(e.to_string()),
             })
     }

@@ -20,12 +20,12 @@ use std::time::{Duration, Instant};
 
 use super::executor::NewFailure;
 use super::{FuzzConfig, Progress};
+use crate::engine::{RunConfig, VmError};
 use crate::explore::minimize::{self, MinimizeError, Minimized};
 use crate::kernel::vfs::SharedSource;
 use crate::report::signature::{Naming, Signature};
 use crate::rwd::Rwd;
 use crate::sched::Schedule;
-use crate::vm::{RunConfig, VmError};
 
 /// Runs of the search for each run minimization may make.
 pub const SEARCH_RUNS_PER_MINIMIZE_RUN: u64 = 3;

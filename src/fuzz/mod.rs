@@ -31,11 +31,11 @@ use std::time::{Duration, Instant};
 pub use executor::{FeatureKind, NewFailure};
 pub use input::{ScheduleInput, Tail};
 
+use crate::engine::{RunConfig, RunReport, VmError};
 use crate::kernel::vfs::FileSource;
 use crate::observe::failure::FailureKind;
 use crate::observe::outcome::Outcome;
 use crate::sched::StrategyKind;
-use crate::vm::{RunConfig, RunReport, VmError};
 
 /// How often workers take entries from the hub, and the main thread
 /// exchanges them with the sync directory.
@@ -159,7 +159,7 @@ pub enum FuzzError {
     #[error("{0}")]
     Setup(String),
     #[error(transparent)]
-    Vm(#[from] crate::vm::VmError),
+    Vm(#[from] crate::engine::VmError),
     #[error("fuzzing engine: {0}")]
     Engine(String),
 }

@@ -51,7 +51,7 @@ pub fn run(
     progress: Arc<Progress>,
 ) -> Result<(), FuzzError> {
     let err = |e: libafl::Error| match e {
-        libafl::Error::ShuttingDown => FuzzError::Vm(crate::vm::VmError::Cancelled),
+        libafl::Error::ShuttingDown => FuzzError::Vm(crate::engine::VmError::Cancelled),
         e => FuzzError::Engine(e.to_string()),
     };
     // Executor and observers.

@@ -5,6 +5,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
+use crate::engine::{RunConfig, Vm};
 use crate::ids::Tid;
 use crate::kernel::ThreadState;
 use crate::kernel::vfs::SharedSource;
@@ -12,7 +13,6 @@ use crate::observe::outcome::Outcome;
 use crate::report::{Symbols, mappings};
 use crate::rwd::Rwd;
 use crate::sched::Schedule;
-use crate::vm::{RunConfig, Vm};
 
 /// The run a session debugs, as heap naming replays it.
 enum Run {

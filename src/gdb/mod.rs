@@ -29,10 +29,10 @@ use locks::HeapNames;
 pub use target::Session;
 pub use timeline::{Halt, Leg, Position, Timeline};
 
+use crate::engine::{RunConfig, RunReport, SnapshotAt, Vm, VmError};
 use crate::kernel::vfs::SharedSource;
 use crate::rwd::Rwd;
 use crate::sched::{Replay, Schedule};
-use crate::vm::{RunConfig, RunReport, SnapshotAt, Vm, VmError};
 
 /// The packet size the stub advertises (its packet buffer): the longest
 /// packet gdb sends, framing included, and the longest reply it asks for.

@@ -45,11 +45,11 @@ use gdbstub::target::{Target, TargetError, TargetResult};
 use super::arch::{LinuxRegs, X86_64Linux};
 use super::locks::HeapNames;
 use super::timeline::{Halt, Position, Timeline};
+use crate::engine::VmError;
 use crate::ids::Tid;
 use crate::kernel::vfs::{HostNode, SharedSource};
 use crate::kernel::{ThreadState, Wait};
 use crate::observe::outcome::Outcome;
-use crate::vm::VmError;
 
 /// What gdb asked the run to do next.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

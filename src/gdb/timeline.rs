@@ -16,9 +16,9 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
+use crate::engine::debug::{Event, Pace};
+use crate::engine::{Vm, VmError};
 use crate::ids::Tid;
-use crate::vm::debug::{Event, Pace};
-use crate::vm::{Vm, VmError};
 
 /// One leg of a position, relative to where the previous leg ended.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

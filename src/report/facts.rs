@@ -4,11 +4,11 @@
 use std::collections::BTreeMap;
 
 use crate::code::unwind;
+use crate::engine::{RunReport, Vm};
 use crate::ids::Tid;
 use crate::observe::outcome::Outcome;
 use crate::report::signature::{self, Naming, Signature};
 use crate::report::symbols::{Mapping, Symbolizer};
-use crate::vm::{RunReport, Vm};
 
 /// What a finished run left that signatures and stories need beyond its
 /// report: where files were mapped, and a crash's backtrace.

@@ -13,13 +13,13 @@ use std::collections::BTreeMap;
 
 use serde_json::{Value, json};
 
+use crate::engine::Vm;
 use crate::memory::{AddressSpace, Backing};
 use crate::observe::locks::Inversion;
 use crate::observe::outcome::{BlockedThread, Outcome};
 use crate::observe::trace::{Event, Operation};
 use crate::report::data::DataSymbols;
 use crate::report::symbols::{Location, Mapping, Symbolizer};
-use crate::vm::Vm;
 
 /// The guest's file mappings, as the symbolizer takes them.
 pub fn mappings(mm: &AddressSpace) -> Vec<Mapping> {

@@ -160,7 +160,7 @@ pub struct Facts<'a> {
     /// How the run failed, as the engine judged it ([`RunReport::failure`]):
     /// the signature's kind, never judged again here.
     ///
-    /// [`RunReport::failure`]: crate::vm::RunReport::failure
+    /// [`RunReport::failure`]: crate::engine::RunReport::failure
     pub failure: Option<&'a FailureKind>,
     pub potential_deadlocks: &'a [Inversion],
     /// The last events of the run (to find where a blocked thread waits

@@ -20,12 +20,12 @@ use std::collections::{BTreeMap, BTreeSet, HashMap};
 
 use super::Rwd;
 use crate::code::unwind;
+use crate::engine::debug::{Event, Pace};
+use crate::engine::{SnapshotAt, Vm};
 use crate::ids::Tid;
 use crate::report::signature::is_users;
 use crate::report::symbols::{Location, Mapping, Symbolizer};
 use crate::sched::Replay;
-use crate::vm::debug::{Event, Pace};
-use crate::vm::{SnapshotAt, Vm};
 
 /// Steps a run may have for its heap to be named (a replay with one exit
 /// per step and four per allocation).

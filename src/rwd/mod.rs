@@ -25,6 +25,7 @@ use format::{
 };
 pub use format::{MAX_FILE, Rwd, RwdError};
 
+use crate::engine::{RunConfig, RunReport, Vm, VmError};
 use crate::ids::Tid;
 use crate::kernel::KernelConfig;
 use crate::kernel::vfs::{FileSource, HostNode, SharedSource};
@@ -33,7 +34,6 @@ use crate::report::RunFacts;
 use crate::report::signature::{Naming, Signature};
 use crate::report::symbols::Symbolizer;
 use crate::sched::{Replay, SchedView, Schedule, Strategy};
-use crate::vm::{RunConfig, RunReport, Vm, VmError};
 
 /// A `rewind-fuzz run` command line: the target's words (`--target T` and
 /// its settings), then `extra` (`--schedule FILE`, ...), then the

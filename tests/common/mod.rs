@@ -5,10 +5,10 @@ use std::path::PathBuf;
 use std::process::Command;
 use std::time::Duration;
 
+use rewind_fuzz::engine::{RunConfig, RunReport, Vm};
 use rewind_fuzz::harness::{self, Variant};
 use rewind_fuzz::kernel::KernelConfig;
 use rewind_fuzz::kernel::vfs::FileSource;
-use rewind_fuzz::vm::{RunConfig, RunReport, Vm};
 
 /// Fails loudly when KVM cannot be used: these tests need a real machine.
 pub fn require_kvm() {

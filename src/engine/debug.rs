@@ -23,10 +23,10 @@ use std::collections::BTreeSet;
 
 use super::{RunReport, Vm, VmError};
 use crate::arch::cpu::{ExtendedState, RFLAGS_TF, UserRegs};
+use crate::engine::SnapshotAt;
 use crate::ids::Tid;
 use crate::kernel::Kernel;
 use crate::machine::Exit;
-use crate::vm::SnapshotAt;
 
 /// The debug-exception vector (the trap flag's single step).
 const VECTOR_DEBUG: u8 = 1;
