@@ -21,7 +21,8 @@
 
 use std::collections::BTreeSet;
 
-use super::{RunReport, Vm, VmError};
+use super::exits::{self, Handled};
+use super::{MachineCpu, RunReport, Vm, VmError};
 use crate::arch::cpu::{ExtendedState, RFLAGS_TF, UserRegs};
 use crate::engine::SnapshotAt;
 use crate::ids::Tid;
@@ -211,19 +212,15 @@ impl Vm {
         stepping: bool,
     ) -> Result<Event, VmError> {
         self.machine.progress();
-        self.drain_ring();
+        let step = self.kernel.step();
+        let cpu = &mut MachineCpu(&mut self.machine);
+        match exits::handle(exit, regs, cpu, &mut self.kernel, &mut self.sched) {
+            Handled::Syscall(regs) => self.on_syscall_exit(regs)?,
+            Handled::Done => {}
+            Handled::Cancelled => unreachable!("the watchdog's exits are the caller's"),
+        }
         if self.kernel.outcome().is_some() {
             return Ok(Event::End);
-        }
-        let step = self.kernel.step();
-        match exit {
-            Exit::Syscall => self.on_syscall_exit(regs)?,
-            Exit::Exception {
-                vector,
-                error_code,
-                fault_addr,
-            } => self.exception(regs, vector, error_code, fault_addr),
-            Exit::TimedOut => unreachable!("handled by the caller"),
         }
         self.prepare_if_running()?;
         if self.kernel.outcome().is_some() {

@@ -12,6 +12,7 @@
 //! point only one thread exists, so every strategy runs the same prefix.
 
 pub mod debug;
+pub mod exits;
 mod ring;
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -32,8 +33,8 @@ use crate::observe::locks::Inversion;
 use crate::observe::oracle::Oracle;
 use crate::observe::outcome::Outcome;
 use crate::observe::trace::Event;
-use crate::sched::{Decision, RunUntilBlocked, SchedView, Schedule, Strategy, TICKS_PER_SLICE};
-use ring::Buffered;
+use crate::sched::{Decision, SchedView, Schedule, Strategy};
+use exits::{Choices, Handled, Scheduler};
 
 /// How to run a program.
 #[derive(Clone, Debug)]
@@ -196,10 +197,23 @@ fn lossy<S: serde::Serializer>(v: &[u8], s: S) -> Result<S::Ok, S::Error> {
     s.serialize_str(&String::from_utf8_lossy(v))
 }
 
-/// The extended state of the thread on the CPU, through the machine.
-struct MachineFpu<'a>(&'a mut Machine);
+/// The vCPU as exit handling sees it: the extended state of the thread on
+/// it, the watchdog, where it stands.
+struct MachineCpu<'a>(&'a mut Machine);
 
-impl FpuAccess for MachineFpu<'_> {
+impl exits::Cpu for MachineCpu<'_> {
+    fn progress(&mut self) {
+        self.0.progress();
+    }
+    fn cancelled(&self) -> bool {
+        self.0.cancelled()
+    }
+    fn rip(&self) -> u64 {
+        self.0.guest_rip()
+    }
+}
+
+impl FpuAccess for MachineCpu<'_> {
     fn save(&mut self) -> ExtendedState {
         self.0
             .extended_state()
@@ -210,20 +224,6 @@ impl FpuAccess for MachineFpu<'_> {
             .set_extended_state(s)
             .expect("KVM_SET_XSAVE on a live vCPU")
     }
-}
-
-/// The engine's own state beyond the kernel's (part of a snapshot too).
-#[derive(Clone, Debug, Default)]
-struct EngineState {
-    /// Decisions that differed from the default policy's.
-    decisions: Vec<Decision>,
-    /// Steps at which the strategy had a choice.
-    decision_points: u64,
-    /// Interleavings seen: (site a thread was switched away from, site the
-    /// next thread resumed from), each with the switch that first made it.
-    interleavings: BTreeMap<(u64, u64), Decision>,
-    /// Sync sites' steps the dispatcher took without an exit.
-    buffered_sites: u64,
 }
 
 /// What a run covered, as the fuzzer's features: pairs of code sites.
@@ -247,7 +247,7 @@ pub struct Coverage {
 struct Snapshot {
     /// The kernel, with every thread's extended state saved in it.
     kernel: Kernel,
-    engine: EngineState,
+    choices: Choices,
     /// The system call exit the snapshot was taken at, handled first on
     /// restore.
     pending: Option<UserRegs>,
@@ -263,14 +263,13 @@ pub struct Vm {
     machine: Machine,
     kernel: Kernel,
     mem: Arc<PhysMemory>,
-    strategy: Box<dyn Strategy>,
+    sched: Scheduler,
     timeout: Duration,
     cancel: crate::machine::Cancel,
     oracle: Option<Oracle>,
     ok_codes: Vec<i32>,
     /// The thread whose extended state is in the CPU.
     fpu_owner: Option<Tid>,
-    engine: EngineState,
     snapshot_at: SnapshotAt,
     hint_ring: bool,
     site_path: bool,
@@ -299,13 +298,15 @@ impl Vm {
             machine,
             kernel,
             mem,
-            strategy: crate::sched::default_tail(),
+            sched: Scheduler {
+                strategy: crate::sched::default_tail(),
+                choices: Choices::default(),
+            },
             timeout: cfg.timeout,
             cancel: cfg.cancel.clone(),
             oracle: cfg.oracle.clone(),
             ok_codes: cfg.ok_codes.clone(),
             fpu_owner: None,
-            engine: EngineState::default(),
             snapshot_at: cfg.snapshot_at,
             hint_ring: cfg.hint_ring,
             site_path: cfg.site_path,
@@ -318,7 +319,7 @@ impl Vm {
 
     /// Replaces the scheduling strategy (for the next run).
     pub fn set_strategy(&mut self, s: Box<dyn Strategy>) {
-        self.strategy = s;
+        self.sched.strategy = s;
     }
 
     /// The kernel (for inspection).
@@ -412,7 +413,7 @@ impl Vm {
             stdout_bytes: obs.output_written().0,
             stderr_bytes: obs.output_written().1,
             exits: self.machine.exits - exits0,
-            buffered_sites: self.engine.buffered_sites,
+            buffered_sites: self.sched.choices.buffered_sites,
             demand_faults: k.mm().demand_faults,
             invalidations: self.machine.invalidations - inval0,
             address_space_switches: self.machine.root_switches - switches0,
@@ -424,12 +425,15 @@ impl Vm {
                     k.config().step_rules,
                     k.config().polls_retry_on_any_activity,
                 ),
-                ..Schedule::new(self.strategy.name(), self.engine.decisions.clone())
+                ..Schedule::new(
+                    self.sched.strategy.name(),
+                    self.sched.choices.decisions.clone(),
+                )
             },
             potential_deadlocks,
             events: obs.trace().events().map(|e| e.to_vec()),
             recent_events: obs.trace().recent().copied().collect(),
-            decision_points: self.engine.decision_points,
+            decision_points: self.sched.choices.decision_points,
             from_snapshot,
             restored_pages: if from_snapshot {
                 self.restored_pages
@@ -439,7 +443,7 @@ impl Vm {
             restore_us: if from_snapshot { self.restore_us } else { 0 },
             coverage: Coverage {
                 lock_order: obs.locks().order_site_pairs(),
-                interleavings: self.engine.interleavings.clone(),
+                interleavings: self.sched.choices.interleavings.clone(),
                 handoffs: obs.locks().handoffs().clone(),
                 reads_from: obs.reads_from().clone(),
             },
@@ -468,66 +472,17 @@ impl Vm {
         self.kernel.observer().ended()
     }
 
-    /// Hands one exit to the kernel (after the hints buffered before it).
+    /// Hands one exit to the kernel (after the steps buffered before it).
     fn handle_exit(&mut self, exit: Exit) -> Result<(), VmError> {
         let regs = match exit {
             Exit::TimedOut => UserRegs::default(),
             _ => self.machine.user_regs()?,
         };
-        if let Exit::Exception {
-            vector: 14,
-            error_code,
-            fault_addr,
-        } = exit
-        {
-            if self
-                .kernel
-                .site_path_page_fill(&regs, error_code, fault_addr)
-            {
-                return Ok(());
-            }
-        }
-        self.drain_ring();
-        if self.ended() {
-            return Ok(());
-        }
-        match exit {
-            Exit::Syscall => {
-                self.machine.progress();
-                self.on_syscall_exit(regs)?;
-            }
-            Exit::Exception {
-                vector,
-                error_code,
-                fault_addr,
-            } => self.exception(regs, vector, error_code, fault_addr),
-            Exit::TimedOut if self.machine.cancelled() => return Err(VmError::Cancelled),
-            Exit::TimedOut => {
-                let thread = self.kernel.current().0;
-                // Interrupted before it re-entered user mode, the vCPU
-                // stands at the entry stub: report the thread's own RIP.
-                let rip = match self.machine.guest_rip() {
-                    r if r >= crate::arch::layout::KERNEL_VIRT_BASE => self.kernel.cur().regs.rip,
-                    r => r,
-                };
-                self.kernel.end(Outcome::TimedOut { thread, rip });
-            }
-        }
-        Ok(())
-    }
-
-    /// An exception: the kernel's, and a step (then a decision) when it
-    /// was a sync site's breakpoint.
-    fn exception(&mut self, regs: UserRegs, vector: u8, error_code: u64, fault_addr: u64) {
-        let fpu = &mut MachineFpu(&mut self.machine);
-        let stepped = self
-            .kernel
-            .on_exception(regs, vector, error_code, fault_addr, fpu);
-        if stepped {
-            self.machine.progress();
-            if !self.ended() {
-                self.schedule();
-            }
+        let cpu = &mut MachineCpu(&mut self.machine);
+        match exits::handle(exit, regs, cpu, &mut self.kernel, &mut self.sched) {
+            Handled::Done => Ok(()),
+            Handled::Syscall(regs) => self.on_syscall_exit(regs),
+            Handled::Cancelled => Err(VmError::Cancelled),
         }
     }
 
@@ -538,38 +493,6 @@ impl Vm {
         }
         self.syscall(regs);
         Ok(())
-    }
-
-    /// Takes the steps the shim buffered in the hint ring since the last
-    /// exit, each followed by its scheduling decision (which, by the
-    /// strategy's horizon, keeps the current thread).
-    fn drain_ring(&mut self) {
-        for entry in ring::take(&mut self.kernel) {
-            let tid = self.kernel.current();
-            let taken = match &entry {
-                Buffered::Hint([op, object, site, value]) => {
-                    self.kernel.hint_step(*op, *object, *site, *value);
-                    None
-                }
-                Buffered::Site(s) => {
-                    self.engine.buffered_sites += 1;
-                    self.kernel.buffered_site_step(s)
-                }
-            };
-            if self.ended() {
-                return;
-            }
-            self.schedule();
-            assert_eq!(
-                self.kernel.current(),
-                tid,
-                "the strategy switched threads before the horizon it published"
-            );
-            // As when the thread is entered again after a breakpoint.
-            if let (Buffered::Site(s), Some((site, reported))) = (&entry, taken) {
-                self.kernel.buffered_site_done(s, &site, &reported);
-            }
-        }
     }
 
     /// Publishes how far the shim may buffer hints for the thread about to
@@ -594,7 +517,7 @@ impl Vm {
                 runnable: &runnable,
                 objects: k.observer().objects(),
             };
-            self.strategy.horizon(&view)
+            self.sched.strategy.horizon(&view)
         };
         if let Some(t) = k.next_timer_step() {
             limit = limit.min(t);
@@ -627,11 +550,8 @@ impl Vm {
 
     /// One step: the kernel handles the call, the strategy picks who runs.
     fn syscall(&mut self, regs: UserRegs) {
-        self.kernel
-            .on_syscall(regs, &mut MachineFpu(&mut self.machine));
-        if !self.ended() {
-            self.schedule();
-        }
+        let cpu = &mut MachineCpu(&mut self.machine);
+        exits::syscall(regs, cpu, &mut self.kernel, &mut self.sched);
     }
 
     /// Whether the system call about to be handled is where the snapshot
@@ -673,7 +593,7 @@ impl Vm {
         self.mem.take_host_dirty();
         self.snapshot = Some(Snapshot {
             kernel: self.kernel.clone(),
-            engine: self.engine.clone(),
+            choices: self.sched.choices.clone(),
             pending,
             memory,
             high_water,
@@ -717,73 +637,16 @@ impl Vm {
         if record {
             obs.record_all();
         }
-        self.engine = snap.engine.clone();
+        self.sched.choices = snap.choices.clone();
         self.fpu_owner = None;
         self.restored_pages = pages;
         self.restore_us = start.elapsed().as_micros() as u64;
         Ok(snap.pending)
     }
 
-    /// Lets the strategy choose the next thread after a step, jumping
-    /// virtual time forward when every thread sleeps. With one runnable
-    /// thread there is no choice and the strategy is not asked, so every
-    /// strategy agrees on a run's single-threaded parts.
+    /// Lets the strategy choose the next thread.
     fn schedule(&mut self) {
-        let k = &mut self.kernel;
-        let mut runnable = k.runnable();
-        while runnable.is_empty() {
-            if !k.idle() {
-                return;
-            }
-            runnable = k.runnable();
-        }
-        let cur = k.current();
-        let t = &k.threads()[&cur];
-        // A tick in the middle of a computation is no decision: the thread
-        // computes on until its slice's worth of ticks is used up.
-        let computing = t.ticked && t.is_runnable();
-        let slice_computed = computing && t.ticks_in_a_row % TICKS_PER_SLICE == 0;
-        let next = if runnable.len() == 1 {
-            runnable[0]
-        } else if computing && !slice_computed {
-            cur
-        } else {
-            let view = SchedView {
-                step: k.step(),
-                current: cur,
-                current_runnable: t.is_runnable(),
-                yielded: t.yielded,
-                slice_computed,
-                runnable: &runnable,
-                objects: k.observer().objects(),
-            };
-            self.engine.decision_points += 1;
-            let next = self.strategy.pick(&view);
-            assert!(
-                runnable.contains(&next),
-                "strategy chose a thread that cannot run"
-            );
-            if next != RunUntilBlocked::choose(&view) {
-                self.engine.decisions.push(Decision {
-                    step: k.step(),
-                    thread: next.0,
-                });
-            }
-            next
-        };
-        if next != cur {
-            let from = k.observer().site(cur);
-            let to = k.observer().site(next);
-            let switch = Decision {
-                step: k.step(),
-                thread: next.0,
-            };
-            self.engine
-                .interleavings
-                .entry((from, to))
-                .or_insert(switch);
-        }
-        k.switch_to(next);
+        self.sched.schedule(&mut self.kernel);
     }
 
     /// Loads the current thread into the vCPU, delivering its pending
@@ -816,7 +679,7 @@ impl Vm {
             self.machine.set_extended_state(&s)?;
             self.fpu_owner = Some(tid);
         }
-        let fpu = &mut MachineFpu(&mut self.machine);
+        let fpu = &mut MachineCpu(&mut self.machine);
         self.kernel.deliver_signals(fpu);
         if self.ended() {
             return Ok(());
@@ -832,7 +695,7 @@ impl Vm {
             };
         }
         // The instruction of the sync site it stopped at, if any.
-        let fpu = &mut MachineFpu(&mut self.machine);
+        let fpu = &mut MachineCpu(&mut self.machine);
         self.kernel.execute_pending_site(fpu);
         if self.ended() {
             return Ok(());

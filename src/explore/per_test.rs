@@ -218,9 +218,9 @@ mod tests {
         let t = table(("schedules", "failing"), &[row("tests::a", 0), row("b", 1)]);
         assert_eq!(
             t,
-            "test      schedules      time   failing\n\
-             tests::a         30        2s         0\n\
-             b                30        2s         1  FAILED\n"
+            "test       schedules      time   failing\n\
+             tests::a          30        2s         0\n\
+             b                 30        2s         1  FAILED\n"
         );
         assert_eq!(worst(&[row("a", 0), row("b", 1)]), 1);
         assert_eq!(
