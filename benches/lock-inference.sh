@@ -37,6 +37,7 @@ for o in -O1 -O2; do
 done
 for o in -O0 -O2; do
   cases+=("reused_lock $o|$(build reused_lock $o)||none")
+  cases+=("spin_then_mutex $o|$(build spin_then_mutex $o)||none")
 done
 for p in release debug; do
   cases+=("std channels ($p)|$ROOT/target/$p/examples/channels||none")

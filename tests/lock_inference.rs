@@ -136,6 +136,14 @@ fn a_locks_memory_reused_for_claim_flags_gets_no_finding_under_any_strategy() {
 }
 
 #[test]
+fn a_lock_taken_after_a_spinlock_was_let_go_by_a_store_gets_no_finding() {
+    let dir = tempfile::tempdir().unwrap();
+    for opt in ["-O0", "-O2"] {
+        no_finding_under_any_strategy(&program(dir.path(), "spin_then_mutex", opt), &[]);
+    }
+}
+
+#[test]
 fn std_channels_get_no_finding_under_any_strategy() {
     no_finding_under_any_strategy(&example("channels"), &[]);
 }
@@ -226,7 +234,9 @@ fn inversions_of_spinlocks_and_hand_written_futex_mutexes_are_found() {
         // Spinning threads that wait for each other never block: when the
         // step budget ends, a cycle of spinners is a deadlock, named by
         // lock and holder. A scheduler that starves a lock's holder behind
-        // a spinner ends `hung` (no cycle).
+        // a spinner ends `hung` (no cycle). Released by plain stores no
+        // site sees, the spinlocks order nothing (when a holder let one go
+        // is unknown): a run that does not deadlock exits, no warning.
         let spin = program(dir.path(), "spin_inversion", opt);
         let v = check(&spin, &[], "pct:3", 50, &["--max-steps", "5000"]);
         let found = outcomes(&v);
@@ -237,7 +247,7 @@ fn inversions_of_spinlocks_and_hand_written_futex_mutexes_are_found() {
         assert!(
             found
                 .iter()
-                .all(|(o, _)| ["hung", "deadlocked", "potential-deadlock"].contains(&o.as_str())),
+                .all(|(o, _)| ["hung", "deadlocked", "exited(0)"].contains(&o.as_str())),
             "spinlocks {opt}: {found:?}"
         );
     }
