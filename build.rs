@@ -1,5 +1,5 @@
 //! Builds the guest's pthread preload shim, `guest/shim.c`, into
-//! `$OUT_DIR/librewind-shim.so`, which `src/shim.rs` embeds.
+//! `$OUT_DIR/librewind-shim.so`, which `src/arch/shim.rs` embeds.
 
 use std::env;
 use std::path::PathBuf;

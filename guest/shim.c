@@ -66,8 +66,8 @@
 #include <unistd.h>
 
 /*
- * The contract with the monitor. These numbers MUST match src/abi.rs
- * (HINT_SYSCALL and the HintOp enum); a unit test in src/shim.rs compares
+ * The contract with the monitor. These numbers MUST match src/arch/abi.rs
+ * (HINT_SYSCALL and the HintOp enum); a unit test in src/arch/shim.rs compares
  * them.
  */
 #define HINT_SYSCALL 0x7277
@@ -101,7 +101,7 @@
 #define HINT_OP_TRY_RESULT 27
 #define HINT_OP_MARKER 28
 
-/* The hint ring (src/abi.rs describes it): its getauxval key, magic and
+/* The hint ring (src/arch/abi.rs describes it): its getauxval key, magic and
  * header word offsets. */
 #define AT_REWIND_RING 0x7277
 #define RING_MAGIC 0x31474e4952574552UL

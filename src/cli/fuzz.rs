@@ -107,7 +107,6 @@ fn load_dir(dir: &Path, target: u64, what: &str) -> Result<Vec<ScheduleInput>, U
 /// ends; the file keeps the holder's pid for the message.
 fn lock_dir(dir: &Path, what: &str) -> Result<std::fs::File, UserError> {
     use std::io::{Read, Seek, Write};
-    use std::os::fd::AsRawFd;
     use std::os::unix::fs::OpenOptionsExt;
     super::common::check_out_dir(what, dir)?;
     std::fs::create_dir_all(dir).map_err(|e| {
@@ -123,8 +122,8 @@ fn lock_dir(dir: &Path, what: &str) -> Result<std::fs::File, UserError> {
         .custom_flags(libc::O_NOFOLLOW)
         .open(&path)
         .map_err(|e| UserError::bad_input(format!("cannot lock {what} {}: {e}", dir.display())))?;
-    // SAFETY: flock on a descriptor this function owns.
-    if unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) } != 0 {
+    let exclusive = rustix::fs::FlockOperation::NonBlockingLockExclusive;
+    if rustix::fs::flock(&file, exclusive).is_err() {
         let mut pid = String::new();
         let _ = file.read_to_string(&mut pid);
         return Err(UserError::bad_input(format!(

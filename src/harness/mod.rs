@@ -33,7 +33,6 @@ use std::ffi::OsString;
 use std::fmt;
 use std::fs::{self, File, OpenOptions};
 use std::io;
-use std::os::fd::AsRawFd;
 use std::path::{Component, Path, PathBuf};
 use std::process::Command;
 use std::sync::Mutex;
@@ -927,15 +926,10 @@ fn lock_exclusive(path: &Path) -> Result<File, HarnessError> {
         .open(path)
         .map_err(io_error(path))?;
     loop {
-        // SAFETY: `file` owns an open descriptor for the whole call; flock
-        // only reads the descriptor number and touches no memory of ours.
-        let rc = unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX) };
-        if rc == 0 {
-            return Ok(file);
-        }
-        let error = io::Error::last_os_error();
-        if error.kind() != io::ErrorKind::Interrupted {
-            return Err(io_error(path)(error));
+        match rustix::fs::flock(&file, rustix::fs::FlockOperation::LockExclusive) {
+            Ok(()) => return Ok(file),
+            Err(rustix::io::Errno::INTR) => continue,
+            Err(e) => return Err(io_error(path)(e.into())),
         }
     }
 }

@@ -194,7 +194,8 @@ mod tests {
 
     #[test]
     fn the_calls_real_test_binaries_make_are_implemented() {
-        // From SYSCALLS.md: static C, dynamic C/C++ with threads, Rust libtest.
+        // What static C, dynamic C/C++ with threads and Rust libtest
+        // binaries call to start, make threads and end.
         for name in [
             "arch_prctl",
             "brk",
