@@ -8,6 +8,7 @@ use clap::Args;
 use super::UserError;
 use super::common::{TargetArgs, ctrl_c, interrupted, refuse_a_session_there, vm_error};
 use crate::explore::per_test;
+use crate::fuzz::input::InputError;
 use crate::fuzz::{Budget, FuzzConfig, FuzzError, FuzzSummary, ScheduleInput, StrategyMix};
 
 #[derive(Args, Debug, Clone)]
@@ -87,7 +88,7 @@ fn load_dir(dir: &Path, target: u64, what: &str) -> Result<Vec<ScheduleInput>, U
         }
         match crate::fsutil::read_foreign(&p, crate::sched::MAX_SCHEDULE_FILE)
             .map_err(|e| e.to_string())
-            .and_then(|b| ScheduleInput::parse(&b, target))
+            .and_then(|b| ScheduleInput::parse(&b, target).map_err(|e| e.to_string()))
         {
             Ok(i) => out.push(i),
             // The name and what the file held are anyone's: shown escaped.
@@ -149,14 +150,12 @@ fn check_same_target(queue: &Path, fp: u64, out: &Path) -> Result<(), UserError>
         else {
             continue;
         };
-        if let Err(why) = ScheduleInput::parse(&bytes, fp) {
-            if why.starts_with("made for another target") {
-                return Err(UserError::bad_input(format!(
-                    "{} holds a session of another target ({}): choose another --out",
-                    out.display(),
-                    crate::escape::line(&e.path().display().to_string())
-                )));
-            }
+        if let Err(InputError::OtherTarget { .. }) = ScheduleInput::parse(&bytes, fp) {
+            return Err(UserError::bad_input(format!(
+                "{} holds a session of another target ({}): choose another --out",
+                out.display(),
+                crate::escape::line(&e.path().display().to_string())
+            )));
         }
     }
     Ok(())

@@ -51,29 +51,38 @@ impl ScheduleInput {
 
     /// Parses and checks an input file (JSON), which may come from another
     /// machine: it must be well formed and, when both say, for this target.
-    pub fn parse(bytes: &[u8], target: u64) -> Result<ScheduleInput, String> {
-        let mut i: ScheduleInput =
-            serde_json::from_slice(bytes).map_err(|e| format!("not a schedule: {e}"))?;
+    pub fn parse(bytes: &[u8], target: u64) -> Result<ScheduleInput, InputError> {
+        let mut i: ScheduleInput = serde_json::from_slice(bytes)?;
         if i.decisions.len() > MAX_DECISIONS {
-            return Err(format!(
-                "{} decisions (at most {MAX_DECISIONS})",
-                i.decisions.len()
-            ));
+            return Err(InputError::TooManyDecisions(i.decisions.len()));
         }
         if i.target != 0 && target != 0 && i.target != target {
-            return Err(format!(
-                "made for another target (fingerprint {:016x}, this one is {target:016x})",
-                i.target
-            ));
+            return Err(InputError::OtherTarget {
+                theirs: i.target,
+                ours: target,
+            });
         }
         if let Some(depth) = i.tail.kind.parameter() {
             if depth == 0 || depth > 64 {
-                return Err(format!("PCT depth {depth} (1 to 64)"));
+                return Err(InputError::Depth(depth));
             }
         }
         i.normalize();
         Ok(i)
     }
+}
+
+/// Why an input file was refused.
+#[derive(Debug, thiserror::Error)]
+pub enum InputError {
+    #[error("not a schedule: {0}")]
+    NotASchedule(#[from] serde_json::Error),
+    #[error("{0} decisions (at most {MAX_DECISIONS})")]
+    TooManyDecisions(usize),
+    #[error("made for another target (fingerprint {theirs:016x}, this one is {ours:016x})")]
+    OtherTarget { theirs: u64, ours: u64 },
+    #[error("PCT depth {0} (1 to 64)")]
+    Depth(u32),
 }
 
 impl Input for ScheduleInput {
@@ -86,7 +95,7 @@ impl Input for ScheduleInput {
 
     fn from_file<P: AsRef<Path>>(path: P) -> Result<Self, libafl::Error> {
         let bytes = crate::fsutil::read_foreign(path.as_ref(), crate::sched::MAX_SCHEDULE_FILE)?;
-        ScheduleInput::parse(&bytes, 0).map_err(libafl::Error::illegal_argument)
+        ScheduleInput::parse(&bytes, 0).map_err(|e| libafl::Error::illegal_argument(e.to_string()))
     }
 
     fn generate_name(&self, _id: Option<libafl::corpus::CorpusId>) -> String {
@@ -113,11 +122,10 @@ mod tests {
         };
         let json = serde_json::to_vec(&i).unwrap();
         assert_eq!(ScheduleInput::parse(&json, 7).unwrap(), i);
-        assert!(
-            ScheduleInput::parse(&json, 8)
-                .unwrap_err()
-                .contains("another target")
-        );
+        assert!(matches!(
+            ScheduleInput::parse(&json, 8),
+            Err(InputError::OtherTarget { theirs: 7, ours: 8 })
+        ));
         assert!(ScheduleInput::parse(b"{}", 7).is_err());
         assert!(ScheduleInput::parse(b"\xff\x00", 7).is_err());
     }

@@ -385,10 +385,9 @@ impl Output {
             }
             // Anyone may write here: a FIFO must not stall the session,
             // nor a huge file fill its memory.
-            match f
-                .bytes
-                .and_then(|b| ScheduleInput::parse(&b, cfg.target_fingerprint))
-            {
+            match f.bytes.and_then(|b| {
+                ScheduleInput::parse(&b, cfg.target_fingerprint).map_err(|e| e.to_string())
+            }) {
                 Ok(input) => hub.publish(usize::MAX, input),
                 Err(e) => {
                     self.sync_skipped += 1;
