@@ -251,6 +251,28 @@ fn inversions_of_spinlocks_and_hand_written_futex_mutexes_are_found() {
             "spinlocks {opt}: {found:?}"
         );
     }
+    // At `globals` the spinlocks' release stores are sites (the locks are
+    // global variables): their holds are seen to end, and their opposite
+    // orders are potential deadlocks again.
+    let spin = program(dir.path(), "spin_inversion", "-O2");
+    let v = check(
+        &spin,
+        &[],
+        "pct:3",
+        20,
+        &["--max-steps", "5000", "--sync-points", "globals"],
+    );
+    let found = outcomes(&v);
+    assert!(
+        found.iter().any(|(o, _)| o == "potential-deadlock"),
+        "spinlocks at globals: {found:?}"
+    );
+    assert!(
+        found
+            .iter()
+            .all(|(o, _)| ["deadlocked", "potential-deadlock"].contains(&o.as_str())),
+        "spinlocks at globals: {found:?}"
+    );
     // A spinning deadlock names both locks and both threads. (The default
     // schedule takes both locks in one thread before the other runs: its
     // first attempts wait for nobody.)

@@ -530,7 +530,10 @@ impl LockTracker {
             return;
         }
         let word = self.words.get(&addr).copied();
-        if a.read == 0 {
+        // A plain store (a site at `globals`) reads nothing: what it
+        // "read" is what it wrote.
+        let store = a.kind == AccessKind::Store;
+        if a.read == 0 && !store {
             if let Some((h, _)) = word.and_then(|w| w.holder) {
                 self.word_released(h, addr);
                 self.words.entry(addr).or_default().released_unseen = true;
@@ -571,7 +574,7 @@ impl LockTracker {
             w.evidence |= a.role.is_some() || retried;
             w.taken_at = a.instruction;
             self.take_word(tid, site, addr, a.role);
-        } else if a.written == Some(0) && a.read != 0 {
+        } else if a.written == Some(0) && (a.read != 0 || store) {
             match word.and_then(|w| w.holder) {
                 Some((h, _)) if h == tid => {
                     self.word_released(tid, addr);
@@ -1066,6 +1069,19 @@ mod tests {
         // The same with a release every site sees is a real order.
         let mut t = LockTracker::default();
         abba(&mut t, take, swap(1, 0, None));
+        assert_eq!(t.inversions().len(), 1);
+    }
+
+    #[test]
+    fn a_release_store_a_site_sees_is_a_seen_release() {
+        // At `--sync-points globals` a global spinlock's release store is
+        // a site: its holds are seen to end, and its orders count.
+        let mut t = LockTracker::default();
+        abba(
+            &mut t,
+            swap(0, 1, LOCK),
+            word(AccessKind::Store, 0, Some(0), None),
+        );
         assert_eq!(t.inversions().len(), 1);
     }
 
