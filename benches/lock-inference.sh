@@ -31,6 +31,9 @@ for o in -O0 -O2; do
   cases+=("futex_inversion $o|$(build futex_inversion $o)||found")
   # Threads spinning for each other end when the step budget does.
   cases+=("spin_inversion $o|$(build spin_inversion $o)||found|--max-steps 5000")
+  # At globals the locks' release stores are sites: their holds end where
+  # they do, and their orders count.
+  cases+=("spin_inversion $o at globals|$(build spin_inversion $o)||found|--max-steps 5000 --sync-points globals")
 done
 for o in -O1 -O2; do
   cases+=("index_publish $o|$(build index_publish $o)||none")
