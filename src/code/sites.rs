@@ -98,8 +98,15 @@ pub enum StepRules {
     /// The format-7 rules, and loops with no sync site tick (see
     /// `code::trampoline`): virtual time moves inside computation and a
     /// thread computing for a slice's worth of ticks can be preempted.
-    #[default]
+    /// Reproducers of format 9, schedules of version 5.
     Format9,
+    /// The format-9 rules, and a wait another thread ended (a futex wait
+    /// woken, a child collected, a poll that found something ready) is
+    /// work that completed, for the watch of progress: a producer and a
+    /// consumer passing items through one slot wake each other round the
+    /// same states, and do work.
+    #[default]
+    Format10,
 }
 
 impl StepRules {
@@ -108,13 +115,20 @@ impl StepRules {
         match version {
             ..=2 => StepRules::Format6,
             3 | 4 => StepRules::Format7,
-            _ => StepRules::Format9,
+            5 => StepRules::Format9,
+            _ => StepRules::Format10,
         }
     }
 
     /// Whether loops with no sync site tick.
     pub fn ticks(self) -> bool {
-        self == StepRules::Format9
+        matches!(self, StepRules::Format9 | StepRules::Format10)
+    }
+
+    /// Whether a wait another thread ended is work that completed (see
+    /// `observe::progress`).
+    pub fn woken_waits_are_work(self) -> bool {
+        self == StepRules::Format10
     }
 }
 

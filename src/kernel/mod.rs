@@ -718,8 +718,9 @@ impl Kernel {
         .then_some(self.now);
         let timer = self.next_timer_step().is_some();
         let yielded = self.threads.get(&tid).is_some_and(|t| t.yielded);
-        let busy = !yielded && crate::observe::progress::completed_work(&event);
-        let stuck = self.progress.stuck_after(&event, clock, timer, busy);
+        let woken_waits = self.config.step_rules.woken_waits_are_work();
+        let work = crate::observe::progress::work_of(&event, yielded, woken_waits);
+        let stuck = self.progress.stuck_after(&event, clock, timer, work);
         self.obs.record(event);
         self.expire_timers();
         if stuck && !self.obs.ended() {

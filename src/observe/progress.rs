@@ -55,6 +55,9 @@ pub struct ProgressWatch {
     timer: bool,
     /// Some step of this round's second half waited.
     waited: bool,
+    /// Some step of this round's second half was a wait another thread
+    /// ended (under the format-10 step rules): threads handed work on.
+    handed_off: bool,
     /// Whether a busy round can be stuck (before the format-9 step rules).
     busy_can_be_stuck: bool,
 }
@@ -79,7 +82,7 @@ impl ProgressWatch {
         e: &Event,
         clock: Option<u64>,
         timer_pending: bool,
-        busy: bool,
+        work: Work,
     ) -> bool {
         if self.window == 0 {
             return false;
@@ -108,29 +111,86 @@ impl ProgressWatch {
         self.taken += 1;
         self.timer |= timer_pending;
         // The second half is what shows no progress: what it did counts.
-        self.waited |= !busy && self.taken > self.window / 2;
+        if self.taken > self.window / 2 {
+            self.waited |= work == Work::Waited;
+            self.handed_off |= work == Work::HandedOff;
+        }
         if new && self.taken > self.window / 2 {
             self.new_late += 1;
         }
         if self.taken < self.window {
             return false;
         }
-        let stuck = self.new_late == 0 && !self.timer && (self.waited || self.busy_can_be_stuck);
+        let stuck = self.new_late == 0
+            && !self.timer
+            && !self.handed_off
+            && (self.waited || self.busy_can_be_stuck);
         self.seen.fill(0);
         self.taken = 0;
         self.new_late = 0;
         self.timer = false;
         self.waited = false;
+        self.handed_off = false;
         stuck
     }
 }
 
-/// Whether a step (that did not give way) did work that completed (see
-/// the module's text): an atomic or a lock operation that succeeded, a system
-/// call that succeeded and does not wait. Waiting steps are the rest:
-/// ticks, failed calls (`EAGAIN`, `ETIMEDOUT`), reads that found nothing,
-/// sleeps, polls, futexes.
-pub fn completed_work(e: &Event) -> bool {
+/// What a step did, for the watch of progress.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Work {
+    /// It waited: a spin, a retried atomic, a yield, a tick, a poll that
+    /// found nothing, a failed call.
+    Waited,
+    /// It did work that completed.
+    Completed,
+    /// A wait another thread ended (the format-10 step rules): a futex
+    /// wait a wake ended, a child collected, a poll that found something
+    /// ready. A round with one hands work on between threads, whatever
+    /// states it goes round.
+    HandedOff,
+}
+
+/// What step `e` did; `yielded` when it gave way, `woken_waits` under the
+/// format-10 step rules.
+pub fn work_of(e: &Event, yielded: bool, woken_waits: bool) -> Work {
+    if yielded {
+        return Work::Waited;
+    }
+    if woken_waits && ended_by_another(e) {
+        return Work::HandedOff;
+    }
+    if completed(e) {
+        Work::Completed
+    } else {
+        Work::Waited
+    }
+}
+
+/// A wait another thread ended: a futex call that succeeded (a wait woken
+/// by a wake, or the wake), a child `wait4` collected, a poll or a signal
+/// wait that found something.
+fn ended_by_another(e: &Event) -> bool {
+    const ENDED_BY_ANOTHER: [i64; 9] = [
+        libc::SYS_poll,
+        libc::SYS_ppoll,
+        libc::SYS_select,
+        libc::SYS_pselect6,
+        libc::SYS_epoll_wait,
+        libc::SYS_epoll_pwait,
+        libc::SYS_epoll_pwait2,
+        libc::SYS_wait4,
+        libc::SYS_rt_sigtimedwait,
+    ];
+    let (Operation::Syscall { nr }, Some(r)) = (e.op, e.result) else {
+        return false;
+    };
+    let nr = nr as i64;
+    (nr == libc::SYS_futex && r >= 0) || (ENDED_BY_ANOTHER.contains(&nr) && r > 0)
+}
+
+/// Whether a step did work that completed, waits another thread ended
+/// counted as waits.
+fn completed(e: &Event) -> bool {
     const WAITS: [i64; 16] = [
         libc::SYS_sched_yield,
         libc::SYS_nanosleep,
@@ -178,6 +238,47 @@ mod tests {
     use super::*;
     use crate::observe::trace::Operation;
 
+    #[test]
+    fn a_wait_another_thread_ended_hands_work_on_under_the_format_10_rules() {
+        let call = |nr: i64, result: i64| Event {
+            step: 1,
+            thread: 2,
+            op: Operation::Syscall { nr: nr as u64 },
+            object: None,
+            site: 0x1000,
+            result: Some(result),
+            value: 0,
+        };
+        let woken = call(libc::SYS_futex, 0);
+        let changed = call(libc::SYS_futex, -(libc::EAGAIN as i64));
+        let timed_out = call(libc::SYS_futex, -(libc::ETIMEDOUT as i64));
+        let ready = call(libc::SYS_ppoll, 1);
+        let nothing = call(libc::SYS_ppoll, 0);
+        let child = call(libc::SYS_wait4, 42);
+        let yielded = call(libc::SYS_sched_yield, 0);
+        let write = call(libc::SYS_write, 3);
+        for e in [&woken, &ready, &child] {
+            assert_eq!(work_of(e, false, true), Work::HandedOff, "{e:?}");
+            assert_eq!(work_of(e, false, false), Work::Waited, "format 9: {e:?}");
+        }
+        for e in [&changed, &timed_out, &nothing, &yielded] {
+            assert_eq!(work_of(e, false, true), Work::Waited, "{e:?}");
+        }
+        assert_eq!(work_of(&write, false, true), Work::Completed);
+        assert_eq!(work_of(&write, true, true), Work::Waited, "it gave way");
+        // A producer and a consumer going round the same states, spinning
+        // a little and waking each other: never stuck.
+        let mut w = ProgressWatch::new(100, false);
+        for s in 0..10_000u64 {
+            let work = match s % 10 {
+                0 => Work::HandedOff,
+                1 => Work::Waited,
+                _ => Work::Completed,
+            };
+            assert!(!w.stuck_after(&event(1, 7), None, false, work), "step {s}");
+        }
+    }
+
     fn event(thread: u32, value: u64) -> Event {
         Event {
             step: 0,
@@ -197,7 +298,7 @@ mod tests {
         for step in 0..1000u64 {
             // Two threads yielding in turn, a backoff of 3 values.
             let e = event(1 + (step % 2) as u32, step % 3);
-            if w.stuck_after(&e, None, false, false) {
+            if w.stuck_after(&e, None, false, Work::Waited) {
                 stuck_at = Some(step);
                 break;
             }
@@ -209,32 +310,52 @@ mod tests {
     fn busy_rounds_are_never_stuck_under_the_format_9_rules() {
         // A counted loop of the same completed steps goes on.
         let mut w = ProgressWatch::new(100, false);
-        assert!((0..10_000u64).all(|_| !w.stuck_after(&event(1, 7), None, false, true)));
+        assert!((0..10_000u64).all(|_| !w.stuck_after(&event(1, 7), None, false, Work::Completed)));
         // One waiting step in a round's second half makes it an ordinary
         // round; in its first half it shows nothing.
         let mut w = ProgressWatch::new(100, false);
-        let stuck_at =
-            (0..10_000u64).find(|s| w.stuck_after(&event(1, 7), None, false, s % 100 != 70));
+        let stuck_at = (0..10_000u64).find(|s| {
+            w.stuck_after(
+                &event(1, 7),
+                None,
+                false,
+                if s % 100 == 70 {
+                    Work::Waited
+                } else {
+                    Work::Completed
+                },
+            )
+        });
         assert_eq!(stuck_at, Some(99));
         let mut w = ProgressWatch::new(100, false);
-        assert!((0..10_000u64).all(|s| !w.stuck_after(&event(1, 7), None, false, s % 100 != 20)));
+        assert!((0..10_000u64).all(|s| !w.stuck_after(
+            &event(1, 7),
+            None,
+            false,
+            if s % 100 == 20 {
+                Work::Waited
+            } else {
+                Work::Completed
+            }
+        )));
         // Before, a busy round was stuck like any other.
         let mut w = ProgressWatch::new(100, true);
-        let stuck_at = (0..10_000u64).find(|_| w.stuck_after(&event(1, 7), None, false, true));
+        let stuck_at =
+            (0..10_000u64).find(|_| w.stuck_after(&event(1, 7), None, false, Work::Completed));
         assert_eq!(stuck_at, Some(99));
     }
 
     #[test]
     fn a_run_reaching_new_states_or_waiting_for_a_timer_is_not() {
         let mut w = ProgressWatch::new(100, true);
-        assert!((0..10_000u64).all(|s| !w.stuck_after(&event(1, s), None, false, false)));
+        assert!((0..10_000u64).all(|s| !w.stuck_after(&event(1, s), None, false, Work::Waited)));
         let mut w = ProgressWatch::new(100, true);
-        assert!((0..10_000u64).all(|_| !w.stuck_after(&event(1, 7), None, true, false)));
+        assert!((0..10_000u64).all(|_| !w.stuck_after(&event(1, 7), None, true, Work::Waited)));
         // Polling the clock moves on.
         let mut w = ProgressWatch::new(100, true);
-        assert!((0..10_000u64).all(|s| !w.stuck_after(&event(1, 7), Some(s), false, false)));
+        assert!((0..10_000u64).all(|s| !w.stuck_after(&event(1, 7), Some(s), false, Work::Waited)));
         // And a window of 0 watches nothing.
         let mut w = ProgressWatch::new(0, true);
-        assert!((0..10_000u64).all(|_| !w.stuck_after(&event(1, 7), None, false, false)));
+        assert!((0..10_000u64).all(|_| !w.stuck_after(&event(1, 7), None, false, Work::Waited)));
     }
 }

@@ -42,7 +42,8 @@ pub const MAGIC: [u8; 4] = *b"RWD\0";
 /// long a run may go without progress (`Rwd::hang_steps`), 8 when waiting
 /// polls are taken up again (`Rwd::poll_wakes`), 9 the step rules with
 /// ticks (`StepRules::Format9`; the layout is version 8's), 10 the exit
-/// codes that are success (`Rwd::ok_codes`).
+/// codes that are success (`Rwd::ok_codes`) and the format-10 step rules
+/// (a wait another thread ended is progress).
 pub const VERSION: u32 = 10;
 /// The most exit codes a reproducer may call success.
 pub const MAX_OK_CODES: usize = 256;

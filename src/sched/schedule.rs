@@ -17,9 +17,10 @@ use crate::ids::Tid;
 /// Format version of schedule files (version 1, before sync sites, is
 /// read as made with `--sync-points calls`; versions 1 and 2 replay under
 /// the step rules they were made under, `StepRules::Format6`, versions 3
-/// and 4 under `StepRules::Format7`, without ticks; versions 1 to 3 with
-/// waiting polls taken up again after any activity, as they were made).
-pub const SCHEDULE_VERSION: u32 = 5;
+/// and 4 under `StepRules::Format7`, without ticks, version 5 under
+/// `StepRules::Format9`; versions 1 to 3 with waiting polls taken up again
+/// after any activity, as they were made).
+pub const SCHEDULE_VERSION: u32 = 6;
 
 /// The schedule version that records decisions made under `rules`, with
 /// waiting polls taken up again after any activity or not: each step the
@@ -30,7 +31,8 @@ pub fn schedule_version_for(rules: StepRules, polls_retry_on_any_activity: bool)
         (StepRules::Format7, true) => 3,
         (StepRules::Format7, false) => 4,
         // Ticks came after polls were taken up by their own objects.
-        (StepRules::Format9, _) => SCHEDULE_VERSION,
+        (StepRules::Format9, _) => 5,
+        (StepRules::Format10, _) => SCHEDULE_VERSION,
     }
 }
 
