@@ -166,49 +166,46 @@ pub fn work_of(e: &Event, yielded: bool, woken_waits: bool) -> Work {
     }
 }
 
+/// Calls that wait until another thread ends them (or a time runs out):
+/// a result above 0 says something was found ready, a child collected, a
+/// signal taken.
+const WAITS_FOR_ANOTHER: [i64; 9] = [
+    libc::SYS_poll,
+    libc::SYS_ppoll,
+    libc::SYS_select,
+    libc::SYS_pselect6,
+    libc::SYS_epoll_wait,
+    libc::SYS_epoll_pwait,
+    libc::SYS_epoll_pwait2,
+    libc::SYS_wait4,
+    libc::SYS_rt_sigtimedwait,
+];
+
+/// Calls that wait whatever they return.
+const WAITS: [i64; 7] = [
+    libc::SYS_sched_yield,
+    libc::SYS_nanosleep,
+    libc::SYS_clock_nanosleep,
+    libc::SYS_futex,
+    libc::SYS_waitid,
+    libc::SYS_rt_sigsuspend,
+    libc::SYS_pause,
+];
+
 /// A wait another thread ended: a futex call that succeeded (a wait woken
 /// by a wake, or the wake), a child `wait4` collected, a poll or a signal
 /// wait that found something.
 fn ended_by_another(e: &Event) -> bool {
-    const ENDED_BY_ANOTHER: [i64; 9] = [
-        libc::SYS_poll,
-        libc::SYS_ppoll,
-        libc::SYS_select,
-        libc::SYS_pselect6,
-        libc::SYS_epoll_wait,
-        libc::SYS_epoll_pwait,
-        libc::SYS_epoll_pwait2,
-        libc::SYS_wait4,
-        libc::SYS_rt_sigtimedwait,
-    ];
     let (Operation::Syscall { nr }, Some(r)) = (e.op, e.result) else {
         return false;
     };
     let nr = nr as i64;
-    (nr == libc::SYS_futex && r >= 0) || (ENDED_BY_ANOTHER.contains(&nr) && r > 0)
+    (nr == libc::SYS_futex && r >= 0) || (WAITS_FOR_ANOTHER.contains(&nr) && r > 0)
 }
 
 /// Whether a step did work that completed, waits another thread ended
 /// counted as waits.
 fn completed(e: &Event) -> bool {
-    const WAITS: [i64; 16] = [
-        libc::SYS_sched_yield,
-        libc::SYS_nanosleep,
-        libc::SYS_clock_nanosleep,
-        libc::SYS_poll,
-        libc::SYS_ppoll,
-        libc::SYS_select,
-        libc::SYS_pselect6,
-        libc::SYS_epoll_wait,
-        libc::SYS_epoll_pwait,
-        libc::SYS_epoll_pwait2,
-        libc::SYS_futex,
-        libc::SYS_wait4,
-        libc::SYS_waitid,
-        libc::SYS_rt_sigtimedwait,
-        libc::SYS_rt_sigsuspend,
-        libc::SYS_pause,
-    ];
     match e.op {
         Operation::Sync { site } => site != SiteKind::Tick,
         Operation::Hint { .. } => e.result == Some(0),
@@ -226,7 +223,7 @@ fn completed(e: &Event) -> bool {
             let nr = nr as i64;
             match e.result {
                 Some(0) if READS.contains(&nr) => false,
-                Some(r) => r >= 0 && !WAITS.contains(&nr),
+                Some(r) => r >= 0 && !WAITS.contains(&nr) && !WAITS_FOR_ANOTHER.contains(&nr),
                 None => false,
             }
         }
