@@ -6,6 +6,7 @@
 //! different failure. Any failure of a fixed twin is a false positive.
 
 use crate::harness::{Expect, ExpectKind, HangBudget};
+use crate::observe::failure::FailureKind;
 use crate::observe::outcome::{HungReason, Outcome};
 
 /// How one schedule of a harness ended, as the bench counts it.
@@ -24,23 +25,24 @@ pub enum Verdict {
 }
 
 /// Judges one run: `expect` is the buggy build's `[expect]`, or `None` for a
-/// fixed twin (which must exit with one of `ok_codes`, the program's normal
-/// exit codes, with no lock-order cycle).
+/// fixed twin (which must not fail: exit with one of the program's normal
+/// codes with no lock-order cycle); `failure` is how the engine judged the
+/// run ([`crate::engine::RunReport::failure`]).
 pub fn verdict(
     expect: Option<&Expect>,
     outcome: &Outcome,
     inversions: bool,
-    ok_codes: &[i32],
+    failure: Option<&FailureKind>,
 ) -> Verdict {
     if let Some(e) = expect {
         if is_expected(e, outcome, inversions) {
             return Verdict::Bug;
         }
     }
-    match outcome {
-        Outcome::Exited { code } if ok_codes.contains(code) && inversions => Verdict::LockWarning,
-        Outcome::Exited { code } if ok_codes.contains(code) => Verdict::Pass,
-        _ => Verdict::Other,
+    match failure {
+        None => Verdict::Pass,
+        Some(FailureKind::PotentialDeadlock) => Verdict::LockWarning,
+        Some(_) => Verdict::Other,
     }
 }
 
@@ -72,6 +74,16 @@ pub fn is_expected(e: &Expect, outcome: &Outcome, inversions: bool) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The verdict on a run the engine judged with `ok_codes` success.
+    fn judged(expect: Option<&Expect>, o: &Outcome, inversions: bool, ok_codes: &[i32]) -> Verdict {
+        verdict(
+            expect,
+            o,
+            inversions,
+            FailureKind::of(o, inversions, ok_codes).as_ref(),
+        )
+    }
     use crate::harness::Manifest;
 
     fn expect(body: &str) -> Expect {
@@ -103,35 +115,35 @@ mod tests {
     #[test]
     fn a_deadlock_harness_is_found_by_a_deadlock_not_by_its_lock_warning() {
         let e = expect("kind = \"deadlocked\"");
-        assert_eq!(verdict(Some(&e), &deadlocked(), true, &[0]), Verdict::Bug);
-        assert_eq!(verdict(Some(&e), &OK, true, &[0]), Verdict::LockWarning);
-        assert_eq!(verdict(Some(&e), &OK, false, &[0]), Verdict::Pass);
-        assert_eq!(verdict(Some(&e), &crashed(11), false, &[0]), Verdict::Other);
+        assert_eq!(judged(Some(&e), &deadlocked(), true, &[0]), Verdict::Bug);
+        assert_eq!(judged(Some(&e), &OK, true, &[0]), Verdict::LockWarning);
+        assert_eq!(judged(Some(&e), &OK, false, &[0]), Verdict::Pass);
+        assert_eq!(judged(Some(&e), &crashed(11), false, &[0]), Verdict::Other);
     }
 
     #[test]
     fn a_crash_must_be_the_expected_signal() {
         let e = expect("kind = \"crashed\"\nsignal = \"SIGABRT\"");
-        assert_eq!(verdict(Some(&e), &crashed(6), false, &[0]), Verdict::Bug);
-        assert_eq!(verdict(Some(&e), &crashed(11), false, &[0]), Verdict::Other);
+        assert_eq!(judged(Some(&e), &crashed(6), false, &[0]), Verdict::Bug);
+        assert_eq!(judged(Some(&e), &crashed(11), false, &[0]), Verdict::Other);
     }
 
     #[test]
     fn a_potential_deadlock_is_found_by_the_inversion_alone() {
         let e = expect("kind = \"potential-deadlock\"");
-        assert_eq!(verdict(Some(&e), &OK, true, &[0]), Verdict::Bug);
-        assert_eq!(verdict(Some(&e), &OK, false, &[0]), Verdict::Pass);
+        assert_eq!(judged(Some(&e), &OK, true, &[0]), Verdict::Bug);
+        assert_eq!(judged(Some(&e), &OK, false, &[0]), Verdict::Pass);
     }
 
     #[test]
     fn an_exit_code_harness_needs_that_code() {
         let e = expect("kind = \"exited\"\ncode = 101");
         assert_eq!(
-            verdict(Some(&e), &Outcome::Exited { code: 101 }, false, &[0]),
+            judged(Some(&e), &Outcome::Exited { code: 101 }, false, &[0]),
             Verdict::Bug
         );
         assert_eq!(
-            verdict(Some(&e), &Outcome::Exited { code: 1 }, false, &[0]),
+            judged(Some(&e), &Outcome::Exited { code: 1 }, false, &[0]),
             Verdict::Other
         );
     }
@@ -154,11 +166,11 @@ mod tests {
 
     #[test]
     fn any_failure_of_a_fixed_twin_is_one_and_a_clean_exit_is_not() {
-        assert_eq!(verdict(None, &OK, false, &[0]), Verdict::Pass);
-        assert_eq!(verdict(None, &OK, true, &[0]), Verdict::LockWarning);
-        assert_eq!(verdict(None, &deadlocked(), false, &[0]), Verdict::Other);
+        assert_eq!(judged(None, &OK, false, &[0]), Verdict::Pass);
+        assert_eq!(judged(None, &OK, true, &[0]), Verdict::LockWarning);
+        assert_eq!(judged(None, &deadlocked(), false, &[0]), Verdict::Other);
         let three = Outcome::Exited { code: 3 };
-        assert_eq!(verdict(None, &three, false, &[0]), Verdict::Other);
-        assert_eq!(verdict(None, &three, false, &[3]), Verdict::Pass);
+        assert_eq!(judged(None, &three, false, &[0]), Verdict::Other);
+        assert_eq!(judged(None, &three, false, &[3]), Verdict::Pass);
     }
 }

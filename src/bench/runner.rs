@@ -89,8 +89,6 @@ struct Target {
     cfg: RunConfig,
     /// The buggy build's `[expect]`; `None` for the twin.
     expect: Option<Expect>,
-    /// The program's normal exit codes.
-    ok_codes: Vec<i32>,
     /// Decision points of a default run (PCT spreads its change points over
     /// them) and its steps (a measure of cost).
     decision_points: u64,
@@ -187,7 +185,6 @@ fn prepare(
         exe,
         cfg,
         expect: (variant == Variant::Buggy).then(|| h.manifest.expect.clone()),
-        ok_codes: h.manifest.ok_codes.clone(),
         decision_points,
         steps: probe.steps.max(1),
     };
@@ -224,7 +221,12 @@ fn run_schedules(
         let r = runner.run(strategy)?;
         o.schedules += 1;
         let inversions = !r.potential_deadlocks.is_empty();
-        let v = expect::verdict(t.expect.as_ref(), &r.outcome, inversions, &t.ok_codes);
+        let v = expect::verdict(
+            t.expect.as_ref(),
+            &r.outcome,
+            inversions,
+            r.failure.as_ref(),
+        );
         let failed = match (&t.expect, v) {
             (_, Verdict::Pass) | (Some(_), Verdict::LockWarning) => false,
             (Some(_), Verdict::Other) => {
@@ -282,10 +284,9 @@ fn fuzz_until_bug(
     let start = Instant::now();
     let mix = column.strategy_mix().expect("a fuzz column parsed its mix");
     let want = t.expect.clone();
-    let ok = t.ok_codes.clone();
     let accept: Arc<dyn Fn(&RunReport) -> bool + Send + Sync> = Arc::new(move |r| {
         let inversions = !r.potential_deadlocks.is_empty();
-        let v = expect::verdict(want.as_ref(), &r.outcome, inversions, &ok);
+        let v = expect::verdict(want.as_ref(), &r.outcome, inversions, r.failure.as_ref());
         match want {
             Some(_) => v == Verdict::Bug,
             None => v != Verdict::Pass,
