@@ -24,7 +24,6 @@ use std::collections::BTreeSet;
 use super::exits::{self, Handled};
 use super::{MachineCpu, RunReport, Vm, VmError};
 use crate::arch::cpu::{ExtendedState, RFLAGS_TF, UserRegs};
-use crate::engine::SnapshotAt;
 use crate::ids::Tid;
 use crate::kernel::Kernel;
 use crate::machine::Exit;
@@ -72,16 +71,7 @@ impl Vm {
     /// first is a restore.
     pub fn debug_restart(&mut self) -> Result<(), VmError> {
         assert!(self.can_run(), "a Vm without a snapshot runs once");
-        let pending = if self.fresh {
-            self.fresh = false;
-            if self.snapshot_at == SnapshotAt::Start {
-                self.take_snapshot(None)?;
-            }
-            None
-        } else {
-            self.restore()?
-        };
-        if let Some(regs) = pending {
+        if let Some(regs) = self.start()? {
             self.syscall(regs);
         }
         self.prepare_if_running()

@@ -353,20 +353,26 @@ impl Vm {
         let exits0 = self.machine.exits;
         let inval0 = (self.machine.invalidations, self.machine.root_switches);
         let from_snapshot = !self.fresh;
-        let pending = if self.fresh {
-            self.fresh = false;
-            if self.snapshot_at == SnapshotAt::Start {
-                self.take_snapshot(None)?;
-            }
-            None
-        } else {
-            self.restore()?
-        };
+        let pending = self.start()?;
         self.machine.arm_watchdog(self.timeout, &self.cancel);
         let r = self.run_loop(pending);
         self.machine.disarm_watchdog();
         r?;
         Ok(self.report(start, exits0, inval0, from_snapshot))
+    }
+
+    /// Starts a run: the program as loaded the first time (with the
+    /// snapshot when it belongs at the start), the snapshot restored after
+    /// that; the system call exit to handle first, if any.
+    fn start(&mut self) -> Result<Option<UserRegs>, VmError> {
+        if !self.fresh {
+            return self.restore();
+        }
+        self.fresh = false;
+        if self.snapshot_at == SnapshotAt::Start {
+            self.take_snapshot(None)?;
+        }
+        Ok(None)
     }
 
     /// `outcome`, or `wrong-output` when the run exited and the oracle
