@@ -306,12 +306,17 @@ mod tests {
 
     /// Makes system call `nr` on the current thread; its result.
     fn call(k: &mut Kernel, cpu: &mut FakeCpu, nr: i64, args: [u64; 6]) -> i64 {
+        k.on_syscall(syscall_regs(nr, args), cpu);
+        k.cur().regs.rax as i64
+    }
+
+    /// The registers of a thread making system call `nr` with `args`.
+    fn syscall_regs(nr: i64, args: [u64; 6]) -> UserRegs {
         let mut regs = at(0x40_1000);
         regs.rax = nr as u64;
         (regs.rdi, regs.rsi, regs.rdx, regs.r10, regs.r8, regs.r9) =
             (args[0], args[1], args[2], args[3], args[4], args[5]);
-        k.on_syscall(regs, cpu);
-        k.cur().regs.rax as i64
+        regs
     }
 
     fn exception(vector: u8, error_code: u64, fault_addr: u64) -> Exit {
@@ -425,8 +430,7 @@ mod tests {
     fn a_system_call_is_left_to_the_engine_after_the_watchdog_hears_of_it() {
         let (mut k, mut s, mut cpu) = bench();
         let step = k.step();
-        let mut regs = at(0x40_1000);
-        regs.rax = libc::SYS_getpid as u64;
+        let regs = syscall_regs(libc::SYS_getpid, [0; 6]);
         assert_eq!(
             handle(Exit::Syscall, regs, &mut cpu, &mut k, &mut s),
             Handled::Syscall(regs)
@@ -497,8 +501,7 @@ mod tests {
         let (mut k, mut s, mut cpu) = bench();
         buffer_markers(&mut k, &[7, 8]);
         let step = k.step();
-        let mut regs = at(0x40_1000);
-        regs.rax = libc::SYS_getpid as u64;
+        let regs = syscall_regs(libc::SYS_getpid, [0; 6]);
         assert_eq!(
             handle(Exit::Syscall, regs, &mut cpu, &mut k, &mut s),
             Handled::Syscall(regs)
