@@ -1308,13 +1308,19 @@ fn exit_codes_that_are_success_are_judged_once_for_findings_signatures_and_repla
         "{found:?}\n{err}"
     );
     let rwd = out.join("findings").join(rwds[0]);
+    // What `run --schedule` of the reproducer says, with `extra` options.
+    let replay = |extra: &[&str]| {
+        let o = cli()
+            .arg("run")
+            .args(extra)
+            .args(["--target", exe, "--schedule"])
+            .arg(&rwd)
+            .output()
+            .unwrap();
+        String::from_utf8_lossy(&o.stderr).into_owned()
+    };
     // The reproducer judges its replay as the session did.
-    let replay = cli()
-        .args(["run", "--target", exe, "--schedule"])
-        .arg(&rwd)
-        .output()
-        .unwrap();
-    let said = String::from_utf8_lossy(&replay.stderr);
+    let said = replay(&[]);
     assert!(
         said.contains("happened again: potential-deadlock"),
         "{said}"
@@ -1324,12 +1330,7 @@ fn exit_codes_that_are_success_are_judged_once_for_findings_signatures_and_repla
     assert!(shown.contains("potential deadlock"), "{shown}");
     // Given on the replay's command line, other codes replace the
     // reproducer's, and the same run is another failure.
-    let strict = cli()
-        .args(["run", "--ok-exit-codes", "0", "--target", exe, "--schedule"])
-        .arg(&rwd)
-        .output()
-        .unwrap();
-    let said = String::from_utf8_lossy(&strict.stderr);
+    let said = replay(&["--ok-exit-codes", "0"]);
     assert!(
         said.contains("--ok-exit-codes"),
         "named as replaced: {said}"
