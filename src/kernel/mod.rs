@@ -6,6 +6,7 @@
 //! registers in and out of the vCPU. It never decides who runs next either;
 //! it says who *can* run, and a scheduling strategy chooses.
 
+mod call;
 pub mod files;
 pub mod futex;
 pub mod loader;

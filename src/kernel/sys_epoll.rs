@@ -15,11 +15,11 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
+use super::call::{SyscallDef, def};
 use super::files::{FileKind, OpenFile};
 use super::ready::{ANY_PROCESS, Ready};
 use super::signal::{read_call_mask, with_call_mask};
 use super::sys_poll::{readiness, ready_keys};
-use super::table::{SyscallDef, def};
 use super::thread::Wait;
 use super::{FpuAccess, Kernel, SysResult, err};
 
@@ -453,7 +453,7 @@ fn sys_epoll_pwait2(k: &mut Kernel, _: &mut dyn FpuAccess, a: [u64; 6]) -> SysRe
         Ok(m) => m,
         Err(e) => return err(e),
     };
-    let timeout = match super::sys_thread::deadline(k, a[3], false, false) {
+    let timeout = match super::call::deadline(k, a[3], false, false) {
         Ok(None) => Timeout::Never,
         Ok(Some(d)) if d == k.now => Timeout::Now,
         Ok(Some(d)) => Timeout::Until(d),

@@ -4,10 +4,10 @@
 
 use std::sync::Arc;
 
+use super::call::{AT_FDCWD, SyscallDef, def, path_at, ret, sys_zero};
 use super::files::{FileKind, OpenFile};
 use super::synth::{device, exe_link, is_virtual_tree, proc_path, synthetic};
 use super::sys_stat::{S_IFDIR, meta_of_path};
-use super::table::{SyscallDef, def};
 use super::thread::Wait;
 use super::vfs::{Resolved, parent_of};
 use super::{FpuAccess, Kernel, SysResult, err};
@@ -58,64 +58,11 @@ pub const CALLS: &[SyscallDef] = &[
     ),
 ];
 
-pub(super) const AT_FDCWD: i32 = -100;
-pub(super) const AT_SYMLINK_NOFOLLOW: u64 = 0x100;
-pub(super) const AT_REMOVEDIR: u64 = 0x200;
-pub(super) const AT_EMPTY_PATH: u64 = 0x1000;
 /// Largest single read or write (Linux's MAX_RW_COUNT is about 2 GiB; a
 /// smaller cap keeps a hostile length from allocating the monitor's memory).
 const MAX_IO: usize = 64 << 20;
 
-pub(super) fn sys_zero(_: &mut Kernel, _: &mut dyn FpuAccess, _: [u64; 6]) -> SysResult {
-    SysResult::Ret(0)
-}
-
-pub(super) fn sys_no_xattr(_: &mut Kernel, _: &mut dyn FpuAccess, _: [u64; 6]) -> SysResult {
-    err(libc::ENODATA)
-}
-
-pub(super) fn ret(r: Result<i64, i32>) -> SysResult {
-    match r {
-        Ok(v) => SysResult::Ret(v),
-        Err(e) => err(e),
-    }
-}
-
 // ----- paths
-
-/// Reads a path argument and makes it absolute against `dirfd`.
-pub(super) fn path_at(k: &mut Kernel, dirfd: i32, ptr: u64) -> Result<String, i32> {
-    let p = k.read_cstr(ptr).map_err(|_| libc::EFAULT)?;
-    if p.is_empty() {
-        return Err(libc::ENOENT);
-    }
-    if p.starts_with('/') || dirfd == AT_FDCWD {
-        let p = k.vfs.normalize(None, &p);
-        let p = super::synth::fd_alias(&p).unwrap_or(p);
-        return Ok(descriptor_link(k, &p).unwrap_or(p));
-    }
-    let f = k.files.get(dirfd).ok_or(libc::EBADF)?;
-    if !matches!(f.kind, FileKind::Dir(_) | FileKind::PathOnly) {
-        return Err(libc::ENOTDIR);
-    }
-    let base = f.path.clone();
-    Ok(k.vfs.normalize(Some(&base), &p))
-}
-
-/// What `/proc/self/fd/N` links to when descriptor N names a file or a
-/// directory: its path, as Linux's magic link leads to the file itself
-/// (`chmod("/proc/self/fd/3")` changes the file). Pipes, sockets and the
-/// standard streams keep the alias, which the synthetic tree serves.
-fn descriptor_link(k: &Kernel, path: &str) -> Option<String> {
-    let p = proc_path(k, path).filter(|p| p.is_own(k))?;
-    let n: i32 = p.rest.strip_prefix("/fd/")?.parse().ok()?;
-    let f = k.files.get(n)?;
-    let names_a_file = matches!(
-        f.kind,
-        FileKind::Host(_) | FileKind::Overlay | FileKind::Dir(_) | FileKind::PathOnly
-    );
-    (names_a_file && f.path.starts_with('/')).then(|| f.path.clone())
-}
 
 // ----- open and close
 

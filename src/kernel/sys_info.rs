@@ -1,6 +1,6 @@
 //! Identity and system information: fixed answers, the same on every machine.
 
-use super::table::{SyscallDef, def};
+use super::call::{SyscallDef, def};
 use super::{FpuAccess, Kernel, MAIN_TID, SysResult, err};
 
 pub const CALLS: &[SyscallDef] = &[

@@ -1,7 +1,7 @@
 //! Memory: `brk`, `mmap` and friends.
 
+use super::call::{SyscallDef, def};
 use super::files::FileKind;
-use super::table::{SyscallDef, def};
 use super::{FpuAccess, Kernel, SysResult, err};
 use std::sync::Arc;
 

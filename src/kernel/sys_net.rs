@@ -14,9 +14,9 @@
 
 use std::collections::{BTreeMap, VecDeque};
 
+use super::call::{SyscallDef, def};
 use super::files::{FileKind, OpenFile};
 use super::ready::Ready;
-use super::table::{SyscallDef, def};
 use super::thread::Wait;
 use super::vfs::{Resolved, parent_of};
 use super::{FpuAccess, Kernel, SysResult, err};

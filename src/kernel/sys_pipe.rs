@@ -13,10 +13,10 @@
 
 use std::collections::VecDeque;
 
+use super::call::{SyscallDef, def};
 use super::files::{FileKind, Held, OpenFile};
 use super::ready::Ready;
 use super::signal;
-use super::table::{SyscallDef, def};
 use super::thread::{PendingSignal, ThreadState, Wait};
 use super::{FpuAccess, Kernel, SysResult, err};
 

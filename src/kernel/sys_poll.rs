@@ -1,9 +1,9 @@
 //! Waiting for descriptors: poll, ppoll, select and pselect6.
 
+use super::call::{SyscallDef, def};
 use super::files::FileKind;
 use super::ready::Ready;
 use super::signal::{read_call_mask, with_call_mask};
-use super::table::{SyscallDef, def};
 use super::thread::Wait;
 use super::{FpuAccess, Kernel, SysResult, err};
 
@@ -188,7 +188,7 @@ fn sys_ppoll(k: &mut Kernel, _: &mut dyn FpuAccess, a: [u64; 6]) -> SysResult {
     let deadline = if a[2] == 0 {
         Some(None)
     } else {
-        match super::sys_thread::deadline(k, a[2], false, false) {
+        match super::call::deadline(k, a[2], false, false) {
             Ok(Some(d)) if d == k.now => None,
             Ok(d) => Some(d),
             Err(e) => return err(e),
@@ -279,7 +279,7 @@ fn sys_select(k: &mut Kernel, _: &mut dyn FpuAccess, a: [u64; 6]) -> SysResult {
     let deadline = if a[4] == 0 {
         Some(None)
     } else {
-        match super::sys_timer::read_timeval(k, a[4]) {
+        match super::call::read_timeval(k, a[4]) {
             Ok(0) => None,
             Ok(t) => Some(Some(k.now + t)),
             Err(e) => return err(e),
@@ -311,7 +311,7 @@ fn sys_pselect6(k: &mut Kernel, _: &mut dyn FpuAccess, a: [u64; 6]) -> SysResult
     let deadline = if a[4] == 0 {
         Some(None)
     } else {
-        match super::sys_thread::deadline(k, a[4], false, false) {
+        match super::call::deadline(k, a[4], false, false) {
             Ok(Some(d)) if d == k.now => None,
             Ok(d) => Some(d),
             Err(e) => return err(e),

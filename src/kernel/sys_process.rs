@@ -7,13 +7,13 @@
 //! parent waits for it to exec or exit. Every thread of every process is
 //! scheduled by the same strategy, so one schedule covers the whole tree.
 
+use super::call::{SyscallDef, def};
 use super::loader::{self, Exec, LoadError};
 use super::process::{Ended, Parked, Pid, Process};
 use super::sys_thread::{
     CLONE_CHILD_CLEARTID, CLONE_CHILD_SETTID, CLONE_DETACHED, CLONE_PARENT_SETTID, CLONE_SETTLS,
     CLONE_VM, CloneArgs,
 };
-use super::table::{SyscallDef, def};
 use super::thread::{Thread, Wait};
 use super::{FpuAccess, Kernel, SysResult, err};
 use crate::arch::cpu::ExtendedState;

@@ -1,7 +1,7 @@
 //! Signals: dispositions, masks, sending, and returning from handlers.
 
+use super::call::{SyscallDef, def};
 use super::signal::{self, NSIG, SigAction, UNBLOCKABLE, bit};
-use super::table::{SyscallDef, def};
 use super::thread::{AltStack, PendingSignal, Wait};
 use super::{FpuAccess, Kernel, SysResult, Tid, err};
 
@@ -230,7 +230,7 @@ fn sys_rt_sigtimedwait(k: &mut Kernel, _: &mut dyn FpuAccess, a: [u64; 6]) -> Sy
         return err(libc::EFAULT);
     };
     let set = set & !UNBLOCKABLE;
-    let deadline = match super::sys_thread::deadline(k, a[2], false, false) {
+    let deadline = match super::call::deadline(k, a[2], false, false) {
         Ok(d) => d,
         Err(e) => return err(e),
     };

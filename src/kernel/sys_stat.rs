@@ -2,12 +2,10 @@
 //! (synthesized, the same on every machine), access checks, directory
 //! listings, symbolic links, the working directory, extended attributes.
 
+use super::call::{AT_EMPTY_PATH, AT_FDCWD, AT_SYMLINK_NOFOLLOW, path_at, sys_no_xattr, sys_zero};
+use super::call::{SyscallDef, def};
 use super::files::FileKind;
 use super::synth::{device, exe_link, is_proc_dir, is_virtual_tree, proc_path, synthetic};
-use super::sys_file::{
-    AT_EMPTY_PATH, AT_FDCWD, AT_SYMLINK_NOFOLLOW, path_at, sys_no_xattr, sys_zero,
-};
-use super::table::{SyscallDef, def};
 use super::vfs::{HostStat, NodeKind, Resolved, inode_of};
 use super::{FpuAccess, Kernel, SysResult, err};
 

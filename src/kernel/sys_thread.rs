@@ -1,6 +1,6 @@
 //! Threads: creation and exit, futexes, scheduling calls, thread identity.
 
-use super::table::{SyscallDef, def};
+use super::call::{SyscallDef, deadline, def, sys_zero};
 use super::thread::{Thread, ThreadState, Wait};
 use super::{FpuAccess, Kernel, SysResult, Tid, err};
 use crate::observe::outcome::Outcome;
@@ -62,10 +62,6 @@ pub const CALLS: &[SyscallDef] = &[
         "answers ENOSYS, as kernels without rseq do",
     ),
 ];
-
-fn sys_zero(_: &mut Kernel, _: &mut dyn FpuAccess, _: [u64; 6]) -> SysResult {
-    SysResult::Ret(0)
-}
 
 pub(super) const CLONE_VM: u64 = 0x100;
 pub(super) const CLONE_FS: u64 = 0x200;
@@ -527,39 +523,6 @@ pub fn futex_wake(k: &mut Kernel, addr: u64, private: bool, n: usize, bitset: u3
         k.wake(*t, 0);
     }
     woken.len()
-}
-
-/// Reads a `struct timespec` as nanoseconds (EFAULT, or EINVAL for a
-/// negative or out-of-range value).
-pub(super) fn read_timespec(k: &mut Kernel, ptr: u64) -> Result<u64, i32> {
-    let sec = k.read_u64(ptr).map_err(|_| libc::EFAULT)? as i64;
-    let nsec = k.read_u64(ptr + 8).map_err(|_| libc::EFAULT)? as i64;
-    if sec < 0 || !(0..1_000_000_000).contains(&nsec) {
-        return Err(libc::EINVAL);
-    }
-    Ok((sec as u64)
-        .saturating_mul(1_000_000_000)
-        .saturating_add(nsec as u64))
-}
-
-/// Reads a timeout: relative, or absolute on the monotonic or real-time clock.
-pub fn deadline(
-    k: &mut Kernel,
-    ptr: u64,
-    absolute: bool,
-    realtime: bool,
-) -> Result<Option<u64>, i32> {
-    if ptr == 0 {
-        return Ok(None);
-    }
-    let t = read_timespec(k, ptr)?;
-    Ok(Some(if !absolute {
-        k.now.saturating_add(t)
-    } else if realtime {
-        t.saturating_sub(k.config.epoch * 1_000_000_000)
-    } else {
-        t
-    }))
 }
 
 fn sys_futex(k: &mut Kernel, _: &mut dyn FpuAccess, a: [u64; 6]) -> SysResult {

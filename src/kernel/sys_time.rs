@@ -1,8 +1,8 @@
 //! Virtual time: clocks that advance a fixed quantum per step and jump to
 //! the next timer when every thread sleeps.
 
-use super::sys_thread::deadline;
-use super::table::{SyscallDef, def};
+use super::call::deadline;
+use super::call::{SyscallDef, def};
 use super::thread::Wait;
 use super::{FpuAccess, Kernel, SysResult, err};
 

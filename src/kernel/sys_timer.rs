@@ -8,12 +8,12 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
+use super::call::{SyscallDef, def};
+use super::call::{read_timespec, read_timeval};
 use super::files::{FileKind, OpenFile};
 use super::process::Pid;
 use super::ready::Ready;
 use super::signal;
-use super::sys_thread::read_timespec;
-use super::table::{SyscallDef, def};
 use super::thread::{Nanos, PendingSignal, Tid, Wait};
 use super::{FpuAccess, Kernel, SysResult, err};
 
@@ -247,17 +247,6 @@ impl Kernel {
         self.pipes.note_activity();
         super::sys_pipe::settle(self);
     }
-}
-
-/// Reads a `struct timeval` as nanoseconds (EFAULT, or EINVAL for a
-/// negative or out-of-range value).
-pub(super) fn read_timeval(k: &mut Kernel, at: u64) -> Result<Nanos, i32> {
-    let s = k.read_u64(at).map_err(|_| libc::EFAULT)? as i64;
-    let us = k.read_u64(at + 8).map_err(|_| libc::EFAULT)? as i64;
-    if s < 0 || !(0..1_000_000).contains(&us) {
-        return Err(libc::EINVAL);
-    }
-    Ok(s as u64 * 1_000_000_000 + us as u64 * 1000)
 }
 
 fn split(ns: Nanos, unit: u64) -> [u64; 2] {

@@ -2,10 +2,10 @@
 //! modes, all in the run's private overlay (the host's files are never
 //! changed).
 
+use super::call::{AT_EMPTY_PATH, AT_FDCWD, AT_REMOVEDIR, path_at, ret, sys_zero};
+use super::call::{SyscallDef, def};
 use super::files::FileKind;
 use super::synth::is_virtual_tree;
-use super::sys_file::{AT_EMPTY_PATH, AT_FDCWD, AT_REMOVEDIR, path_at, ret, sys_zero};
-use super::table::{SyscallDef, def};
 use super::vfs::{Resolved, parent_of};
 use super::{FpuAccess, Kernel, SysResult, err};
 

@@ -4,40 +4,8 @@
 
 use std::sync::OnceLock;
 
-use super::{FpuAccess, Kernel, SysResult};
+use super::call::SyscallDef;
 use crate::arch::syscalls as names;
-
-/// A system-call handler: the kernel, the CPU's extended state, the six
-/// argument registers.
-pub type Handler = fn(&mut Kernel, &mut dyn FpuAccess, [u64; 6]) -> SysResult;
-
-/// One implemented system call.
-#[derive(Clone, Copy)]
-pub struct SyscallDef {
-    pub nr: u64,
-    pub handler: Handler,
-    /// The family file it lives in.
-    pub family: &'static str,
-    /// What is not implemented, if anything ("" when complete).
-    pub note: &'static str,
-}
-
-impl SyscallDef {
-    /// Linux's name for it.
-    pub fn name(&self) -> &'static str {
-        names::syscall_name(self.nr).unwrap_or("?")
-    }
-}
-
-/// Builds a table entry: `def(nr, handler, note)`.
-pub const fn def(nr: i64, handler: Handler, note: &'static str) -> SyscallDef {
-    SyscallDef {
-        nr: nr as u64,
-        handler,
-        family: "",
-        note,
-    }
-}
 
 fn build() -> Vec<Option<SyscallDef>> {
     let families: [(&str, &[SyscallDef]); 14] = [
