@@ -7,6 +7,7 @@
 //! it says who *can* run, and a scheduling strategy chooses.
 
 mod call;
+mod clone_args;
 pub mod files;
 pub mod futex;
 pub mod loader;

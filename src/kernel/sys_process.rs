@@ -8,17 +8,24 @@
 //! scheduled by the same strategy, so one schedule covers the whole tree.
 
 use super::call::{SyscallDef, def};
+use super::clone_args::{
+    CLONE_CHILD_CLEARTID, CLONE_CHILD_SETTID, CLONE_CLEAR_SIGHAND, CLONE_DETACHED,
+    CLONE_PARENT_SETTID, CLONE_SETTLS, CLONE_THREAD, CLONE_VFORK, CLONE_VM, CloneArgs,
+};
 use super::loader::{self, Exec, LoadError};
 use super::process::{Ended, Parked, Pid, Process};
-use super::sys_thread::{
-    CLONE_CHILD_CLEARTID, CLONE_CHILD_SETTID, CLONE_DETACHED, CLONE_PARENT_SETTID, CLONE_SETTLS,
-    CLONE_VM, CloneArgs,
-};
+use super::sys_thread::clone_thread;
 use super::thread::{Thread, Wait};
 use super::{FpuAccess, Kernel, SysResult, err};
 use crate::arch::cpu::ExtendedState;
 
 pub const CALLS: &[SyscallDef] = &[
+    def(
+        libc::SYS_clone,
+        sys_clone,
+        "threads, and processes as fork and vfork do; not CLONE_FILES, CLONE_SIGHAND or namespaces for processes",
+    ),
+    def(libc::SYS_clone3, sys_clone3, "as clone"),
     def(
         libc::SYS_fork,
         sys_fork,
@@ -62,9 +69,6 @@ pub const CALLS: &[SyscallDef] = &[
     def(libc::SYS_setsid, sys_setsid, ""),
 ];
 
-const CLONE_VFORK: u64 = 0x4000;
-const CLONE_CLEAR_SIGHAND: u64 = 0x1_0000_0000;
-
 fn sys_fork(k: &mut Kernel, cpu: &mut dyn FpuAccess, _: [u64; 6]) -> SysResult {
     let c = CloneArgs {
         exit_signal: libc::SIGCHLD as u32,
@@ -84,7 +88,7 @@ fn sys_vfork(k: &mut Kernel, cpu: &mut dyn FpuAccess, _: [u64; 6]) -> SysResult 
 
 /// Creates a process (`clone` without CLONE_THREAD): a copy of the current
 /// one whose first thread returns 0 where the caller returns the new pid.
-pub(super) fn spawn(k: &mut Kernel, cpu: &mut dyn FpuAccess, c: CloneArgs) -> SysResult {
+fn spawn(k: &mut Kernel, cpu: &mut dyn FpuAccess, c: CloneArgs) -> SysResult {
     let CloneArgs {
         flags,
         exit_signal,
@@ -570,4 +574,24 @@ fn sys_setsid(k: &mut Kernel, _: &mut dyn FpuAccess, _: [u64; 6]) -> SysResult {
     p.pgid = pid;
     p.sid = pid;
     SysResult::Ret(pid as i64)
+}
+
+fn sys_clone(k: &mut Kernel, cpu: &mut dyn FpuAccess, a: [u64; 6]) -> SysResult {
+    clone(k, cpu, CloneArgs::of_clone(a))
+}
+
+fn sys_clone3(k: &mut Kernel, cpu: &mut dyn FpuAccess, a: [u64; 6]) -> SysResult {
+    match CloneArgs::read_clone3(k, a[0], a[1]) {
+        Ok(c) => clone(k, cpu, c),
+        Err(e) => err(e),
+    }
+}
+
+/// A thread (CLONE_THREAD) or a process.
+fn clone(k: &mut Kernel, cpu: &mut dyn FpuAccess, c: CloneArgs) -> SysResult {
+    if c.flags & CLONE_THREAD == 0 {
+        spawn(k, cpu, c)
+    } else {
+        clone_thread(k, cpu, c)
+    }
 }

@@ -1,17 +1,16 @@
 //! Threads: creation and exit, futexes, scheduling calls, thread identity.
 
 use super::call::{SyscallDef, deadline, def, sys_zero};
+use super::clone_args::{
+    CLONE_CHILD_CLEARTID, CLONE_CHILD_SETTID, CLONE_DETACHED, CLONE_FILES, CLONE_FS,
+    CLONE_PARENT_SETTID, CLONE_SETTLS, CLONE_SIGHAND, CLONE_SYSVSEM, CLONE_THREAD, CLONE_VM,
+    CloneArgs,
+};
 use super::thread::{Thread, ThreadState, Wait};
 use super::{FpuAccess, Kernel, SysResult, Tid, err};
 use crate::observe::outcome::Outcome;
 
 pub const CALLS: &[SyscallDef] = &[
-    def(
-        libc::SYS_clone,
-        sys_clone,
-        "threads, and processes as fork and vfork do; not CLONE_FILES, CLONE_SIGHAND or namespaces for processes",
-    ),
-    def(libc::SYS_clone3, sys_clone3, "as clone"),
     def(
         libc::SYS_exit,
         sys_exit,
@@ -63,73 +62,8 @@ pub const CALLS: &[SyscallDef] = &[
     ),
 ];
 
-pub(super) const CLONE_VM: u64 = 0x100;
-pub(super) const CLONE_FS: u64 = 0x200;
-pub(super) const CLONE_FILES: u64 = 0x400;
-pub(super) const CLONE_SIGHAND: u64 = 0x800;
-pub(super) const CLONE_THREAD: u64 = 0x10000;
-pub(super) const CLONE_SYSVSEM: u64 = 0x40000;
-pub(super) const CLONE_SETTLS: u64 = 0x80000;
-pub(super) const CLONE_PARENT_SETTID: u64 = 0x100000;
-pub(super) const CLONE_CHILD_CLEARTID: u64 = 0x200000;
-pub(super) const CLONE_DETACHED: u64 = 0x400000;
-pub(super) const CLONE_CHILD_SETTID: u64 = 0x1000000;
-
-/// What `clone` and `clone3` ask for, for a thread or a process.
-#[derive(Default)]
-pub(super) struct CloneArgs {
-    pub flags: u64,
-    /// The signal the parent gets when a child process ends.
-    pub exit_signal: u32,
-    pub stack: u64,
-    pub parent_tid: u64,
-    pub child_tid: u64,
-    pub tls: u64,
-}
-
-fn sys_clone(k: &mut Kernel, cpu: &mut dyn FpuAccess, a: [u64; 6]) -> SysResult {
-    // x86-64 order: flags, stack, parent_tid, child_tid, tls.
-    let args = CloneArgs {
-        flags: a[0] & !0xff, // the low byte is the exit signal
-        exit_signal: (a[0] & 0xff) as u32,
-        stack: a[1],
-        parent_tid: a[2],
-        child_tid: a[3],
-        tls: a[4],
-    };
-    clone_thread(k, cpu, args)
-}
-
-fn sys_clone3(k: &mut Kernel, cpu: &mut dyn FpuAccess, a: [u64; 6]) -> SysResult {
-    let (ptr, size) = (a[0], a[1]);
-    if size < 64 {
-        return err(libc::EINVAL);
-    }
-    let mut w = [0u64; 8];
-    for (i, v) in w.iter_mut().enumerate() {
-        match k.read_u64(ptr + i as u64 * 8) {
-            Ok(x) => *v = x,
-            Err(_) => return err(libc::EFAULT),
-        }
-    }
-    // struct clone_args: flags, pidfd, child_tid, parent_tid, exit_signal,
-    // stack, stack_size, tls.
-    let stack = if w[5] != 0 { w[5] + w[6] } else { 0 };
-    let args = CloneArgs {
-        flags: w[0],
-        exit_signal: w[4] as u32,
-        stack,
-        parent_tid: w[3],
-        child_tid: w[2],
-        tls: w[7],
-    };
-    clone_thread(k, cpu, args)
-}
-
-fn clone_thread(k: &mut Kernel, cpu: &mut dyn FpuAccess, c: CloneArgs) -> SysResult {
-    if c.flags & CLONE_THREAD == 0 {
-        return super::sys_process::spawn(k, cpu, c);
-    }
+/// Creates a thread of the current process (`clone` with CLONE_THREAD).
+pub(super) fn clone_thread(k: &mut Kernel, cpu: &mut dyn FpuAccess, c: CloneArgs) -> SysResult {
     let needed = CLONE_VM | CLONE_THREAD | CLONE_SIGHAND;
     if c.flags & needed != needed {
         return SysResult::Unsupported(format!(
