@@ -8,6 +8,7 @@
 
 mod call;
 mod clone_args;
+mod file;
 pub mod files;
 pub mod futex;
 pub mod loader;
@@ -216,7 +217,7 @@ pub struct Kernel {
     obs: Observer,
     /// Things the user should know about how the run was made.
     notes: Vec<String>,
-    pipes: sys_pipe::Pipes,
+    pipes: file::pipe::Pipes,
     epolls: sys_epoll::Instances,
     /// Every process, by pid (the current one's shared state is in the
     /// fields above; see `process`).
@@ -294,7 +295,7 @@ impl Kernel {
         let mut vfs = Vfs::new(source, config.cwd.clone());
         // The guest's files may hold as much as its memory, as a tmpfs may.
         vfs.set_overlay_limit(mem.size());
-        let mut pipes = sys_pipe::Pipes::default();
+        let mut pipes = file::pipe::Pipes::default();
         pipes.set_memory(mem.size());
         let rng = ChaCha20Rng::seed_from_u64(config.seed);
         let config_hang_steps = config.hang_steps;
@@ -658,7 +659,7 @@ impl Kernel {
             }
         };
         // Calls waiting on a pipe that can go on now are taken up again.
-        sys_pipe::settle(self);
+        file::settle(self);
         let event = Event {
             step: self.obs.step(),
             thread: tid.0,
@@ -1138,7 +1139,7 @@ impl Kernel {
                 // A pipe waits for whoever holds its other end: another
                 // process's thread when one does, else its own process's.
                 let pipe_holder = match w {
-                    Wait::Pipe { id, write, .. } if id & sys_pipe::COUNTER == 0 => {
+                    Wait::Pipe { id, write, .. } if id & thread::COUNTER == 0 => {
                         let holders = self.pipe_end_holders(*id, !*write);
                         let pid = holders
                             .iter()
@@ -1155,7 +1156,7 @@ impl Kernel {
                     (Wait::Futex { addr, .. }, ..) => format!("futex {addr:#x}"),
                     (Wait::Sleep { .. }, ..) => "sleep".into(),
                     (Wait::Poll { .. }, ..) => "poll".into(),
-                    (Wait::Pipe { id, .. }, ..) if id & sys_pipe::COUNTER != 0 => {
+                    (Wait::Pipe { id, .. }, ..) if id & thread::COUNTER != 0 => {
                         "an event counter".into()
                     }
                     (Wait::Pipe { write, .. }, ..) => {

@@ -343,11 +343,11 @@ fn do_read(k: &mut Kernel, fd: u64, buf: u64, len: u64, at: Option<u64>) -> SysR
         let nonblock = k.nonblocking(f);
         if let FileKind::SocketPair { rx, .. } = f.kind {
             let nr = libc::SYS_read as u64;
-            return super::sys_pipe::read(k, rx, nonblock, buf, len, nr);
+            return super::file::pipe::read(k, rx, nonblock, buf, len, nr);
         }
         if let FileKind::EventFd { id, semaphore } = f.kind {
             let nr = libc::SYS_read as u64;
-            return super::sys_pipe::read_counter(k, id, semaphore, nonblock, buf, len, nr);
+            return super::file::pipe::read_counter(k, id, semaphore, nonblock, buf, len, nr);
         }
         if let FileKind::TimerFd { .. } = f.kind {
             return super::sys_timer::read_timerfd(k, fd as i32, buf, len, nonblock);
@@ -360,7 +360,7 @@ fn do_read(k: &mut Kernel, fd: u64, buf: u64, len: u64, at: Option<u64>) -> SysR
                 (true, _) => err(libc::EBADF),
                 (false, Some(_)) => err(libc::ESPIPE),
                 (false, None) => {
-                    super::sys_pipe::read(k, id, nonblock, buf, len, libc::SYS_read as u64)
+                    super::file::pipe::read(k, id, nonblock, buf, len, libc::SYS_read as u64)
                 }
             };
         }
@@ -396,18 +396,18 @@ fn write_data(k: &mut Kernel, fd: u64, data: &[u8], at: Option<u64>) -> SysResul
         let nonblock = k.nonblocking(f);
         if let FileKind::SocketPair { tx, .. } = f.kind {
             let nr = libc::SYS_write as u64;
-            return super::sys_pipe::write(k, tx, nonblock, &data, nr);
+            return super::file::pipe::write(k, tx, nonblock, &data, nr);
         }
         if let FileKind::EventFd { id, .. } = f.kind {
             let nr = libc::SYS_write as u64;
-            return super::sys_pipe::write_counter(k, id, nonblock, &data, nr);
+            return super::file::pipe::write_counter(k, id, nonblock, &data, nr);
         }
         if let FileKind::Pipe { id, write } = f.kind {
             return match (write, at) {
                 (false, _) => err(libc::EBADF),
                 (true, Some(_)) => err(libc::ESPIPE),
                 (true, None) => {
-                    super::sys_pipe::write(k, id, nonblock, &data, libc::SYS_write as u64)
+                    super::file::pipe::write(k, id, nonblock, &data, libc::SYS_write as u64)
                 }
             };
         }
@@ -659,11 +659,11 @@ fn writev(k: &mut Kernel, fd: u64, iov: u64, n: u64, at: Option<u64>) -> SysResu
         let nr = libc::SYS_writev as u64;
         return match f.kind {
             FileKind::Pipe { id, write: true } => {
-                super::sys_pipe::write(k, id, nonblock, &data, nr)
+                super::file::pipe::write(k, id, nonblock, &data, nr)
             }
-            FileKind::SocketPair { tx, .. } => super::sys_pipe::write(k, tx, nonblock, &data, nr),
+            FileKind::SocketPair { tx, .. } => super::file::pipe::write(k, tx, nonblock, &data, nr),
             FileKind::EventFd { id, .. } => {
-                super::sys_pipe::write_counter(k, id, nonblock, &data, nr)
+                super::file::pipe::write_counter(k, id, nonblock, &data, nr)
             }
             _ => err(libc::EBADF),
         };
@@ -801,9 +801,9 @@ fn sys_fcntl(k: &mut Kernel, _: &mut dyn FpuAccess, a: [u64; 6]) -> SysResult {
                 _ => return err(libc::EBADF),
             };
             if cmd == libc::F_GETPIPE_SZ {
-                return SysResult::Ret(super::sys_pipe::capacity(k, id) as i64);
+                return SysResult::Ret(super::file::pipe::capacity(k, id) as i64);
             }
-            ret(super::sys_pipe::resize(k, id, arg).map(|n| n as i64))
+            ret(super::file::pipe::resize(k, id, arg).map(|n| n as i64))
         }
         _ => SysResult::Unsupported(format!("fcntl command {cmd}")),
     }
@@ -836,7 +836,7 @@ fn sys_ioctl(k: &mut Kernel, _: &mut dyn FpuAccess, a: [u64; 6]) -> SysResult {
         FIONREAD => {
             let avail = match f.kind {
                 FileKind::Pipe { id, write: false } | FileKind::SocketPair { rx: id, .. } => {
-                    super::sys_pipe::buffered(k, id) as u64
+                    super::file::pipe::buffered(k, id) as u64
                 }
                 _ => file_len(k, &f).map_or(0, |l| l.saturating_sub(k.offset_of(&f))),
             };

@@ -474,7 +474,7 @@ fn accept(k: &mut Kernel, _: &mut dyn FpuAccess, a: [u64; 6], nr: u64) -> SysRes
 /// Connects the stream socket at `fd` to listener `id`: a pair of pipes,
 /// one end the socket, the other queued for `accept`.
 fn connect_to(k: &mut Kernel, fd: u64, id: u64) -> SysResult {
-    let (to_server, to_client) = match super::sys_pipe::new_connection(k) {
+    let (to_server, to_client) = match super::file::pipe::new_connection(k) {
         Ok(ends) => ends,
         Err(e) => return err(e),
     };
@@ -765,7 +765,7 @@ fn send(
     nr: u64,
 ) -> SysResult {
     if let Some((_, tx, nonblock)) = pair_of(k, fd, flags) {
-        return super::sys_pipe::write(k, tx, nonblock, &data, nr);
+        return super::file::pipe::write(k, tx, nonblock, &data, nr);
     }
     match socket_of(k, fd) {
         Ok((domain, libc::SOCK_DGRAM)) => {
@@ -821,7 +821,7 @@ fn receive(
         if addr != 0 && k.write(len_at, &0u32.to_le_bytes()).is_err() {
             return err(libc::EFAULT);
         }
-        return super::sys_pipe::read(k, rx, nonblock, buf, len, nr);
+        return super::file::pipe::read(k, rx, nonblock, buf, len, nr);
     }
     if let Some((id, nonblock)) = datagram_of(k, fd, flags) {
         return match receive_datagram(k, (fd, id, nonblock), &[(buf, len)], (addr, len_at), nr) {

@@ -47,11 +47,12 @@ pub(super) fn readiness(k: &Kernel, fd: i32) -> Option<i16> {
     let f = k.files.get(fd)?;
     Some(match f.kind {
         FileKind::EventFd { id, .. } => {
-            let (can_read, can_write) = super::sys_pipe::counter_state(k, id);
+            let (can_read, can_write) = super::file::pipe::counter_state(k, id);
             (if can_read { POLLIN } else { 0 }) | (if can_write { POLLOUT } else { 0 })
         }
         FileKind::Pipe { id, write } => {
-            let (can_read, can_write, other_end_closed) = super::sys_pipe::poll_state(k, id, write);
+            let (can_read, can_write, other_end_closed) =
+                super::file::pipe::poll_state(k, id, write);
             let mut r = 0;
             if can_read {
                 r |= POLLIN;
@@ -65,7 +66,7 @@ pub(super) fn readiness(k: &Kernel, fd: i32) -> Option<i16> {
             r
         }
         FileKind::SocketPair { rx, tx } => {
-            let (can_read, can_write, peer_closed) = super::sys_pipe::pair_state(k, rx, tx);
+            let (can_read, can_write, peer_closed) = super::file::pipe::pair_state(k, rx, tx);
             (if can_read { POLLIN } else { 0 })
                 | (if can_write { POLLOUT } else { 0 })
                 | (if peer_closed { POLLHUP } else { 0 })

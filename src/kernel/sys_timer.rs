@@ -245,7 +245,7 @@ impl Kernel {
             }
         }
         self.pipes.note_activity();
-        super::sys_pipe::settle(self);
+        super::file::settle(self);
     }
 }
 

@@ -60,6 +60,10 @@ pub enum Wait {
     Readable { fd: i32, nr: u64, on: Ready },
 }
 
+/// Waits on event counters carry their id with this bit set, to share
+/// [`Wait::Pipe`] with pipes.
+pub const COUNTER: u64 = 1 << 63;
+
 impl Wait {
     /// When a timer ends the wait, if ever.
     pub fn deadline(&self) -> Option<Nanos> {
@@ -80,8 +84,8 @@ impl Wait {
     /// again), if any.
     pub fn waits_on(&self) -> Vec<Ready> {
         match self {
-            Wait::Pipe { id, .. } if id & super::sys_pipe::COUNTER != 0 => {
-                vec![Ready::Counter(id & !super::sys_pipe::COUNTER)]
+            Wait::Pipe { id, .. } if id & COUNTER != 0 => {
+                vec![Ready::Counter(id & !COUNTER)]
             }
             Wait::Pipe { id, .. } => vec![Ready::Pipe(*id)],
             Wait::Poll { on, .. } => on.clone(),
@@ -293,7 +297,7 @@ struct Index {
     deadlines: BTreeSet<(Nanos, Tid)>,
     /// Threads waiting on a pipe, an event counter, a poll or a readable
     /// descriptor, by the objects whose change may end their waits: what
-    /// [`super::sys_pipe::settle`] looks at.
+    /// [`super::file::settle`] looks at.
     waiting_on: BTreeMap<Ready, BTreeSet<Tid>>,
     /// Threads in a poll or a read of a descriptor.
     polls: BTreeSet<Tid>,

@@ -251,7 +251,7 @@ cases! {
     a_closed_listeners_path_stays_and_refuses: SYS_connect, |b| {
         let l = listening(b, "/tmp/s", 0);
         assert_eq!(b.ret(SYS_close, [l, 0, 0, 0, 0, 0]), 0);
-        super::super::sys_pipe::settle(&mut b.k);
+        super::super::file::settle(&mut b.k);
         let c = b.ret(SYS_socket, [AF_UNIX as u64, SOCK_STREAM as u64, 0, 0, 0, 0]) as u64;
         let a = unix_addr("/tmp/s");
         [c, b.bytes(&a), a.len() as u64, 0, 0, 0]

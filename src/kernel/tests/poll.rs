@@ -56,7 +56,7 @@ fn poller(b: &mut super::Bench, fd: u64) -> crate::kernel::Tid {
 fn write_byte(b: &mut super::Bench, fd: u64) {
     let x = b.bytes(b"x");
     assert_eq!(b.ret(SYS_write, [fd, x, 1, 0, 0, 0]), 1);
-    crate::kernel::sys_pipe::settle(&mut b.k);
+    crate::kernel::file::settle(&mut b.k);
 }
 
 #[test]
@@ -88,9 +88,9 @@ fn a_poll_is_taken_up_once_the_last_writer_anywhere_closes() {
     let copy = b.ret(SYS_dup, [w, 0, 0, 0, 0, 0]) as u64;
     let t = poller(&mut b, r);
     assert_eq!(b.ret(SYS_close, [w, 0, 0, 0, 0, 0]), 0);
-    crate::kernel::sys_pipe::settle(&mut b.k);
+    crate::kernel::file::settle(&mut b.k);
     assert!(!b.k.threads()[&t].is_runnable(), "a writer is still open");
     assert_eq!(b.ret(SYS_close, [copy, 0, 0, 0, 0, 0]), 0);
-    crate::kernel::sys_pipe::settle(&mut b.k);
+    crate::kernel::file::settle(&mut b.k);
     assert!(b.k.threads()[&t].is_runnable(), "the end of the pipe");
 }
