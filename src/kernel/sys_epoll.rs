@@ -16,10 +16,10 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use super::call::{SyscallDef, def};
+use super::file::{readiness, ready_keys};
 use super::files::{FileKind, OpenFile};
 use super::ready::{ANY_PROCESS, Ready};
 use super::signal::{read_call_mask, with_call_mask};
-use super::sys_poll::{readiness, ready_keys};
 use super::thread::Wait;
 use super::{FpuAccess, Kernel, SysResult, err};
 

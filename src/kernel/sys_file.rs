@@ -5,6 +5,7 @@
 use std::sync::Arc;
 
 use super::call::{AT_FDCWD, SyscallDef, def, path_at, ret, sys_zero};
+use super::file::{self, data};
 use super::files::{FileKind, OpenFile};
 use super::synth::{device, exe_link, is_virtual_tree, proc_path, synthetic};
 use super::sys_stat::{S_IFDIR, meta_of_path};
@@ -57,10 +58,6 @@ pub const CALLS: &[SyscallDef] = &[
         "one process: locks always succeed",
     ),
 ];
-
-/// Largest single read or write (Linux's MAX_RW_COUNT is about 2 GiB; a
-/// smaller cap keeps a hostile length from allocating the monitor's memory).
-const MAX_IO: usize = 64 << 20;
 
 // ----- paths
 
@@ -242,190 +239,22 @@ fn sys_close_range(k: &mut Kernel, _: &mut dyn FpuAccess, a: [u64; 6]) -> SysRes
 
 // ----- reading and writing
 
-/// Reads up to `len` bytes from `fd` at `at` (or the file offset).
-fn read_bytes(k: &mut Kernel, fd: i32, len: usize, at: Option<u64>) -> Result<Vec<u8>, i32> {
-    let f = k.files.get(fd).ok_or(libc::EBADF)?;
-    if !f.readable() {
-        return Err(libc::EBADF);
-    }
-    let len = len.min(MAX_IO);
-    let off = at.unwrap_or(k.offset_of(f));
-    let from_slice = |d: &[u8]| -> Vec<u8> {
-        let start = (off as usize).min(d.len());
-        d[start..(start + len).min(d.len())].to_vec()
-    };
-    let out = match &f.kind {
-        FileKind::Host(d) | FileKind::Synthetic(d) => from_slice(d),
-        FileKind::Overlay => {
-            let path = f.path.clone();
-            let data = k.file_bytes(&path);
-            data.map_or_else(Vec::new, |d| d.read(off, len))
-        }
-        FileKind::Dir(_) => return Err(libc::EISDIR),
-        FileKind::Stdin | FileKind::Null => Vec::new(),
-        FileKind::Zero => vec![0; len],
-        FileKind::Random => {
-            let mut v = vec![0; len];
-            k.random_bytes(&mut v);
-            v
-        }
-        FileKind::Output(_) | FileKind::PathOnly => return Err(libc::EBADF),
-        // Only a connected socket (a pair of pipes) carries data.
-        FileKind::Socket { .. } | FileKind::BoundSocket { .. } => return Err(libc::ENOTCONN),
-        // Pipes are read by `sys_pipe`.
-        FileKind::Pipe { .. }
-        | FileKind::EventFd { .. }
-        | FileKind::Epoll { .. }
-        | FileKind::PidFd { .. }
-        | FileKind::TimerFd { .. }
-        | FileKind::SignalFd { .. }
-        | FileKind::SocketPair { .. } => {
-            return Err(libc::EINVAL);
-        }
-    };
-    if at.is_none() {
-        k.set_offset(fd, off + out.len() as u64);
-    }
-    Ok(out)
-}
-
-/// Writes `data` to `fd` at `at` (or the file offset).
-fn write_bytes(k: &mut Kernel, fd: i32, data: &[u8], at: Option<u64>) -> Result<usize, i32> {
-    let f = k.files.get(fd).ok_or(libc::EBADF)?.clone();
-    if !f.writable() {
-        return Err(libc::EBADF);
-    }
-    match &f.kind {
-        FileKind::Output(n) => {
-            k.obs.output(*n, data);
-            Ok(data.len())
-        }
-        FileKind::Null | FileKind::Zero | FileKind::Random => Ok(data.len()),
-        FileKind::Overlay => {
-            let current = k.offset_of(&f);
-            let append = k.flags_of(&f) & libc::O_APPEND != 0;
-            let written = k.change_file(&f.path, |buf, space| {
-                let off = match at {
-                    Some(o) => o,
-                    None if append => buf.len(),
-                    None => current,
-                };
-                buf.write_at(off, data, space).map(|()| off)
-            });
-            let off = written.ok_or(libc::EIO)??;
-            if at.is_none() {
-                k.set_offset(fd, off + data.len() as u64);
-            }
-            Ok(data.len())
-        }
-        FileKind::Dir(_) => Err(libc::EISDIR),
-        FileKind::Socket { .. } => Err(libc::ENOTCONN),
-        _ => Err(libc::EBADF),
-    }
-}
-
-/// Linux's `access_ok`: the range lies below the end of user space. It is
-/// checked before anything is read, so a read at the end of a file into a
-/// kernel address is EFAULT, not 0.
-fn access_ok(buf: u64, len: u64) -> bool {
-    buf.checked_add(len)
-        .is_some_and(|end| end <= crate::arch::layout::USER_END)
-}
-
-fn do_read(k: &mut Kernel, fd: u64, buf: u64, len: u64, at: Option<u64>) -> SysResult {
-    if k.files.get(fd as i32).is_some() && !access_ok(buf, len) {
-        return err(libc::EFAULT);
-    }
-    if let Some(r) = super::sys_net::read_datagram(k, fd, buf, len) {
-        return r;
-    }
-    if let Some(f) = k.files.get(fd as i32) {
-        let nonblock = k.nonblocking(f);
-        if let FileKind::SocketPair { rx, .. } = f.kind {
-            let nr = libc::SYS_read as u64;
-            return super::file::pipe::read(k, rx, nonblock, buf, len, nr);
-        }
-        if let FileKind::EventFd { id, semaphore } = f.kind {
-            let nr = libc::SYS_read as u64;
-            return super::file::pipe::read_counter(k, id, semaphore, nonblock, buf, len, nr);
-        }
-        if let FileKind::TimerFd { .. } = f.kind {
-            return super::sys_timer::read_timerfd(k, fd as i32, buf, len, nonblock);
-        }
-        if let FileKind::SignalFd { mask } = f.kind {
-            return super::sys_timer::read_signalfd(k, fd as i32, mask, buf, len, nonblock);
-        }
-        if let FileKind::Pipe { id, write } = f.kind {
-            return match (write, at) {
-                (true, _) => err(libc::EBADF),
-                (false, Some(_)) => err(libc::ESPIPE),
-                (false, None) => {
-                    super::file::pipe::read(k, id, nonblock, buf, len, libc::SYS_read as u64)
-                }
-            };
-        }
-    }
-    match read_bytes(k, fd as i32, len as usize, at) {
-        Ok(d) => match k.write(buf, &d) {
-            Ok(()) => SysResult::Ret(d.len() as i64),
-            Err(_) => err(libc::EFAULT),
-        },
-        Err(e) => err(e),
-    }
-}
-
 fn do_write(k: &mut Kernel, fd: u64, buf: u64, len: u64, at: Option<u64>) -> SysResult {
     if k.files.get(fd as i32).is_none() {
         return err(libc::EBADF);
     }
-    let mut data = vec![0u8; (len as usize).min(MAX_IO)];
+    let mut data = vec![0u8; (len as usize).min(data::MAX_IO)];
     if k.read(buf, &mut data).is_err() {
         return err(libc::EFAULT);
     }
-    write_data(k, fd, &data, at)
-}
-
-/// Writes `data` to descriptor `fd` of any kind, at `at` or its offset; a
-/// call that waits (a full pipe) is taken up again as `write`.
-fn write_data(k: &mut Kernel, fd: u64, data: &[u8], at: Option<u64>) -> SysResult {
-    let data = data.to_vec();
-    if let Some(r) = super::sys_net::write_datagram(k, fd, &data) {
-        return r;
-    }
-    if let Some(f) = k.files.get(fd as i32) {
-        let nonblock = k.nonblocking(f);
-        if let FileKind::SocketPair { tx, .. } = f.kind {
-            let nr = libc::SYS_write as u64;
-            return super::file::pipe::write(k, tx, nonblock, &data, nr);
-        }
-        if let FileKind::EventFd { id, .. } = f.kind {
-            let nr = libc::SYS_write as u64;
-            return super::file::pipe::write_counter(k, id, nonblock, &data, nr);
-        }
-        if let FileKind::Pipe { id, write } = f.kind {
-            return match (write, at) {
-                (false, _) => err(libc::EBADF),
-                (true, Some(_)) => err(libc::ESPIPE),
-                (true, None) => {
-                    super::file::pipe::write(k, id, nonblock, &data, libc::SYS_write as u64)
-                }
-            };
-        }
-    }
-    ret(write_bytes(k, fd as i32, &data, at).map(|n| n as i64))
+    file::write(k, fd, &data, at)
 }
 
 fn sys_read(k: &mut Kernel, _: &mut dyn FpuAccess, a: [u64; 6]) -> SysResult {
-    do_read(k, a[0], a[1], a[2], None)
+    file::read(k, a[0], a[1], a[2], None)
 }
 
 // ----- copying between descriptors in the kernel
-
-/// Whether description `f` is a file with contents to copy from
-/// (`sendfile` and `copy_file_range` read only those).
-fn is_regular(f: &OpenFile) -> bool {
-    matches!(f.kind, FileKind::Host(_) | FileKind::Overlay)
-}
 
 /// Where a copy reads or writes: at `*ptr` when the caller gave a pointer
 /// (the descriptor's offset stays), else at the descriptor's offset.
@@ -463,21 +292,21 @@ fn sys_sendfile(k: &mut Kernel, _: &mut dyn FpuAccess, a: [u64; 6]) -> SysResult
     if !fin.readable() || !fout.writable() {
         return err(libc::EBADF);
     }
-    if !is_regular(fin) || k.flags_of(fout) & libc::O_APPEND != 0 {
+    if !data::is_regular(fin) || k.flags_of(fout) & libc::O_APPEND != 0 {
         return err(libc::EINVAL);
     }
     let from = match copy_position(k, inp, offp) {
         Ok(at) => at,
         Err(e) => return err(e),
     };
-    let data = match read_bytes(k, inp, count as usize, Some(from)) {
+    let data = match data::read_bytes(k, inp, count as usize, Some(from)) {
         Ok(d) => d,
         Err(e) => return err(e),
     };
     if data.is_empty() {
         return SysResult::Ret(0);
     }
-    let r = retried_as(write_data(k, out as u64, &data, None), libc::SYS_sendfile);
+    let r = retried_as(file::write(k, out as u64, &data, None), libc::SYS_sendfile);
     if let SysResult::Ret(n) = r {
         if n > 0 {
             if let Err(e) = advance(k, inp, offp, from, n as u64) {
@@ -505,7 +334,7 @@ fn sys_copy_file_range(k: &mut Kernel, _: &mut dyn FpuAccess, a: [u64; 6]) -> Sy
     if matches!(fin.kind, FileKind::Dir(_)) || matches!(fout.kind, FileKind::Dir(_)) {
         return err(libc::EISDIR);
     }
-    if !is_regular(&fin) || !matches!(fout.kind, FileKind::Overlay) {
+    if !data::is_regular(&fin) || !matches!(fout.kind, FileKind::Overlay) {
         return err(libc::EINVAL);
     }
     let (from, to) = match (
@@ -519,14 +348,14 @@ fn sys_copy_file_range(k: &mut Kernel, _: &mut dyn FpuAccess, a: [u64; 6]) -> Sy
     if same_file && from < to.saturating_add(len) && to < from.saturating_add(len) {
         return err(libc::EINVAL);
     }
-    let data = match read_bytes(k, inp, len as usize, Some(from)) {
+    let data = match data::read_bytes(k, inp, len as usize, Some(from)) {
         Ok(d) => d,
         Err(e) => return err(e),
     };
     if data.is_empty() {
         return SysResult::Ret(0);
     }
-    let n = match write_bytes(k, out, &data, Some(to)) {
+    let n = match data::write(k, out, &data, Some(to)) {
         Ok(n) => n as u64,
         Err(e) => return err(e),
     };
@@ -545,7 +374,7 @@ fn sys_pread64(k: &mut Kernel, _: &mut dyn FpuAccess, a: [u64; 6]) -> SysResult 
     if (a[3] as i64) < 0 {
         return err(libc::EINVAL);
     }
-    do_read(k, a[0], a[1], a[2], Some(a[3]))
+    file::read(k, a[0], a[1], a[2], Some(a[3]))
 }
 
 fn sys_pwrite64(k: &mut Kernel, _: &mut dyn FpuAccess, a: [u64; 6]) -> SysResult {
@@ -588,21 +417,6 @@ fn retried_as(r: SysResult, nr: i64) -> SysResult {
     }
 }
 
-/// Whether descriptor `fd` is a pipe-like file (its reads and writes may
-/// wait), which vectored calls pass to `read`'s and `write`'s code whole.
-fn waits(k: &Kernel, fd: u64) -> bool {
-    k.files.get(fd as i32).is_some_and(|f| {
-        matches!(
-            f.kind,
-            FileKind::Pipe { .. }
-                | FileKind::SocketPair { .. }
-                | FileKind::EventFd { .. }
-                | FileKind::TimerFd { .. }
-                | FileKind::SignalFd { .. }
-        )
-    })
-}
-
 fn readv(k: &mut Kernel, fd: u64, iov: u64, n: u64, mut at: Option<u64>) -> SysResult {
     let v = match iovecs(k, iov, n) {
         Ok(v) => v,
@@ -615,7 +429,7 @@ fn readv(k: &mut Kernel, fd: u64, iov: u64, n: u64, mut at: Option<u64>) -> SysR
     };
     let mut total = 0i64;
     for (base, len) in v {
-        match retried_as(do_read(k, fd, base, len, at), nr) {
+        match retried_as(file::read(k, fd, base, len, at), nr) {
             SysResult::Ret(r) if r >= 0 => {
                 total += r;
                 at = at.map(|a| a + r as u64);
@@ -638,16 +452,16 @@ fn writev(k: &mut Kernel, fd: u64, iov: u64, n: u64, at: Option<u64>) -> SysResu
     // Gather first so the write is one piece, as Linux makes it for files.
     let mut data = Vec::new();
     for (base, len) in v {
-        let mut chunk = vec![0u8; (len as usize).min(MAX_IO)];
+        let mut chunk = vec![0u8; (len as usize).min(data::MAX_IO)];
         if k.read(base, &mut chunk).is_err() {
             return err(libc::EFAULT);
         }
         data.extend_from_slice(&chunk);
-        if data.len() > MAX_IO {
+        if data.len() > data::MAX_IO {
             return err(libc::EINVAL);
         }
     }
-    if waits(k, fd) {
+    if file::may_wait(k, fd) {
         // One write of the gathered bytes: atomic up to PIPE_BUF, as Linux.
         let Some(f) = k.files.get(fd as i32) else {
             return err(libc::EBADF);
@@ -658,17 +472,13 @@ fn writev(k: &mut Kernel, fd: u64, iov: u64, n: u64, at: Option<u64>) -> SysResu
         let nonblock = k.nonblocking(f);
         let nr = libc::SYS_writev as u64;
         return match f.kind {
-            FileKind::Pipe { id, write: true } => {
-                super::file::pipe::write(k, id, nonblock, &data, nr)
-            }
-            FileKind::SocketPair { tx, .. } => super::file::pipe::write(k, tx, nonblock, &data, nr),
-            FileKind::EventFd { id, .. } => {
-                super::file::pipe::write_counter(k, id, nonblock, &data, nr)
-            }
+            FileKind::Pipe { id, write: true } => file::pipe::write(k, id, nonblock, &data, nr),
+            FileKind::SocketPair { tx, .. } => file::pipe::write(k, tx, nonblock, &data, nr),
+            FileKind::EventFd { id, .. } => file::pipe::write_counter(k, id, nonblock, &data, nr),
             _ => err(libc::EBADF),
         };
     }
-    ret(write_bytes(k, fd as i32, &data, at).map(|n| n as i64))
+    ret(data::write(k, fd as i32, &data, at).map(|n| n as i64))
 }
 
 fn sys_readv(k: &mut Kernel, _: &mut dyn FpuAccess, a: [u64; 6]) -> SysResult {
@@ -687,22 +497,12 @@ fn sys_pwritev(k: &mut Kernel, _: &mut dyn FpuAccess, a: [u64; 6]) -> SysResult 
     writev(k, a[0], a[1], a[2], Some(a[3]))
 }
 
-fn file_len(k: &Kernel, f: &OpenFile) -> Option<u64> {
-    match &f.kind {
-        FileKind::Host(d) | FileKind::Synthetic(d) => Some(d.len() as u64),
-        FileKind::Overlay => Some(k.vfs.overlay_len(&f.path).unwrap_or(0)),
-        FileKind::Dir(e) => Some(e.len() as u64 + 2),
-        FileKind::Null | FileKind::Zero | FileKind::Random => Some(0),
-        _ => None,
-    }
-}
-
 fn sys_lseek(k: &mut Kernel, _: &mut dyn FpuAccess, a: [u64; 6]) -> SysResult {
     let (fd, off, whence) = (a[0] as i32, a[1] as i64, a[2]);
     let Some(f) = k.files.get(fd).cloned() else {
         return err(libc::EBADF);
     };
-    let Some(len) = file_len(k, &f) else {
+    let Some(len) = data::seek_len(k, &f) else {
         return err(libc::ESPIPE);
     };
     let base = match whence {
@@ -801,9 +601,9 @@ fn sys_fcntl(k: &mut Kernel, _: &mut dyn FpuAccess, a: [u64; 6]) -> SysResult {
                 _ => return err(libc::EBADF),
             };
             if cmd == libc::F_GETPIPE_SZ {
-                return SysResult::Ret(super::file::pipe::capacity(k, id) as i64);
+                return SysResult::Ret(file::pipe::capacity(k, id) as i64);
             }
-            ret(super::file::pipe::resize(k, id, arg).map(|n| n as i64))
+            ret(file::pipe::resize(k, id, arg).map(|n| n as i64))
         }
         _ => SysResult::Unsupported(format!("fcntl command {cmd}")),
     }
@@ -834,12 +634,7 @@ fn sys_ioctl(k: &mut Kernel, _: &mut dyn FpuAccess, a: [u64; 6]) -> SysResult {
             SysResult::Ret(0)
         }
         FIONREAD => {
-            let avail = match f.kind {
-                FileKind::Pipe { id, write: false } | FileKind::SocketPair { rx: id, .. } => {
-                    super::file::pipe::buffered(k, id) as u64
-                }
-                _ => file_len(k, &f).map_or(0, |l| l.saturating_sub(k.offset_of(&f))),
-            };
+            let avail = file::available(k, &f);
             match k.write_u32(a[2], avail.min(i32::MAX as u64) as u32) {
                 Ok(()) => SysResult::Ret(0),
                 Err(_) => err(libc::EFAULT),

@@ -1,8 +1,7 @@
 //! Waiting for descriptors: poll, ppoll, select and pselect6.
 
 use super::call::{SyscallDef, def};
-use super::files::FileKind;
-use super::ready::Ready;
+use super::file::{POLLERR, POLLHUP, POLLIN, POLLNVAL, POLLOUT, readiness, ready_keys};
 use super::signal::{read_call_mask, with_call_mask};
 use super::thread::Wait;
 use super::{FpuAccess, Kernel, SysResult, err};
@@ -31,105 +30,6 @@ pub const CALLS: &[SyscallDef] = &[
 ];
 
 // ----- poll
-
-const POLLIN: i16 = 0x1;
-const POLLOUT: i16 = 0x4;
-const POLLERR: i16 = 0x8;
-const POLLHUP: i16 = 0x10;
-const POLLNVAL: i16 = 0x20;
-
-/// What descriptor `fd` is ready for now, as poll bits (POLLERR and
-/// POLLHUP included); `None` for a descriptor not open. A connected
-/// socket is as its pipes are, a listening one readable with a connection
-/// waiting, a datagram one writable (and readable with a datagram); an
-/// unconnected stream socket never becomes ready; other files always are.
-pub(super) fn readiness(k: &Kernel, fd: i32) -> Option<i16> {
-    let f = k.files.get(fd)?;
-    Some(match f.kind {
-        FileKind::EventFd { id, .. } => {
-            let (can_read, can_write) = super::file::pipe::counter_state(k, id);
-            (if can_read { POLLIN } else { 0 }) | (if can_write { POLLOUT } else { 0 })
-        }
-        FileKind::Pipe { id, write } => {
-            let (can_read, can_write, other_end_closed) =
-                super::file::pipe::poll_state(k, id, write);
-            let mut r = 0;
-            if can_read {
-                r |= POLLIN;
-            }
-            if can_write {
-                r |= POLLOUT;
-            }
-            if other_end_closed {
-                r |= if write { POLLERR } else { POLLHUP };
-            }
-            r
-        }
-        FileKind::SocketPair { rx, tx } => {
-            let (can_read, can_write, peer_closed) = super::file::pipe::pair_state(k, rx, tx);
-            (if can_read { POLLIN } else { 0 })
-                | (if can_write { POLLOUT } else { 0 })
-                | (if peer_closed { POLLHUP } else { 0 })
-        }
-        FileKind::BoundSocket { id, kind, .. } => {
-            // A datagram socket can always send.
-            let out = if kind == libc::SOCK_DGRAM { POLLOUT } else { 0 };
-            out | if k.sockets.has_queued(id) { POLLIN } else { 0 }
-        }
-        FileKind::Socket {
-            kind: libc::SOCK_DGRAM,
-            ..
-        } => POLLOUT,
-        FileKind::TimerFd { id, .. } => {
-            if k.timers.fd_expirations(id) > 0 {
-                POLLIN
-            } else {
-                0
-            }
-        }
-        FileKind::SignalFd { mask } => {
-            if super::sys_timer::signal_waiting(k, mask) {
-                POLLIN
-            } else {
-                0
-            }
-        }
-        FileKind::PidFd { pid } => {
-            let ended = k.processes().get(&pid).is_none_or(|p| p.ended.is_some());
-            if ended { POLLIN } else { 0 }
-        }
-        FileKind::Socket { .. } | FileKind::Epoll { .. } => 0,
-        _ => {
-            let mut r = 0;
-            if f.readable() && !matches!(f.kind, FileKind::Stdin) {
-                r |= POLLIN;
-            }
-            if f.writable() {
-                r |= POLLOUT;
-            }
-            r
-        }
-    })
-}
-
-/// The objects whose change may make descriptor `fd` ready, a signal
-/// descriptor's being the signals of process `signals_of`. Descriptors
-/// whose readiness never changes have none.
-pub(super) fn ready_keys(k: &Kernel, fd: i32, signals_of: u32) -> Vec<Ready> {
-    let Some(f) = k.files.get(fd) else {
-        return Vec::new();
-    };
-    match f.kind {
-        FileKind::EventFd { id, .. } => vec![Ready::Counter(id)],
-        FileKind::Pipe { id, .. } => vec![Ready::Pipe(id)],
-        FileKind::SocketPair { rx, tx } => vec![Ready::Pipe(rx), Ready::Pipe(tx)],
-        FileKind::BoundSocket { id, .. } => vec![Ready::Socket(id)],
-        FileKind::TimerFd { id, .. } => vec![Ready::Timer(id)],
-        FileKind::SignalFd { .. } => vec![Ready::Signals(signals_of)],
-        FileKind::PidFd { pid } => vec![Ready::Ended(pid)],
-        _ => Vec::new(),
-    }
-}
 
 fn poll(k: &mut Kernel, fds: u64, n: u64, deadline: Option<Option<u64>>, nr: u64) -> SysResult {
     if n > k.files.limit as u64 {
