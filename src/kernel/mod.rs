@@ -218,7 +218,7 @@ pub struct Kernel {
     /// Things the user should know about how the run was made.
     notes: Vec<String>,
     pipes: file::pipe::Pipes,
-    epolls: sys_epoll::Instances,
+    epolls: file::epoll::Instances,
     /// Every process, by pid (the current one's shared state is in the
     /// fields above; see `process`).
     procs: BTreeMap<process::Pid, process::Process>,

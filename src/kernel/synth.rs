@@ -7,6 +7,9 @@ use super::{Kernel, Tid};
 use crate::arch::layout::PAGE_SIZE;
 use crate::memory::Usage;
 
+/// The release string programs see.
+pub const RELEASE: &str = "6.1.0-rewind";
+
 /// A path in the directory of a process in `/proc`: `/proc/self`,
 /// `/proc/thread-self`, `/proc/PID` of a process that has not been reaped,
 /// and `/proc/PID/task/TID` of one of its threads.
@@ -90,9 +93,7 @@ pub(super) fn synthetic(k: &mut Kernel, path: &str) -> Option<Vec<u8>> {
             let total = k.mem.size() >> 10;
             Some(format!("MemTotal:       {total} kB\nMemFree:        {total} kB\nMemAvailable:   {total} kB\n").into_bytes())
         }
-        "/proc/sys/kernel/osrelease" => {
-            Some(format!("{}\n", super::sys_info::RELEASE).into_bytes())
-        }
+        "/proc/sys/kernel/osrelease" => Some(format!("{}\n", RELEASE).into_bytes()),
         "/proc/stat" => {
             let mut s = String::from("cpu  0 0 0 0 0 0 0 0 0 0\n");
             for c in 0..cpus {

@@ -1,6 +1,7 @@
 //! Identity and system information: fixed answers, the same on every machine.
 
 use super::call::{SyscallDef, def};
+use super::synth::RELEASE;
 use super::{FpuAccess, Kernel, MAIN_TID, SysResult, err};
 
 pub const CALLS: &[SyscallDef] = &[
@@ -93,9 +94,6 @@ fn sys_getres(k: &mut Kernel, _: &mut dyn FpuAccess, a: [u64; 6]) -> SysResult {
     }
     SysResult::Ret(0)
 }
-
-/// The release string programs see.
-pub const RELEASE: &str = "6.1.0-rewind";
 
 fn sys_set_id(k: &mut Kernel, cpu: &mut dyn FpuAccess, a: [u64; 6]) -> SysResult {
     sys_set_ids(k, cpu, [a[0], 0, 0, 0, 0, 0])

@@ -539,7 +539,7 @@ impl Threads {
     /// process goes to: the lowest that does not block it, else the lowest;
     /// and how many masks it looked at to find it.
     pub fn signal_target(&self, pid: u32, signo: u32) -> (Option<Tid>, u64) {
-        let bit = super::signal::bit(signo);
+        let bit = 1u64 << (signo - 1); // its bit in a mask
         let masks = self.index.masks.get(&pid);
         let target = masks
             .into_iter()

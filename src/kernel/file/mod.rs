@@ -6,6 +6,7 @@
 //! each kind's state and rules live in its own module here.
 
 pub mod data;
+pub mod epoll;
 pub mod pipe;
 
 use crate::kernel::call::ret;
@@ -74,7 +75,7 @@ fn collect(k: &mut Kernel) {
         match h {
             Held::PipeEnd { id, write } => pipe::let_go_of_end(k, id, write),
             Held::Counter(id) => k.pipes.forget_counter(id),
-            Held::Epoll(id) => super::sys_epoll::forget(k, id),
+            Held::Epoll(id) => epoll::forget(k, id),
             Held::Bound(id) => {
                 // Connections it never accepted go with it: their other
                 // ends see the end at the next look.
