@@ -37,6 +37,7 @@ mod sys_thread;
 mod sys_time;
 mod sys_timer;
 mod sys_tree;
+mod timers;
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -234,7 +235,7 @@ pub struct Kernel {
     /// The process the run started with: its end is the run's end.
     first_pid: process::Pid,
     /// Timers of every process (`sys_timer`).
-    timers: sys_timer::Timers,
+    timers: timers::Timers,
     /// Bound and listening sockets (`sys_net`).
     sockets: sys_net::Sockets,
     /// Offsets and status flags of open file descriptions processes

@@ -1,20 +1,21 @@
-//! Timers on virtual time: `alarm`, interval timers, POSIX timers and
-//! timer descriptors (`timerfd`), and signal descriptors (`signalfd`).
+//! The timer calls: `alarm`, interval timers, POSIX timers and timer
+//! descriptors (`timerfd`), and signal descriptors (`signalfd`); the
+//! timers are `kernel::timers`', the descriptors `file::timerfd`'s and
+//! `file::signalfd`'s.
 //!
 //! A timer is a deadline in virtual time. It fires at the end of the step
 //! that reaches it, or, when every thread waits, the clock jumps to it (as
 //! to a sleeper's deadline): a signal to its process or thread, or an
 //! expiration counted on its descriptor, which wakes readers and polls.
 
-use std::collections::{BTreeMap, BTreeSet};
-
 use super::call::{SyscallDef, def};
 use super::call::{read_timespec, read_timeval};
+use super::file::timerfd::timer_of;
 use super::files::{FileKind, OpenFile};
 use super::process::Pid;
-use super::ready::Ready;
 use super::signal;
-use super::thread::{Nanos, PendingSignal, Tid, Wait};
+use super::thread::{Nanos, Tid};
+use super::timers::{Action, Slot, Timer, arm, current};
 use super::{FpuAccess, Kernel, SysResult, err};
 
 pub const CALLS: &[SyscallDef] = &[
@@ -49,234 +50,8 @@ pub const CALLS: &[SyscallDef] = &[
     ),
 ];
 
-/// What a timer does when it fires.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum Action {
-    /// Sends `signo` to its process (or to one thread of it).
-    Signal { signo: u32, thread: Option<Tid> },
-    /// Counts an expiration on its `timerfd`.
-    Count,
-    /// Nothing (SIGEV_NONE): only `timer_gettime` sees it.
-    Nothing,
-}
-
-/// Which timer of a process this is.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
-enum Slot {
-    /// `setitimer`'s ITIMER_REAL (which `alarm` shares), VIRTUAL or PROF.
-    Interval(u32),
-    /// A POSIX timer, by the id `timer_create` returned.
-    Posix(u32),
-    /// A timer descriptor's, by its id.
-    Fd(u64),
-}
-
-#[derive(Clone, Debug)]
-struct Timer {
-    action: Action,
-    /// When it fires next; `None` while disarmed.
-    deadline: Option<Nanos>,
-    /// The period after the first expiration (0: once).
-    interval: Nanos,
-    /// Expirations not read yet (timerfd), or missed (overruns).
-    expirations: u64,
-}
-
-/// Every process's timers, with the armed ones also by deadline and the
-/// descriptors' by id, so a step finds what is due without looking at the
-/// others.
-#[derive(Clone, Debug, Default)]
-pub struct Timers {
-    timers: BTreeMap<(Pid, Slot), Timer>,
-    next_fd: u64,
-    /// Armed timers: (deadline, key).
-    due: BTreeSet<(Nanos, (Pid, Slot))>,
-    /// The process that made each timer descriptor.
-    fd_owner: BTreeMap<u64, Pid>,
-}
-
-impl Timers {
-    /// The earliest deadline of an armed timer.
-    pub fn next_deadline(&self) -> Option<Nanos> {
-        self.due.first().map(|(d, _)| *d)
-    }
-
-    /// Timer `key`, if it exists.
-    fn get(&self, key: &(Pid, Slot)) -> Option<&Timer> {
-        self.timers.get(key)
-    }
-
-    /// Adds (or replaces) timer `key`.
-    fn insert(&mut self, key: (Pid, Slot), t: Timer) {
-        self.remove(&key);
-        if let Some(d) = t.deadline {
-            self.due.insert((d, key));
-        }
-        if let Slot::Fd(id) = key.1 {
-            self.fd_owner.insert(id, key.0);
-        }
-        self.timers.insert(key, t);
-    }
-
-    /// Removes timer `key`.
-    fn remove(&mut self, key: &(Pid, Slot)) -> Option<Timer> {
-        let t = self.timers.remove(key)?;
-        if let Some(d) = t.deadline {
-            self.due.remove(&(d, *key));
-        }
-        if let Slot::Fd(id) = key.1 {
-            self.fd_owner.remove(&id);
-        }
-        Some(t)
-    }
-
-    /// Timer `key` to change, its deadline kept in the index.
-    fn update<R>(&mut self, key: &(Pid, Slot), f: impl FnOnce(&mut Timer) -> R) -> Option<R> {
-        let t = self.timers.get_mut(key)?;
-        let before = t.deadline;
-        let r = f(t);
-        if t.deadline != before {
-            if let Some(d) = before {
-                self.due.remove(&(d, *key));
-            }
-            if let Some(d) = t.deadline {
-                self.due.insert((d, *key));
-            }
-        }
-        Some(r)
-    }
-
-    /// The timers of process `pid`, in key order.
-    fn of(&self, pid: Pid) -> Vec<(Pid, Slot)> {
-        self.timers
-            .range((pid, Slot::Interval(0))..)
-            .take_while(|((p, _), _)| *p == pid)
-            .map(|(k, _)| *k)
-            .collect()
-    }
-
-    /// Forgets the timers of an ended process.
-    pub fn forget(&mut self, pid: Pid) {
-        for key in self.of(pid) {
-            self.remove(&key);
-        }
-    }
-
-    /// What `execve` does to a process's timers: its POSIX timers go; its
-    /// interval timers (and `alarm`) and timer descriptors stay.
-    pub fn exec(&mut self, pid: Pid) {
-        for key in self.of(pid) {
-            if matches!(key.1, Slot::Posix(_)) {
-                self.remove(&key);
-            }
-        }
-    }
-
-    /// The key of timer descriptor `id`, if its timer exists.
-    fn fd_key(&self, id: u64) -> Option<(Pid, Slot)> {
-        self.fd_owner.get(&id).map(|p| (*p, Slot::Fd(id)))
-    }
-
-    /// Unread expirations of timer descriptor `id`.
-    pub fn fd_expirations(&self, id: u64) -> u64 {
-        self.fd_key(id)
-            .and_then(|key| self.timers.get(&key))
-            .map_or(0, |t| t.expirations)
-    }
-}
-
-impl Kernel {
-    /// Fires the timers whose deadline has come: signals sent, expirations
-    /// counted (the readers and polls they wake are taken up again).
-    pub(super) fn fire_timers(&mut self) {
-        let now = self.now;
-        // In key order, as they have always fired.
-        let mut due: Vec<(Pid, Slot)> = self
-            .timers
-            .due
-            .iter()
-            .take_while(|(d, _)| *d <= now)
-            .map(|(_, k)| *k)
-            .collect();
-        if due.is_empty() {
-            return;
-        }
-        self.changes.count(due.len() as u64);
-        due.sort_unstable();
-        for key in due {
-            let fired = self.timers.update(&key, |t| {
-                let deadline = t.deadline.expect("due");
-                // Expirations since the deadline, the first included.
-                let missed = (now - deadline).checked_div(t.interval).unwrap_or(0);
-                // A descriptor counts every expiration until read; a signal
-                // timer keeps those of its last firing (its overrun + 1).
-                if t.action == Action::Count {
-                    t.expirations += 1 + missed;
-                } else {
-                    t.expirations = 1 + missed;
-                }
-                t.deadline = (t.interval > 0).then(|| deadline + (missed + 1) * t.interval);
-                t.action
-            });
-            let Some(action) = fired else {
-                continue;
-            };
-            if let Slot::Fd(id) = key.1 {
-                self.touch(Ready::Timer(id));
-            }
-            if let Action::Signal { signo, thread } = action {
-                let (pid, slot) = key;
-                let s = PendingSignal {
-                    signo,
-                    code: match slot {
-                        Slot::Posix(_) => -2, // SI_TIMER
-                        _ => 0x80,            // SI_KERNEL
-                    },
-                    addr: 0,
-                    sender: 0,
-                    forced: false,
-                };
-                if self.procs.get(&pid).is_some_and(|p| p.ended.is_none()) {
-                    self.with_process(pid, |k| match thread {
-                        Some(tid) => signal::send_to_thread(k, tid, s),
-                        None => signal::send_to_process(k, s),
-                    });
-                }
-            }
-        }
-        self.pipes.note_activity();
-        super::file::settle(self);
-    }
-}
-
 fn split(ns: Nanos, unit: u64) -> [u64; 2] {
     [ns / 1_000_000_000, (ns % 1_000_000_000) / unit]
-}
-
-/// A timer's `(interval, time left)`.
-fn current(k: &Kernel, key: (Pid, Slot)) -> (Nanos, Nanos) {
-    match k.timers.get(&key) {
-        Some(t) => (
-            t.interval,
-            t.deadline.map_or(0, |d| d.saturating_sub(k.now).max(1)),
-        ),
-        None => (0, 0),
-    }
-}
-
-/// Arms (or, with a zero `value`, disarms) a timer; its previous
-/// `(interval, time left)`.
-fn arm(k: &mut Kernel, key: (Pid, Slot), action: Action, value: Nanos, interval: Nanos) {
-    let deadline = (value > 0).then(|| k.now + value);
-    k.timers.insert(
-        key,
-        Timer {
-            action,
-            deadline,
-            interval,
-            expirations: 0,
-        },
-    );
 }
 
 fn itimer_signal(which: u32) -> u32 {
@@ -504,7 +279,9 @@ fn sys_timer_gettime(k: &mut Kernel, _: &mut dyn FpuAccess, a: [u64; 6]) -> SysR
 
 fn sys_timer_getoverrun(k: &mut Kernel, _: &mut dyn FpuAccess, a: [u64; 6]) -> SysResult {
     match posix_key(k, a[0]) {
-        Some(key) => SysResult::Ret(0.max(k.timers.timers[&key].expirations as i64 - 1)),
+        Some(key) => {
+            SysResult::Ret(0.max(k.timers.get(&key).expect("a POSIX timer").expirations as i64 - 1))
+        }
         None => err(libc::EINVAL),
     }
 }
@@ -530,7 +307,7 @@ fn sys_timerfd_create(k: &mut Kernel, _: &mut dyn FpuAccess, a: [u64; 6]) -> Sys
     if flags & !(TFD_NONBLOCK | TFD_CLOEXEC) != 0 {
         return err(libc::EINVAL);
     }
-    let id = k.timers.next_fd;
+    let id = k.timers.next_fd_id();
     let f = OpenFile {
         kind: FileKind::TimerFd {
             id,
@@ -543,7 +320,7 @@ fn sys_timerfd_create(k: &mut Kernel, _: &mut dyn FpuAccess, a: [u64; 6]) -> Sys
     };
     match k.files.install(f, flags & TFD_CLOEXEC != 0, 0) {
         Ok(fd) => {
-            k.timers.next_fd += 1;
+            k.timers.took_fd_id(id);
             let key = (k.pid, Slot::Fd(id));
             arm(k, key, Action::Count, 0, 0);
             SysResult::Ret(fd as i64)
@@ -552,21 +329,8 @@ fn sys_timerfd_create(k: &mut Kernel, _: &mut dyn FpuAccess, a: [u64; 6]) -> Sys
     }
 }
 
-/// The timer behind descriptor `fd`: its key and whether it counts on the
-/// real-time clock.
-fn timerfd(k: &Kernel, fd: u64) -> Result<((Pid, Slot), bool), i32> {
-    match k.files.get(fd as i32).map(|f| f.kind.clone()) {
-        Some(FileKind::TimerFd { id, realtime }) => {
-            let key = k.timers.fd_key(id).unwrap_or((k.pid, Slot::Fd(id)));
-            Ok((key, realtime))
-        }
-        Some(_) => Err(libc::EINVAL),
-        None => Err(libc::EBADF),
-    }
-}
-
 fn sys_timerfd_settime(k: &mut Kernel, _: &mut dyn FpuAccess, a: [u64; 6]) -> SysResult {
-    let (key, realtime) = match timerfd(k, a[0]) {
+    let (key, realtime) = match timer_of(k, a[0]) {
         Ok(t) => t,
         Err(e) => return err(e),
     };
@@ -578,7 +342,7 @@ fn sys_timerfd_settime(k: &mut Kernel, _: &mut dyn FpuAccess, a: [u64; 6]) -> Sy
 }
 
 fn sys_timerfd_gettime(k: &mut Kernel, _: &mut dyn FpuAccess, a: [u64; 6]) -> SysResult {
-    let (key, _) = match timerfd(k, a[0]) {
+    let (key, _) = match timer_of(k, a[0]) {
         Ok(t) => t,
         Err(e) => return err(e),
     };
@@ -586,41 +350,6 @@ fn sys_timerfd_gettime(k: &mut Kernel, _: &mut dyn FpuAccess, a: [u64; 6]) -> Sy
     match write_itimerspec(k, a[1], cur) {
         Ok(()) => SysResult::Ret(0),
         Err(e) => err(e),
-    }
-}
-
-/// `read` of a timer descriptor: the expirations since the last read.
-pub fn read_timerfd(k: &mut Kernel, fd: i32, buf: u64, len: u64, nonblock: bool) -> SysResult {
-    if len < 8 {
-        return err(libc::EINVAL);
-    }
-    let (key, _) = match timerfd(k, fd as u64) {
-        Ok(t) => t,
-        Err(e) => return err(e),
-    };
-    let n = k.timers.get(&key).map_or(0, |t| t.expirations);
-    if n == 0 {
-        let Slot::Fd(id) = key.1 else {
-            unreachable!("a timer descriptor's timer")
-        };
-        return block_unless(nonblock, fd, Ready::Timer(id));
-    }
-    if k.write_u64(buf, n).is_err() {
-        return err(libc::EFAULT);
-    }
-    k.timers.update(&key, |t| t.expirations = 0);
-    SysResult::Ret(8)
-}
-
-fn block_unless(nonblock: bool, fd: i32, on: Ready) -> SysResult {
-    if nonblock {
-        err(libc::EAGAIN)
-    } else {
-        SysResult::Block(Wait::Readable {
-            fd,
-            nr: libc::SYS_read as u64,
-            on,
-        })
     }
 }
 
@@ -662,67 +391,4 @@ fn sys_signalfd4(k: &mut Kernel, _: &mut dyn FpuAccess, a: [u64; 6]) -> SysResul
         Ok(fd) => SysResult::Ret(fd as i64),
         Err(e) => err(e),
     }
-}
-
-/// Whether a signal of `mask` waits for the current process (its thread
-/// first, as Linux reads the thread's queue before the process's).
-pub fn signal_waiting(k: &Kernel, mask: u64) -> bool {
-    k.threads.with_pending(k.pid).any(|t| {
-        k.threads[&t]
-            .pending()
-            .iter()
-            .any(|s| mask & signal::bit(s.signo) != 0)
-    })
-}
-
-/// `read` of a signal descriptor: takes pending signals of its mask, one
-/// `signalfd_siginfo` (128 bytes) each.
-pub fn read_signalfd(
-    k: &mut Kernel,
-    fd: i32,
-    mask: u64,
-    buf: u64,
-    len: u64,
-    nonblock: bool,
-) -> SysResult {
-    if len < 128 {
-        return err(libc::EINVAL);
-    }
-    let pid = k.pid;
-    let me = k.current;
-    // Only threads with signals pending have any to give.
-    let mut order: Vec<Tid> = vec![me];
-    order.extend(k.threads.with_pending(pid).filter(|t| *t != me));
-    k.changes.count(order.len() as u64);
-    let mut out = Vec::new();
-    for tid in order {
-        while out.len() as u64 + 128 <= len {
-            let Some(t) = k.threads.get(&tid) else {
-                break;
-            };
-            let Some(i) = t
-                .pending()
-                .iter()
-                .position(|s| mask & signal::bit(s.signo) != 0)
-            else {
-                break;
-            };
-            let Some(s) = k.threads.take_pending(tid, i) else {
-                break;
-            };
-            let mut info = [0u8; 128];
-            info[0..4].copy_from_slice(&s.signo.to_le_bytes());
-            info[8..12].copy_from_slice(&s.code.to_le_bytes());
-            info[12..16].copy_from_slice(&s.sender.to_le_bytes());
-            info[56..64].copy_from_slice(&s.addr.to_le_bytes());
-            out.extend_from_slice(&info);
-        }
-    }
-    if out.is_empty() {
-        return block_unless(nonblock, fd, Ready::Signals(pid));
-    }
-    if k.write(buf, &out).is_err() {
-        return err(libc::EFAULT);
-    }
-    SysResult::Ret(out.len() as i64)
 }

@@ -8,6 +8,8 @@
 pub mod data;
 pub mod epoll;
 pub mod pipe;
+pub mod signalfd;
+pub mod timerfd;
 
 use crate::kernel::call::ret;
 use crate::kernel::files::{FileKind, Held, OpenFile};
@@ -132,12 +134,8 @@ pub(in crate::kernel) fn read(
         FileKind::EventFd { id, semaphore } => {
             pipe::read_counter(k, id, semaphore, nonblock, buf, len, nr)
         }
-        FileKind::TimerFd { .. } => {
-            super::sys_timer::read_timerfd(k, fd as i32, buf, len, nonblock)
-        }
-        FileKind::SignalFd { mask } => {
-            super::sys_timer::read_signalfd(k, fd as i32, mask, buf, len, nonblock)
-        }
+        FileKind::TimerFd { .. } => timerfd::read(k, fd as i32, buf, len, nonblock),
+        FileKind::SignalFd { mask } => signalfd::read(k, fd as i32, mask, buf, len, nonblock),
         FileKind::Pipe { write: true, .. } => err(libc::EBADF),
         FileKind::Pipe { .. } if at.is_some() => err(libc::ESPIPE),
         FileKind::Pipe { id, .. } => pipe::read(k, id, nonblock, buf, len, nr),
@@ -248,7 +246,7 @@ pub(in crate::kernel) fn readiness(k: &Kernel, fd: i32) -> Option<i16> {
             }
         }
         FileKind::SignalFd { mask } => {
-            if super::sys_timer::signal_waiting(k, mask) {
+            if signalfd::signal_waiting(k, mask) {
                 POLLIN
             } else {
                 0
@@ -288,5 +286,19 @@ pub(in crate::kernel) fn ready_keys(k: &Kernel, fd: i32, signals_of: u32) -> Vec
         FileKind::SignalFd { .. } => vec![Ready::Signals(signals_of)],
         FileKind::PidFd { pid } => vec![Ready::Ended(pid)],
         _ => Vec::new(),
+    }
+}
+
+/// A read that cannot go on now: EAGAIN when it must not wait, else a
+/// wait for descriptor `fd` to become readable through a change of `on`.
+fn wait_readable(nonblock: bool, fd: i32, on: Ready) -> SysResult {
+    if nonblock {
+        err(libc::EAGAIN)
+    } else {
+        SysResult::Block(Wait::Readable {
+            fd,
+            nr: libc::SYS_read as u64,
+            on,
+        })
     }
 }
