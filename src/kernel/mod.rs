@@ -1021,7 +1021,9 @@ impl Kernel {
     /// Ends the waits whose deadlines have passed and fires the timers
     /// whose time has come.
     fn expire_timers(&mut self) {
-        self.fire_timers();
+        if self.fire_timers() {
+            file::settle(self);
+        }
         let due: Vec<(Tid, i64)> = self
             .threads
             .due(self.now)

@@ -166,8 +166,9 @@ impl Timers {
 
 impl Kernel {
     /// Fires the timers whose deadline has come: signals sent, expirations
-    /// counted (the readers and polls they wake are taken up again).
-    pub(super) fn fire_timers(&mut self) {
+    /// counted. Whether any fired (the readers and polls they wake are to
+    /// be taken up again).
+    pub(super) fn fire_timers(&mut self) -> bool {
         let now = self.now;
         // In key order, as they have always fired.
         let mut due: Vec<(Pid, Slot)> = self
@@ -178,7 +179,7 @@ impl Kernel {
             .map(|(_, k)| *k)
             .collect();
         if due.is_empty() {
-            return;
+            return false;
         }
         self.changes.count(due.len() as u64);
         due.sort_unstable();
@@ -224,7 +225,7 @@ impl Kernel {
             }
         }
         self.pipes.note_activity();
-        super::file::settle(self);
+        true
     }
 }
 
