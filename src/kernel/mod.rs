@@ -237,7 +237,7 @@ pub struct Kernel {
     /// Timers of every process (`sys_timer`).
     timers: timers::Timers,
     /// Bound and listening sockets (`sys_net`).
-    sockets: sys_net::Sockets,
+    sockets: file::socket::Sockets,
     /// Offsets and status flags of open file descriptions processes
     /// share, by id (see `OpenFile::shared`).
     shared_files: BTreeMap<u64, SharedFile>,

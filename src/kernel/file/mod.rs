@@ -9,6 +9,7 @@ pub mod data;
 pub mod epoll;
 pub mod pipe;
 pub mod signalfd;
+pub mod socket;
 pub mod timerfd;
 
 use crate::kernel::call::ret;
@@ -81,7 +82,7 @@ fn collect(k: &mut Kernel) {
             Held::Bound(id) => {
                 // Connections it never accepted go with it: their other
                 // ends see the end at the next look.
-                for (rx, tx) in super::sys_net::forget(k, id) {
+                for (rx, tx) in socket::forget(k, id) {
                     k.touch(Ready::Pipe(rx));
                     k.touch(Ready::Pipe(tx));
                     candidates.push(Held::PipeEnd {
@@ -121,7 +122,7 @@ pub(in crate::kernel) fn read(
     if k.files.get(fd as i32).is_some() && !access_ok(buf, len) {
         return err(libc::EFAULT);
     }
-    if let Some(r) = super::sys_net::read_datagram(k, fd, buf, len) {
+    if let Some(r) = socket::read_datagram(k, fd, buf, len) {
         return r;
     }
     let Some(f) = k.files.get(fd as i32) else {
@@ -146,7 +147,7 @@ pub(in crate::kernel) fn read(
 /// Writes `data` to descriptor `fd` of any kind, at `at` or its offset; a
 /// call that waits (a full pipe) is taken up again as `write`.
 pub(in crate::kernel) fn write(k: &mut Kernel, fd: u64, data: &[u8], at: Option<u64>) -> SysResult {
-    if let Some(r) = super::sys_net::write_datagram(k, fd, data) {
+    if let Some(r) = socket::write_datagram(k, fd, data) {
         return r;
     }
     let Some(f) = k.files.get(fd as i32) else {
