@@ -5,10 +5,10 @@
 use std::sync::Arc;
 
 use super::call::{AT_FDCWD, SyscallDef, def, path_at, ret, sys_zero};
+use super::file::meta::{S_IFDIR, meta_of_path};
 use super::file::{self, data};
 use super::files::{FileKind, OpenFile};
 use super::synth::{device, exe_link, is_virtual_tree, proc_path, synthetic};
-use super::sys_stat::{S_IFDIR, meta_of_path};
 use super::thread::Wait;
 use super::vfs::{Resolved, parent_of};
 use super::{FpuAccess, Kernel, SysResult, err};

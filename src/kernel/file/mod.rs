@@ -1,12 +1,25 @@
 //! The kernel's open-file objects, apart from the system calls that reach
 //! them: what each kind of open file does when it is read, written, polled,
-//! stat'ed, sought or let go of, behind one interface.
+//! stat'ed, sought, asked how much it holds, or let go of.
 //!
-//! The system-call families (`sys_*.rs`) decode arguments and call these;
-//! each kind's state and rules live in its own module here.
+//! One interface, dispatched here by the description's kind:
+//! - [`read`], [`write`] (and [`may_wait`]: whether they can block);
+//! - [`readiness`] and [`ready_keys`]: what poll, select and epoll see,
+//!   and which objects' changes can alter it;
+//! - [`meta::meta_of_fd`]: `fstat`; [`data::seek_len`]: `lseek`;
+//!   [`available`]: `FIONREAD`;
+//! - [`settle`]: after each call, waiters whose object changed go on, and
+//!   objects whose last description went are let go of.
+//!
+//! Each kind's state and rules live in its own module: [`data`] (host,
+//! overlay, generated files, directories, devices), [`pipe`] (pipes,
+//! socket pairs, event counters), [`socket`], [`epoll`], [`timerfd`],
+//! [`signalfd`]. The system-call families (`sys_*.rs`) decode arguments
+//! and call these; no object module imports a family.
 
 pub mod data;
 pub mod epoll;
+pub mod meta;
 pub mod pipe;
 pub mod signalfd;
 pub mod socket;
