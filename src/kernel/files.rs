@@ -35,7 +35,7 @@ pub enum FileKind {
     /// A socket that never connects (`sys_net`): its domain and type.
     Socket { domain: i32, kind: i32 },
     /// A socket bound to a name (`bind`), listening once `listen` says so:
-    /// its state is `sys_net::Sockets`' entry `id`.
+    /// its state is `file::socket::Sockets`' entry `id`.
     BoundSocket { domain: i32, kind: i32, id: u64 },
     /// An end of a pipe (`sys_pipe`).
     Pipe { id: u64, write: bool },

@@ -44,7 +44,7 @@ pub(in crate::kernel) fn read_bytes(
         FileKind::Output(_) | FileKind::PathOnly => return Err(libc::EBADF),
         // Only a connected socket (a pair of pipes) carries data.
         FileKind::Socket { .. } | FileKind::BoundSocket { .. } => return Err(libc::ENOTCONN),
-        // Pipes are read by `sys_pipe`.
+        // Pipes and the other waiting kinds are read by their own modules.
         FileKind::Pipe { .. }
         | FileKind::EventFd { .. }
         | FileKind::Epoll { .. }
