@@ -75,16 +75,16 @@ pub(super) fn path_at(k: &mut Kernel, dirfd: i32, ptr: u64) -> Result<String, i3
         return Err(libc::ENOENT);
     }
     if p.starts_with('/') || dirfd == AT_FDCWD {
-        let p = k.vfs.normalize(None, &p);
+        let p = k.absolute(&p);
         let p = super::synth::fd_alias(&p).unwrap_or(p);
         return Ok(descriptor_link(k, &p).unwrap_or(p));
     }
-    let f = k.files.get(dirfd).ok_or(libc::EBADF)?;
+    let f = k.files().get(dirfd).ok_or(libc::EBADF)?;
     if !matches!(f.kind, FileKind::Dir(_) | FileKind::PathOnly) {
         return Err(libc::ENOTDIR);
     }
     let base = f.path.clone();
-    Ok(k.vfs.normalize(Some(&base), &p))
+    Ok(super::vfs::normalize(&base, &p))
 }
 
 /// What `/proc/self/fd/N` links to when descriptor N names a file or a
@@ -94,7 +94,7 @@ pub(super) fn path_at(k: &mut Kernel, dirfd: i32, ptr: u64) -> Result<String, i3
 fn descriptor_link(k: &Kernel, path: &str) -> Option<String> {
     let p = proc_path(k, path).filter(|p| p.is_own(k))?;
     let n: i32 = p.rest.strip_prefix("/fd/")?.parse().ok()?;
-    let f = k.files.get(n)?;
+    let f = k.files().get(n)?;
     let names_a_file = matches!(
         f.kind,
         FileKind::Host(_) | FileKind::Overlay | FileKind::Dir(_) | FileKind::PathOnly

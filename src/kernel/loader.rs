@@ -134,7 +134,7 @@ fn open_elf(k: &mut Kernel, path: &str) -> Result<Arc<Vec<u8>>, LoadError> {
 
 /// Reads a file to run from the guest's filesystem.
 pub fn read_program(k: &mut Kernel, path: &str) -> Result<Arc<Vec<u8>>, LoadError> {
-    let p = k.vfs.normalize(None, path);
+    let p = k.absolute(path);
     let data = match k.vfs.resolve(&p, true) {
         Resolved::HostFile { .. } => k
             .vfs

@@ -206,13 +206,9 @@ pub struct Kernel {
     current: Tid,
     futex: FutexTable,
     vfs: Vfs,
-    files: FdTable,
-    signals: SignalTable,
     /// Virtual nanoseconds since boot.
     now: Nanos,
     rng: ChaCha20Rng,
-    /// Resource limits set by the program (`prlimit64`), by resource number.
-    limits: BTreeMap<u32, (u64, u64)>,
     next_tid: u32,
     /// What the engine sees of the run.
     obs: Observer,
@@ -220,8 +216,7 @@ pub struct Kernel {
     notes: Vec<String>,
     pipes: file::pipe::Pipes,
     epolls: file::epoll::Instances,
-    /// Every process, by pid (the current one's shared state is in the
-    /// fields above; see `process`).
+    /// Every process, by pid, with what its threads share.
     procs: BTreeMap<process::Pid, process::Process>,
     /// The current process.
     pid: process::Pid,
@@ -293,7 +288,7 @@ impl Kernel {
         source: SharedSource,
     ) -> Result<Kernel, MemError> {
         let mm = AddressSpace::new(&mem);
-        let mut vfs = Vfs::new(source, config.cwd.clone());
+        let mut vfs = Vfs::new(source);
         // The guest's files may hold as much as its memory, as a tmpfs may.
         vfs.set_overlay_limit(mem.size());
         let mut pipes = file::pipe::Pipes::default();
@@ -317,11 +312,8 @@ impl Kernel {
             current: MAIN_TID,
             futex: FutexTable::default(),
             vfs,
-            files: FdTable::with_stdio(),
-            signals: SignalTable::default(),
             now: 0,
             rng,
-            limits: BTreeMap::new(),
             next_tid: MAIN_TID.0 + 1,
             obs: Observer::new(OUTPUT_CAP),
             notes: Vec::new(),
@@ -360,7 +352,10 @@ impl Kernel {
             ended: None,
             exit_signal: 0,
             vfork_parent: None,
-            parked: None,
+            files: FdTable::with_stdio(),
+            signals: SignalTable::default(),
+            limits: BTreeMap::new(),
+            cwd: k.config.cwd.clone(),
         };
         k.add_process(first);
         k.map_ring()?;
@@ -526,7 +521,8 @@ impl Kernel {
 
     /// Moves descriptor `fd`'s offset (its description's, shared or not).
     pub(super) fn set_offset(&mut self, fd: i32, to: u64) {
-        let Some(f) = self.files.position_mut(fd) else {
+        let files = &mut self.procs.get_mut(&self.pid).expect("current").files;
+        let Some(f) = files.position_mut(fd) else {
             return;
         };
         match f.shared.and_then(|id| self.shared_files.get_mut(&id)) {
@@ -538,7 +534,8 @@ impl Kernel {
     /// Sets descriptor `fd`'s status flags (its description's, so every
     /// process sharing it sees them, as `fcntl(F_SETFL)` does on Linux).
     pub(super) fn set_flags(&mut self, fd: i32, flags: i32) {
-        let Some(f) = self.files.position_mut(fd) else {
+        let files = &mut self.procs.get_mut(&self.pid).expect("current").files;
+        let Some(f) = files.position_mut(fd) else {
             return;
         };
         f.flags = flags;
@@ -552,7 +549,8 @@ impl Kernel {
     /// move to the shared table.
     pub(super) fn share_descriptions(&mut self) {
         let mut next = self.shared_files.keys().next_back().map_or(0, |k| k + 1);
-        for f in self.files.descriptions_mut() {
+        let files = &mut self.procs.get_mut(&self.pid).expect("current").files;
+        for f in files.descriptions_mut() {
             if f.shared.is_none() {
                 f.shared = Some(next);
                 let state = SharedFile {

@@ -1,13 +1,13 @@
 //! Processes: what the threads of one process share, and moving between
 //! processes.
 //!
-//! The kernel works on one process at a time, the one whose thread runs:
-//! its address space, descriptors, signal dispositions, limits and working
-//! directory are the kernel's own fields, so every system call reads them
-//! as before processes existed. The other processes' are parked in their
-//! [`Process`] entries (address spaces in the kernel's `spaces`, by id:
-//! a `vfork` child runs in its parent's) and are swapped in by
-//! [`Kernel::enter`] when one of their threads is chosen to run.
+//! Each process owns its descriptors, signal dispositions, limits and
+//! working directory, in its [`Process`] entry; system calls reach the
+//! current process's through [`Kernel::files`], [`Kernel::signals`] and
+//! the like. Its address space is one of the kernel's (by id: a `vfork`
+//! child runs in its parent's); the one the CPU runs in is the kernel's
+//! `mm`, switched by [`Kernel::enter`] as a context switch loads CR3, and
+//! the page pool travels with it.
 
 use std::collections::BTreeMap;
 
@@ -36,15 +36,6 @@ impl Ended {
             Ended::Killed(sig) => sig as i32 & 0x7f,
         }
     }
-}
-
-/// The state a process's threads share, while another process runs.
-#[derive(Clone, Debug, Default)]
-pub struct Parked {
-    pub files: FdTable,
-    pub signals: SignalTable,
-    pub limits: BTreeMap<u32, (u64, u64)>,
-    pub cwd: String,
 }
 
 /// The process-wide settings `prctl` makes.
@@ -114,8 +105,14 @@ pub struct Process {
     pub exit_signal: u32,
     /// A `vfork` parent's thread, blocked until this process execs or ends.
     pub vfork_parent: Option<super::Tid>,
-    /// Its shared state while it is not the kernel's current process.
-    pub parked: Option<Parked>,
+    /// Its descriptor table (emptied when it ends).
+    pub files: FdTable,
+    /// Its signal dispositions.
+    pub signals: SignalTable,
+    /// Resource limits it set (`prlimit64`), by resource number.
+    pub limits: BTreeMap<u32, (u64, u64)>,
+    /// Its working directory.
+    pub cwd: String,
 }
 
 impl Kernel {
@@ -176,10 +173,46 @@ impl Kernel {
         &self.procs[&self.pid]
     }
 
+    /// The current process's entry, to change.
+    pub(super) fn process_entry_mut(&mut self) -> &mut Process {
+        let pid = self.pid;
+        self.procs.get_mut(&pid).expect("current process")
+    }
+
     /// The current process's `prctl` settings, to change.
     pub(super) fn options_mut(&mut self) -> &mut Options {
-        let pid = self.pid;
-        &mut self.procs.get_mut(&pid).expect("current process").options
+        &mut self.process_entry_mut().options
+    }
+
+    /// The current process's descriptor table.
+    pub(super) fn files(&self) -> &FdTable {
+        &self.process_entry().files
+    }
+
+    /// The current process's descriptor table, to change.
+    pub(super) fn files_mut(&mut self) -> &mut FdTable {
+        &mut self.process_entry_mut().files
+    }
+
+    /// The current process's signal dispositions.
+    pub(super) fn signals(&self) -> &SignalTable {
+        &self.process_entry().signals
+    }
+
+    /// The current process's signal dispositions, to change.
+    pub(super) fn signals_mut(&mut self) -> &mut SignalTable {
+        &mut self.process_entry_mut().signals
+    }
+
+    /// The current process's working directory.
+    pub(super) fn cwd(&self) -> &str {
+        &self.process_entry().cwd
+    }
+
+    /// `path` made absolute against the current process's working
+    /// directory, without `.`, `..` and repeated slashes.
+    pub(super) fn absolute(&self, path: &str) -> String {
+        super::vfs::normalize(self.cwd(), path)
     }
 
     /// The pid of the current process.
@@ -210,32 +243,20 @@ impl Kernel {
         &self.process_entry().exe
     }
 
-    /// Makes `pid` the process system calls work on: parks the current
-    /// one's shared state and unparks `pid`'s, switching address spaces
-    /// when they differ.
+    /// Makes `pid` the process system calls work on, switching address
+    /// spaces when they differ.
     pub(super) fn enter(&mut self, pid: Pid) {
         if pid == self.pid {
             return;
         }
-        self.park_files();
-        let parked = Parked {
-            files: std::mem::take(&mut self.files),
-            signals: std::mem::take(&mut self.signals),
-            limits: std::mem::take(&mut self.limits),
-            cwd: std::mem::take(&mut self.vfs.cwd),
-        };
-        if let Some(p) = self.procs.get_mut(&self.pid) {
-            p.parked = Some(parked);
-        }
-        let next = self.procs.get_mut(&pid).expect("entering a known process");
-        let state = next.parked.take().unwrap_or_default();
-        let space = next.space;
-        self.files = state.files;
-        self.unparked_files();
-        self.signals = state.signals;
-        self.limits = state.limits;
-        self.vfs.cwd = state.cwd;
+        self.leaving_files();
         self.pid = pid;
+        self.entering_files();
+        let space = self
+            .procs
+            .get(&pid)
+            .expect("entering a known process")
+            .space;
         self.switch_space(space);
     }
 
@@ -304,11 +325,8 @@ impl Kernel {
                 }
             }
         };
-        follow(&mut self.files);
         for p in self.procs.values_mut().filter(|p| p.ended.is_none()) {
-            if let Some(parked) = p.parked.as_mut() {
-                follow(&mut parked.files);
-            }
+            follow(&mut p.files);
         }
         any
     }
@@ -326,11 +344,7 @@ impl Kernel {
         };
         self.procs
             .values()
-            .filter(|p| p.ended.is_none())
-            .filter(|p| match &p.parked {
-                Some(s) => holds(&s.files),
-                None => p.pid == self.pid && holds(&self.files),
-            })
+            .filter(|p| p.ended.is_none() && holds(&p.files))
             .map(|p| p.pid)
             .collect()
     }

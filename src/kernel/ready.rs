@@ -52,9 +52,10 @@ pub struct Changes {
     /// Live descriptor tables holding each object, as of each table's
     /// last log (the current table's newer changes are in its log).
     holders: BTreeMap<Held, u32>,
-    /// Pipe and socket-pair end descriptors of the tables parked in other
-    /// processes.
-    parked_ends: usize,
+    /// Pipe and socket-pair end descriptors in the tables of the processes
+    /// other than the current one (a table changes only while its process
+    /// is current, so the sum is kept rather than walked).
+    other_ends: usize,
     /// Waiters, epoll interests, threads, free descriptor ranges, timers
     /// and futex waiters the kernel looked at to take steps: its work,
     /// counted the same on every host, which per step must not grow with
@@ -98,7 +99,7 @@ impl Kernel {
     /// Whether a description in a live process holds `h`.
     pub(super) fn held_anywhere(&self, h: Held) -> bool {
         let tables = self.changes.holders.get(&h).copied().unwrap_or(0);
-        i64::from(tables) + self.files.held_change(h) > 0
+        i64::from(tables) + self.files().held_change(h) > 0
     }
 
     /// Takes in what the current descriptor table did since it was last
@@ -106,7 +107,7 @@ impl Kernel {
     /// that no table holds any more touches the pipe) and numbers that name
     /// something else now (epoll instances watching them look again).
     pub(super) fn sync_files(&mut self) {
-        let log = self.files.take_log();
+        let log = self.files_mut().take_log();
         self.changes.count(log.probes);
         let mut lost = Vec::new();
         for (h, now) in log.held {
@@ -142,30 +143,30 @@ impl Kernel {
         self.changes.dropped.extend(lost);
     }
 
-    /// The current table is parked (another process becomes current):
-    /// its changes are taken in and its ends counted among the parked.
-    pub(super) fn park_files(&mut self) {
+    /// Another process becomes current: the current table's changes are
+    /// taken in and its ends counted among the others'.
+    pub(super) fn leaving_files(&mut self) {
         self.sync_files();
-        self.changes.parked_ends += self.files.pipe_ends();
+        self.changes.other_ends += self.files().pipe_ends();
     }
 
-    /// A parked table became the current one.
-    pub(super) fn unparked_files(&mut self) {
-        self.changes.parked_ends -= self.files.pipe_ends();
+    /// The current process's table is the current table now.
+    pub(super) fn entering_files(&mut self) {
+        self.changes.other_ends -= self.files().pipe_ends();
     }
 
-    /// A new process's table, a copy of the current one, is parked.
+    /// A new process's table, a copy of the current one, is made.
     pub(super) fn copied_files(&mut self, copy: &super::files::FdTable) {
         for h in copy.all_held() {
             *self.changes.holders.entry(h).or_default() += 1;
         }
-        self.changes.parked_ends += copy.pipe_ends();
+        self.changes.other_ends += copy.pipe_ends();
     }
 
     /// The current process ended: its table goes, with all it held.
     pub(super) fn drop_files(&mut self) {
         self.sync_files();
-        let table = std::mem::take(&mut self.files);
+        let table = std::mem::take(self.files_mut());
         let mut lost = Vec::new();
         for h in table.all_held() {
             if let Some(n) = self.changes.holders.get_mut(&h) {
@@ -181,7 +182,7 @@ impl Kernel {
 
     /// Pipe and socket-pair end descriptors in the live processes.
     pub(super) fn pipe_ends(&self) -> usize {
-        self.files.pipe_ends() + self.changes.parked_ends
+        self.files().pipe_ends() + self.changes.other_ends
     }
 
     /// What the kernel looked at so far to take the run's steps (waiters,

@@ -83,13 +83,13 @@ fn default_ignores(signo: u32) -> bool {
 /// Queues a signal for thread `tid`, interrupting a wait it is in when the
 /// signal is not blocked.
 pub fn send_to_thread(k: &mut Kernel, tid: Tid, s: PendingSignal) {
+    let act = k.signals().get(s.signo);
     let Some(t) = k.threads.get_mut(&tid) else {
         return;
     };
     if !t.is_alive() {
         return;
     }
-    let act = k.signals.get(s.signo);
     let ignored = act.handler == SIG_IGN || (act.handler == SIG_DFL && default_ignores(s.signo));
     if ignored && !s.forced {
         return;
@@ -212,7 +212,7 @@ pub const SI_KERNEL: i32 = 0x80;
 
 /// Delivers one signal to the current thread.
 pub fn deliver(k: &mut Kernel, s: PendingSignal, cpu: &mut dyn FpuAccess) {
-    let act = k.signals.get(s.signo);
+    let act = k.signals().get(s.signo);
     let blocked = k.cur().sigmask() & bit(s.signo) != 0;
     let use_default = act.handler == SIG_DFL || (s.forced && (blocked || act.handler == SIG_IGN));
     if use_default {
@@ -239,7 +239,7 @@ pub fn deliver(k: &mut Kernel, s: PendingSignal, cpu: &mut dyn FpuAccess) {
         return;
     }
     if act.flags & SA_RESETHAND != 0 {
-        k.signals.set(s.signo, SigAction::default());
+        k.signals_mut().set(s.signo, SigAction::default());
     }
 }
 

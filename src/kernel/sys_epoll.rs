@@ -50,7 +50,10 @@ fn sys_epoll_create1(k: &mut Kernel, _: &mut dyn FpuAccess, a: [u64; 6]) -> SysR
         flags: libc::O_RDWR,
         shared: None,
     };
-    match k.files.install(file, flags & libc::EPOLL_CLOEXEC != 0, 0) {
+    match k
+        .files_mut()
+        .install(file, flags & libc::EPOLL_CLOEXEC != 0, 0)
+    {
         Ok(fd) => {
             k.epolls.create(id);
             SysResult::Ret(fd.into())
@@ -61,7 +64,7 @@ fn sys_epoll_create1(k: &mut Kernel, _: &mut dyn FpuAccess, a: [u64; 6]) -> SysR
 
 /// The instance behind `epfd`.
 fn instance(k: &Kernel, epfd: i32) -> Result<u64, i32> {
-    match k.files.get(epfd).map(|f| &f.kind) {
+    match k.files().get(epfd).map(|f| &f.kind) {
         Some(FileKind::Epoll { id }) => Ok(*id),
         Some(_) => Err(libc::EINVAL),
         None => Err(libc::EBADF),
@@ -74,7 +77,7 @@ fn sys_epoll_ctl(k: &mut Kernel, _: &mut dyn FpuAccess, a: [u64; 6]) -> SysResul
         Ok(id) => id,
         Err(e) => return err(e),
     };
-    let Some(target) = k.files.get(fd) else {
+    let Some(target) = k.files().get(fd) else {
         return err(libc::EBADF);
     };
     if fd == epfd {

@@ -81,10 +81,10 @@ fn open(k: &mut Kernel, path: &str, flags: i32, mode: u32) -> Result<i64, i32> {
     if flags & libc::O_PATH != 0 {
         meta_of_path(k, path, flags & libc::O_NOFOLLOW == 0)?;
         let f = file(FileKind::PathOnly);
-        return k.files.install(f, cloexec, 0).map(i64::from);
+        return k.files_mut().install(f, cloexec, 0).map(i64::from);
     }
     if let Some(kind) = device(path) {
-        return k.files.install(file(kind), cloexec, 0).map(i64::from);
+        return k.files_mut().install(file(kind), cloexec, 0).map(i64::from);
     }
     let proc = proc_path(k, path);
     if let Some(rest) = proc
@@ -93,7 +93,7 @@ fn open(k: &mut Kernel, path: &str, flags: i32, mode: u32) -> Result<i64, i32> {
     {
         let n: i32 = rest.parse().map_err(|_| libc::ENOENT)?;
         return k
-            .files
+            .files_mut()
             .dup(n, 0, cloexec)
             .map(i64::from)
             .map_err(|_| libc::ENOENT);
@@ -103,7 +103,7 @@ fn open(k: &mut Kernel, path: &str, flags: i32, mode: u32) -> Result<i64, i32> {
         if m.mode & S_IFDIR != 0 {
             let entries = Arc::new(Vec::new());
             return k
-                .files
+                .files_mut()
                 .install(file(FileKind::Dir(entries)), cloexec, 0)
                 .map(i64::from);
         }
@@ -116,7 +116,7 @@ fn open(k: &mut Kernel, path: &str, flags: i32, mode: u32) -> Result<i64, i32> {
         }
         let data = synthetic(k, path).ok_or(libc::ENOENT)?;
         return k
-            .files
+            .files_mut()
             .install(file(FileKind::Synthetic(Arc::new(data))), cloexec, 0)
             .map(i64::from);
     }
@@ -184,7 +184,7 @@ fn open(k: &mut Kernel, path: &str, flags: i32, mode: u32) -> Result<i64, i32> {
     // Named by the path written, which for a link is its target's.
     let mut f = file(kind);
     f.path = path.to_string();
-    k.files.install(f, cloexec, 0).map(i64::from)
+    k.files_mut().install(f, cloexec, 0).map(i64::from)
 }
 
 fn openat(k: &mut Kernel, dirfd: i32, ptr: u64, flags: u64, mode: u64) -> SysResult {
@@ -208,7 +208,7 @@ fn sys_creat(k: &mut Kernel, _: &mut dyn FpuAccess, a: [u64; 6]) -> SysResult {
 }
 
 fn sys_close(k: &mut Kernel, _: &mut dyn FpuAccess, a: [u64; 6]) -> SysResult {
-    if k.files.close(a[0] as i32) {
+    if k.files_mut().close(a[0] as i32) {
         SysResult::Ret(0)
     } else {
         err(libc::EBADF)
@@ -222,16 +222,16 @@ fn sys_close_range(k: &mut Kernel, _: &mut dyn FpuAccess, a: [u64; 6]) -> SysRes
     }
     const CLOSE_RANGE_CLOEXEC: u64 = 4;
     let fds: Vec<i32> = k
-        .files
+        .files()
         .list()
         .map(|(fd, _)| fd)
         .filter(|fd| (first..=last).contains(&(*fd as u32)))
         .collect();
     for fd in fds {
         if flags & CLOSE_RANGE_CLOEXEC != 0 {
-            k.files.set_cloexec(fd, true);
+            k.files_mut().set_cloexec(fd, true);
         } else {
-            k.files.close(fd);
+            k.files_mut().close(fd);
         }
     }
     SysResult::Ret(0)
@@ -240,7 +240,7 @@ fn sys_close_range(k: &mut Kernel, _: &mut dyn FpuAccess, a: [u64; 6]) -> SysRes
 // ----- reading and writing
 
 fn do_write(k: &mut Kernel, fd: u64, buf: u64, len: u64, at: Option<u64>) -> SysResult {
-    if k.files.get(fd as i32).is_none() {
+    if k.files().get(fd as i32).is_none() {
         return err(libc::EBADF);
     }
     let mut data = vec![0u8; (len as usize).min(data::MAX_IO)];
@@ -260,7 +260,7 @@ fn sys_read(k: &mut Kernel, _: &mut dyn FpuAccess, a: [u64; 6]) -> SysResult {
 /// (the descriptor's offset stays), else at the descriptor's offset.
 fn copy_position(k: &mut Kernel, fd: i32, ptr: u64) -> Result<u64, i32> {
     if ptr == 0 {
-        let f = k.files.get(fd).ok_or(libc::EBADF)?;
+        let f = k.files().get(fd).ok_or(libc::EBADF)?;
         return Ok(k.offset_of(f));
     }
     let at = k.read_u64(ptr).map_err(|_| libc::EFAULT)?;
@@ -286,7 +286,7 @@ fn advance(k: &mut Kernel, fd: i32, ptr: u64, from: u64, n: u64) -> Result<(), i
 /// nothing was read yet.
 fn sys_sendfile(k: &mut Kernel, _: &mut dyn FpuAccess, a: [u64; 6]) -> SysResult {
     let (out, inp, offp, count) = (a[0] as i32, a[1] as i32, a[2], a[3]);
-    let (Some(fin), Some(fout)) = (k.files.get(inp), k.files.get(out)) else {
+    let (Some(fin), Some(fout)) = (k.files().get(inp), k.files().get(out)) else {
         return err(libc::EBADF);
     };
     if !fin.readable() || !fout.writable() {
@@ -325,7 +325,7 @@ fn sys_copy_file_range(k: &mut Kernel, _: &mut dyn FpuAccess, a: [u64; 6]) -> Sy
     if flags != 0 {
         return err(libc::EINVAL);
     }
-    let (Some(fin), Some(fout)) = (k.files.get(inp).cloned(), k.files.get(out).cloned()) else {
+    let (Some(fin), Some(fout)) = (k.files().get(inp).cloned(), k.files().get(out).cloned()) else {
         return err(libc::EBADF);
     };
     if !fin.readable() || !fout.writable() || k.flags_of(&fout) & libc::O_APPEND != 0 {
@@ -463,7 +463,7 @@ fn writev(k: &mut Kernel, fd: u64, iov: u64, n: u64, at: Option<u64>) -> SysResu
     }
     if file::may_wait(k, fd) {
         // One write of the gathered bytes: atomic up to PIPE_BUF, as Linux.
-        let Some(f) = k.files.get(fd as i32) else {
+        let Some(f) = k.files().get(fd as i32) else {
             return err(libc::EBADF);
         };
         if at.is_some() {
@@ -499,7 +499,7 @@ fn sys_pwritev(k: &mut Kernel, _: &mut dyn FpuAccess, a: [u64; 6]) -> SysResult 
 
 fn sys_lseek(k: &mut Kernel, _: &mut dyn FpuAccess, a: [u64; 6]) -> SysResult {
     let (fd, off, whence) = (a[0] as i32, a[1] as i64, a[2]);
-    let Some(f) = k.files.get(fd).cloned() else {
+    let Some(f) = k.files().get(fd).cloned() else {
         return err(libc::EBADF);
     };
     let Some(len) = data::seek_len(k, &f) else {
@@ -539,12 +539,12 @@ fn set_offset(k: &mut Kernel, fd: i32, n: i64) -> SysResult {
 // ----- descriptors
 
 fn sys_dup(k: &mut Kernel, _: &mut dyn FpuAccess, a: [u64; 6]) -> SysResult {
-    ret(k.files.dup(a[0] as i32, 0, false).map(i64::from))
+    ret(k.files_mut().dup(a[0] as i32, 0, false).map(i64::from))
 }
 
 fn sys_dup2(k: &mut Kernel, _: &mut dyn FpuAccess, a: [u64; 6]) -> SysResult {
     ret(k
-        .files
+        .files_mut()
         .dup_to(a[0] as i32, a[1] as i32, false)
         .map(i64::from))
 }
@@ -555,32 +555,32 @@ fn sys_dup3(k: &mut Kernel, _: &mut dyn FpuAccess, a: [u64; 6]) -> SysResult {
     }
     let cloexec = a[2] as i32 & libc::O_CLOEXEC != 0;
     ret(k
-        .files
+        .files_mut()
         .dup_to(a[0] as i32, a[1] as i32, cloexec)
         .map(i64::from))
 }
 
 fn sys_fcntl(k: &mut Kernel, _: &mut dyn FpuAccess, a: [u64; 6]) -> SysResult {
     let (fd, cmd, arg) = (a[0] as i32, a[1] as i32, a[2]);
-    let Some(d) = k.files.fd(fd) else {
+    let Some(d) = k.files().fd(fd) else {
         return err(libc::EBADF);
     };
     match cmd {
-        libc::F_DUPFD => ret(k.files.dup(fd, arg as i32, false).map(i64::from)),
-        libc::F_DUPFD_CLOEXEC => ret(k.files.dup(fd, arg as i32, true).map(i64::from)),
+        libc::F_DUPFD => ret(k.files_mut().dup(fd, arg as i32, false).map(i64::from)),
+        libc::F_DUPFD_CLOEXEC => ret(k.files_mut().dup(fd, arg as i32, true).map(i64::from)),
         libc::F_GETFD => SysResult::Ret(d.cloexec as i64),
         libc::F_SETFD => {
-            k.files.set_cloexec(fd, arg & 1 != 0);
+            k.files_mut().set_cloexec(fd, arg & 1 != 0);
             SysResult::Ret(0)
         }
-        libc::F_GETFL => SysResult::Ret(k.flags_of(k.files.get(fd).unwrap()) as i64),
+        libc::F_GETFL => SysResult::Ret(k.flags_of(k.files().get(fd).unwrap()) as i64),
         libc::F_SETFL => {
             let settable = libc::O_APPEND
                 | libc::O_NONBLOCK
                 | libc::O_ASYNC
                 | libc::O_DIRECT
                 | libc::O_NOATIME;
-            let now = k.flags_of(k.files.get(fd).unwrap());
+            let now = k.flags_of(k.files().get(fd).unwrap());
             k.set_flags(fd, (now & !settable) | (arg as i32 & settable));
             SysResult::Ret(0)
         }
@@ -596,7 +596,7 @@ fn sys_fcntl(k: &mut Kernel, _: &mut dyn FpuAccess, a: [u64; 6]) -> SysResult {
         }
         libc::F_GET_SEALS => err(libc::EINVAL),
         libc::F_GETPIPE_SZ | libc::F_SETPIPE_SZ => {
-            let id = match k.files.get(fd).map(|f| &f.kind) {
+            let id = match k.files().get(fd).map(|f| &f.kind) {
                 Some(FileKind::Pipe { id, .. }) => *id,
                 _ => return err(libc::EBADF),
             };
@@ -616,12 +616,12 @@ const FIOCLEX: u64 = 0x5451;
 
 fn sys_ioctl(k: &mut Kernel, _: &mut dyn FpuAccess, a: [u64; 6]) -> SysResult {
     let (fd, req) = (a[0] as i32, a[1] & 0xffff_ffff);
-    let Some(f) = k.files.get(fd).cloned() else {
+    let Some(f) = k.files().get(fd).cloned() else {
         return err(libc::EBADF);
     };
     match req {
         FIOCLEX | FIONCLEX => {
-            k.files.set_cloexec(fd, req == FIOCLEX);
+            k.files_mut().set_cloexec(fd, req == FIOCLEX);
             SysResult::Ret(0)
         }
         FIONBIO => {

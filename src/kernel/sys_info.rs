@@ -194,7 +194,11 @@ fn prlimit(k: &mut Kernel, resource: u32, new: u64, old: u64) -> SysResult {
     if resource >= RLIM_NLIMITS {
         return err(libc::EINVAL);
     }
-    let cur = *k.limits.get(&resource).unwrap_or(&default_limit(resource));
+    let cur = *k
+        .process_entry()
+        .limits
+        .get(&resource)
+        .unwrap_or(&default_limit(resource));
     if old != 0 && (k.write_u64(old, cur.0).is_err() || k.write_u64(old + 8, cur.1).is_err()) {
         return err(libc::EFAULT);
     }
@@ -205,9 +209,9 @@ fn prlimit(k: &mut Kernel, resource: u32, new: u64, old: u64) -> SysResult {
         if soft > hard {
             return err(libc::EINVAL);
         }
-        k.limits.insert(resource, (soft, hard));
+        k.process_entry_mut().limits.insert(resource, (soft, hard));
         if resource == RLIMIT_NOFILE {
-            k.files.limit = soft.min(1 << 20) as i32;
+            k.files_mut().limit = soft.min(1 << 20) as i32;
         }
     }
     SysResult::Ret(0)

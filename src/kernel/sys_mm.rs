@@ -159,7 +159,7 @@ fn backing(
     if anonymous {
         return Ok((anon(k), String::new()));
     }
-    let f = k.files.get(fd as i32).ok_or(libc::EBADF)?;
+    let f = k.files().get(fd as i32).ok_or(libc::EBADF)?;
     if !f.readable() || (shared && prot.write && !f.writable()) {
         return Err(libc::EACCES);
     }

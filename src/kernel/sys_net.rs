@@ -80,7 +80,7 @@ pub const CALLS: &[SyscallDef] = &[
 
 /// The socket behind `fd`, or the errno Linux gives.
 fn socket_of(k: &Kernel, fd: u64) -> Result<(i32, i32), i32> {
-    match k.files.get(fd as i32).map(|f| &f.kind) {
+    match k.files().get(fd as i32).map(|f| &f.kind) {
         Some(FileKind::Socket { domain, kind }) => Ok((*domain, *kind)),
         Some(FileKind::BoundSocket { domain, kind, .. }) => Ok((*domain, *kind)),
         Some(FileKind::SocketPair { .. }) => Ok((libc::AF_UNIX, libc::SOCK_STREAM)),
@@ -109,7 +109,7 @@ fn sys_socket(k: &mut Kernel, _: &mut dyn FpuAccess, a: [u64; 6]) -> SysResult {
         shared: None,
     };
     let cloexec = a[1] as i32 & libc::SOCK_CLOEXEC != 0;
-    match k.files.install(file, cloexec, 0) {
+    match k.files_mut().install(file, cloexec, 0) {
         Ok(fd) => SysResult::Ret(fd.into()),
         Err(e) => err(e),
     }
@@ -140,7 +140,7 @@ fn read_name(k: &mut Kernel, domain: i32, addr: u64, len: u64) -> Result<Option<
             } else {
                 let end = path.iter().position(|&b| b == 0).unwrap_or(path.len());
                 let p = String::from_utf8_lossy(&path[..end]).into_owned();
-                Some(Name::Unix(k.vfs.normalize(None, &p)))
+                Some(Name::Unix(k.absolute(&p)))
             }
         }
         libc::AF_INET if raw.len() >= 8 => {
@@ -159,7 +159,7 @@ fn read_name(k: &mut Kernel, domain: i32, addr: u64, len: u64) -> Result<Option<
 }
 
 fn sys_bind(k: &mut Kernel, _: &mut dyn FpuAccess, a: [u64; 6]) -> SysResult {
-    let (domain, kind) = match k.files.get(a[0] as i32).map(|f| &f.kind) {
+    let (domain, kind) = match k.files().get(a[0] as i32).map(|f| &f.kind) {
         Some(FileKind::Socket { domain, kind }) => (*domain, *kind),
         Some(FileKind::BoundSocket { .. } | FileKind::SocketPair { .. }) => {
             return err(libc::EINVAL);
@@ -178,7 +178,7 @@ fn sys_bind(k: &mut Kernel, _: &mut dyn FpuAccess, a: [u64; 6]) -> SysResult {
 }
 
 fn sys_listen(k: &mut Kernel, _: &mut dyn FpuAccess, a: [u64; 6]) -> SysResult {
-    let kind = match k.files.get(a[0] as i32).map(|f| &f.kind) {
+    let kind = match k.files().get(a[0] as i32).map(|f| &f.kind) {
         Some(FileKind::Socket { kind, .. } | FileKind::BoundSocket { kind, .. }) => *kind,
         Some(FileKind::SocketPair { .. }) => return err(libc::EINVAL),
         Some(_) => return err(libc::ENOTSOCK),
@@ -210,7 +210,7 @@ fn accept(k: &mut Kernel, _: &mut dyn FpuAccess, a: [u64; 6], nr: u64) -> SysRes
     if flags as i32 & !(libc::SOCK_NONBLOCK | libc::SOCK_CLOEXEC) != 0 {
         return err(libc::EINVAL);
     }
-    let (domain, id, nonblock) = match k.files.get(fd as i32) {
+    let (domain, id, nonblock) = match k.files().get(fd as i32) {
         Some(f) => match f.kind {
             FileKind::BoundSocket { domain, id, .. } => (domain, id, k.nonblocking(f)),
             FileKind::Socket { .. } | FileKind::SocketPair { .. } => return err(libc::EINVAL),
@@ -242,7 +242,7 @@ fn accept(k: &mut Kernel, _: &mut dyn FpuAccess, a: [u64; 6], nr: u64) -> SysRes
         shared: None,
     };
     let new = match k
-        .files
+        .files_mut()
         .install(file, flags as i32 & libc::SOCK_CLOEXEC != 0, 0)
     {
         Ok(n) => n,
@@ -270,7 +270,7 @@ fn connect_to(k: &mut Kernel, fd: u64, id: u64) -> SysResult {
     };
     k.sockets.enqueue(id, (to_server, to_client), false);
     k.touch(Ready::Socket(id));
-    k.files.set_kind(
+    k.files_mut().set_kind(
         fd as i32,
         FileKind::SocketPair {
             rx: to_client,
@@ -302,7 +302,7 @@ fn reach(k: &mut Kernel, domain: i32, addr: u64, len: u64) -> i32 {
             }
             let end = path.iter().position(|&b| b == 0).unwrap_or(path.len());
             let path = String::from_utf8_lossy(&path[..end]).into_owned();
-            let path = k.vfs.normalize(None, &path);
+            let path = k.absolute(&path);
             if k.vfs.resolve(&path, true).exists() {
                 libc::ECONNREFUSED
             } else {
@@ -330,7 +330,7 @@ fn reach(k: &mut Kernel, domain: i32, addr: u64, len: u64) -> i32 {
 }
 
 fn sys_connect(k: &mut Kernel, _: &mut dyn FpuAccess, a: [u64; 6]) -> SysResult {
-    let (domain, kind) = match k.files.get(a[0] as i32).map(|f| &f.kind) {
+    let (domain, kind) = match k.files().get(a[0] as i32).map(|f| &f.kind) {
         Some(FileKind::SocketPair { .. }) => return err(libc::EISCONN),
         Some(FileKind::BoundSocket { id, .. })
             if k.sockets.bound(*id).is_some_and(|b| b.listening) =>
@@ -373,7 +373,7 @@ fn sys_connect(k: &mut Kernel, _: &mut dyn FpuAccess, a: [u64; 6]) -> SysResult 
 /// A socket pair's end behind `fd` and whether a call on it must not wait
 /// (O_NONBLOCK, or MSG_DONTWAIT in `flags`).
 fn pair_of(k: &Kernel, fd: u64, flags: u64) -> Option<(u64, u64, bool)> {
-    let f = k.files.get(fd as i32)?;
+    let f = k.files().get(fd as i32)?;
     let FileKind::SocketPair { rx, tx } = f.kind else {
         return None;
     };
@@ -580,10 +580,10 @@ fn sys_shutdown(k: &mut Kernel, _: &mut dyn FpuAccess, a: [u64; 6]) -> SysResult
     if a[1] > 2 {
         return err(libc::EINVAL);
     }
-    if let Some(&FileKind::SocketPair { rx, tx }) = k.files.get(a[0] as i32).map(|f| &f.kind) {
+    if let Some(&FileKind::SocketPair { rx, tx }) = k.files().get(a[0] as i32).map(|f| &f.kind) {
         let rx = if a[1] != 1 { SHUT } else { rx };
         let tx = if a[1] != 0 { SHUT } else { tx };
-        k.files
+        k.files_mut()
             .set_kind(a[0] as i32, FileKind::SocketPair { rx, tx });
         k.pipes.note_activity();
         return SysResult::Ret(0);
@@ -595,7 +595,7 @@ fn sys_shutdown(k: &mut Kernel, _: &mut dyn FpuAccess, a: [u64; 6]) -> SysResult
 }
 
 fn sys_getsockname(k: &mut Kernel, _: &mut dyn FpuAccess, a: [u64; 6]) -> SysResult {
-    if let Some(FileKind::BoundSocket { id, .. }) = k.files.get(a[0] as i32).map(|f| &f.kind) {
+    if let Some(FileKind::BoundSocket { id, .. }) = k.files().get(a[0] as i32).map(|f| &f.kind) {
         if let Some(b) = k.sockets.bound(*id) {
             let name = b.name.clone();
             return write_name(k, &name, a[1], a[2]);

@@ -47,22 +47,22 @@ fn sys_pipe2(k: &mut Kernel, _: &mut dyn FpuAccess, a: [u64; 6]) -> SysResult {
         shared: None,
     };
     let cloexec = flags & libc::O_CLOEXEC != 0;
-    let read = match k.files.install(end(false), cloexec, 0) {
+    let read = match k.files_mut().install(end(false), cloexec, 0) {
         Ok(fd) => fd,
         Err(e) => return err(e),
     };
-    let write = match k.files.install(end(true), cloexec, 0) {
+    let write = match k.files_mut().install(end(true), cloexec, 0) {
         Ok(fd) => fd,
         Err(e) => {
-            k.files.close(read);
+            k.files_mut().close(read);
             return err(e);
         }
     };
     let mut fds = read.to_le_bytes().to_vec();
     fds.extend_from_slice(&write.to_le_bytes());
     if k.write(a[0], &fds).is_err() {
-        k.files.close(read);
-        k.files.close(write);
+        k.files_mut().close(read);
+        k.files_mut().close(write);
         return err(libc::EFAULT);
     }
     k.pipes.create(id, 1, capacity);
@@ -94,22 +94,22 @@ fn sys_socketpair(k: &mut Kernel, _: &mut dyn FpuAccess, a: [u64; 6]) -> SysResu
         shared: None,
     };
     let cloexec = a[1] as i32 & libc::SOCK_CLOEXEC != 0;
-    let first = match k.files.install(end(one, two), cloexec, 0) {
+    let first = match k.files_mut().install(end(one, two), cloexec, 0) {
         Ok(fd) => fd,
         Err(e) => return err(e),
     };
-    let second = match k.files.install(end(two, one), cloexec, 0) {
+    let second = match k.files_mut().install(end(two, one), cloexec, 0) {
         Ok(fd) => fd,
         Err(e) => {
-            k.files.close(first);
+            k.files_mut().close(first);
             return err(e);
         }
     };
     let mut fds = first.to_le_bytes().to_vec();
     fds.extend_from_slice(&second.to_le_bytes());
     if k.write(a[3], &fds).is_err() {
-        k.files.close(first);
-        k.files.close(second);
+        k.files_mut().close(first);
+        k.files_mut().close(second);
         return err(libc::EFAULT);
     }
     k.pipes.create(one, 2, capacity);
@@ -136,7 +136,10 @@ fn sys_eventfd2(k: &mut Kernel, _: &mut dyn FpuAccess, a: [u64; 6]) -> SysResult
         flags: libc::O_RDWR | (flags & libc::O_NONBLOCK),
         shared: None,
     };
-    match k.files.install(file, flags & libc::EFD_CLOEXEC != 0, 0) {
+    match k
+        .files_mut()
+        .install(file, flags & libc::EFD_CLOEXEC != 0, 0)
+    {
         Ok(fd) => {
             k.pipes.create_counter(id, a[0] & 0xffff_ffff);
             SysResult::Ret(fd.into())

@@ -32,7 +32,7 @@ pub const CALLS: &[SyscallDef] = &[
 // ----- poll
 
 fn poll(k: &mut Kernel, fds: u64, n: u64, deadline: Option<Option<u64>>, nr: u64) -> SysResult {
-    if n > k.files.limit as u64 {
+    if n > k.files().limit as u64 {
         return err(libc::EINVAL);
     }
     let mut ready = 0;
@@ -112,7 +112,7 @@ fn select(
     deadline: Option<Option<u64>>,
     nr: u64,
 ) -> SysResult {
-    if nfds > k.files.limit as u64 || (nfds as i64) < 0 {
+    if nfds > k.files().limit as u64 || (nfds as i64) < 0 {
         return err(libc::EINVAL);
     }
     let bytes = (nfds as usize).div_ceil(64) * 8;

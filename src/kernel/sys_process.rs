@@ -13,7 +13,7 @@ use super::clone_args::{
     CLONE_PARENT_SETTID, CLONE_SETTLS, CLONE_THREAD, CLONE_VFORK, CLONE_VM, CloneArgs,
 };
 use super::loader::{self, Exec, LoadError};
-use super::process::{Ended, Parked, Pid, Process};
+use super::process::{Ended, Pid, Process};
 use super::sys_thread::clone_thread;
 use super::thread::{Thread, Wait};
 use super::{FpuAccess, Kernel, SysResult, err};
@@ -145,10 +145,9 @@ fn spawn(k: &mut Kernel, cpu: &mut dyn FpuAccess, c: CloneArgs) -> SysResult {
     }
     k.share_descriptions();
     k.sync_files();
-    let files = k.files.clone();
-    k.copied_files(&files);
     let me = k.process_entry().clone();
-    let mut signals = k.signals.clone();
+    k.copied_files(&me.files);
+    let mut signals = me.signals;
     if flags & CLONE_CLEAR_SIGHAND != 0 {
         signals.reset_for_exec();
     }
@@ -166,12 +165,10 @@ fn spawn(k: &mut Kernel, cpu: &mut dyn FpuAccess, c: CloneArgs) -> SysResult {
         ended: None,
         exit_signal,
         vfork_parent: (flags & CLONE_VFORK != 0).then_some(k.current),
-        parked: Some(Parked {
-            files,
-            signals,
-            limits: k.limits.clone(),
-            cwd: k.vfs.cwd.clone(),
-        }),
+        files: me.files,
+        signals,
+        limits: me.limits,
+        cwd: me.cwd,
     });
     k.threads.insert(tid, child);
     if flags & CLONE_PARENT_SETTID != 0 {
@@ -290,7 +287,7 @@ fn exec(
     // given, a script's own, not its interpreter's.
     let execfn = path.clone();
     let (exe, argv) = match resolve_program(k, path, argv) {
-        Ok((exe, argv)) => (k.vfs.normalize(None, &exe), argv),
+        Ok((exe, argv)) => (k.absolute(&exe), argv),
         Err(e) => return err(e),
     };
     let exec = Exec {
@@ -337,8 +334,8 @@ fn exec(
     if let Some(parent) = k.procs.get_mut(&pid).and_then(|p| p.vfork_parent.take()) {
         k.wake(parent, pid as i64);
     }
-    k.files.close_on_exec();
-    k.signals.reset_for_exec();
+    k.files_mut().close_on_exec();
+    k.signals_mut().reset_for_exec();
     k.timers.exec(pid);
     let loaded = k
         .map_ring()
@@ -456,7 +453,7 @@ fn sys_waitid(k: &mut Kernel, _: &mut dyn FpuAccess, a: [u64; 6]) -> SysResult {
         1 => Which::Pid(id as Pid),
         2 if id == 0 => Which::Group(k.process_entry().pgid),
         2 => Which::Group(id as Pid),
-        3 => match k.files.get(id as i32).map(|f| f.kind.clone()) {
+        3 => match k.files().get(id as i32).map(|f| f.kind.clone()) {
             Some(super::files::FileKind::PidFd { pid }) => Which::Pid(pid),
             Some(_) => return err(libc::EINVAL),
             None => return err(libc::EBADF),
@@ -514,7 +511,7 @@ fn sys_pidfd_open(k: &mut Kernel, _: &mut dyn FpuAccess, a: [u64; 6]) -> SysResu
         flags: libc::O_RDWR | flags,
         shared: None,
     };
-    match k.files.install(f, true, 0) {
+    match k.files_mut().install(f, true, 0) {
         Ok(fd) => SysResult::Ret(fd as i64),
         Err(e) => err(e),
     }

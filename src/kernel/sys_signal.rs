@@ -35,7 +35,7 @@ fn sys_rt_sigaction(k: &mut Kernel, _: &mut dyn FpuAccess, a: [u64; 6]) -> SysRe
     let Some(sig) = valid(sig) else {
         return err(libc::EINVAL);
     };
-    let old = k.signals.get(sig);
+    let old = k.signals().get(sig);
     if act != 0 {
         if sig == 9 || sig == 19 {
             return err(libc::EINVAL);
@@ -53,7 +53,7 @@ fn sys_rt_sigaction(k: &mut Kernel, _: &mut dyn FpuAccess, a: [u64; 6]) -> SysRe
             restorer: w[2],
             mask: w[3] & !UNBLOCKABLE,
         };
-        k.signals.set(sig, new);
+        k.signals_mut().set(sig, new);
         // Ignoring a signal discards pending instances of it.
         if new.handler == signal::SIG_IGN {
             for tid in k.threads.all_with_pending() {

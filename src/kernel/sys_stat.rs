@@ -128,11 +128,11 @@ fn sys_fstat(k: &mut Kernel, _: &mut dyn FpuAccess, a: [u64; 6]) -> SysResult {
 fn meta_at(k: &mut Kernel, dirfd: i32, ptr: u64, flags: u64) -> Result<(String, Meta), i32> {
     if flags & AT_EMPTY_PATH != 0 && k.read_cstr(ptr).is_ok_and(|p| p.is_empty()) {
         if dirfd == AT_FDCWD {
-            let cwd = k.vfs.cwd.clone();
+            let cwd = k.cwd().to_string();
             return meta_of_path(k, &cwd, true).map(|m| (cwd, m));
         }
         let path = k
-            .files
+            .files()
             .get(dirfd)
             .map(|f| f.path.clone())
             .unwrap_or_default();
@@ -197,7 +197,7 @@ fn sys_statfs(k: &mut Kernel, _: &mut dyn FpuAccess, a: [u64; 6]) -> SysResult {
 }
 
 fn sys_fstatfs(k: &mut Kernel, _: &mut dyn FpuAccess, a: [u64; 6]) -> SysResult {
-    if k.files.get(a[0] as i32).is_none() {
+    if k.files().get(a[0] as i32).is_none() {
         return err(libc::EBADF);
     }
     write_statfs(k, a[1])
@@ -235,7 +235,7 @@ fn sys_faccessat2(k: &mut Kernel, _: &mut dyn FpuAccess, a: [u64; 6]) -> SysResu
 
 fn sys_getdents64(k: &mut Kernel, _: &mut dyn FpuAccess, a: [u64; 6]) -> SysResult {
     let (fd, buf, count) = (a[0] as i32, a[1], a[2] as usize);
-    let Some(f) = k.files.get(fd).cloned() else {
+    let Some(f) = k.files().get(fd).cloned() else {
         return err(libc::EBADF);
     };
     let FileKind::Dir(entries) = &f.kind else {
@@ -299,7 +299,7 @@ fn readlink(k: &mut Kernel, dirfd: i32, ptr: u64, buf: u64, size: u64) -> SysRes
         .filter(|pp| pp.is_own(k))
         .and_then(|pp| pp.rest.strip_prefix("/fd/"))
     {
-        let Some(f) = n.parse::<i32>().ok().and_then(|n| k.files.get(n)) else {
+        let Some(f) = n.parse::<i32>().ok().and_then(|n| k.files().get(n)) else {
             return err(libc::ENOENT);
         };
         match f.kind {
@@ -331,7 +331,7 @@ fn sys_readlinkat(k: &mut Kernel, _: &mut dyn FpuAccess, a: [u64; 6]) -> SysResu
 }
 
 fn sys_getcwd(k: &mut Kernel, _: &mut dyn FpuAccess, a: [u64; 6]) -> SysResult {
-    let mut cwd = k.vfs.cwd.clone().into_bytes();
+    let mut cwd = k.cwd().to_string().into_bytes();
     cwd.push(0);
     if (a[1] as usize) < cwd.len() {
         return err(libc::ERANGE);
@@ -345,7 +345,7 @@ fn sys_getcwd(k: &mut Kernel, _: &mut dyn FpuAccess, a: [u64; 6]) -> SysResult {
 fn chdir_to(k: &mut Kernel, p: String) -> SysResult {
     match meta_of_path(k, &p, true) {
         Ok(m) if m.mode & S_IFDIR != 0 => {
-            k.vfs.cwd = p;
+            k.process_entry_mut().cwd = p;
             SysResult::Ret(0)
         }
         Ok(_) => err(libc::ENOTDIR),
@@ -361,7 +361,7 @@ fn sys_chdir(k: &mut Kernel, _: &mut dyn FpuAccess, a: [u64; 6]) -> SysResult {
 }
 
 fn sys_fchdir(k: &mut Kernel, _: &mut dyn FpuAccess, a: [u64; 6]) -> SysResult {
-    match k.files.get(a[0] as i32) {
+    match k.files().get(a[0] as i32) {
         Some(f) => {
             let p = f.path.clone();
             chdir_to(k, p)

@@ -318,7 +318,7 @@ fn sys_timerfd_create(k: &mut Kernel, _: &mut dyn FpuAccess, a: [u64; 6]) -> Sys
         flags: libc::O_RDWR | (flags & TFD_NONBLOCK) as i32,
         shared: None,
     };
-    match k.files.install(f, flags & TFD_CLOEXEC != 0, 0) {
+    match k.files_mut().install(f, flags & TFD_CLOEXEC != 0, 0) {
         Ok(fd) => {
             k.timers.took_fd_id(id);
             let key = (k.pid, Slot::Fd(id));
@@ -371,9 +371,10 @@ fn sys_signalfd4(k: &mut Kernel, _: &mut dyn FpuAccess, a: [u64; 6]) -> SysResul
     // SIGKILL and SIGSTOP cannot be read from a descriptor.
     let mask = mask & !signal::UNBLOCKABLE;
     if fd as i32 != -1 {
-        return match k.files.get(fd as i32).map(|f| &f.kind) {
+        return match k.files().get(fd as i32).map(|f| &f.kind) {
             Some(FileKind::SignalFd { .. }) => {
-                k.files.set_kind(fd as i32, FileKind::SignalFd { mask });
+                k.files_mut()
+                    .set_kind(fd as i32, FileKind::SignalFd { mask });
                 SysResult::Ret(fd as i64)
             }
             Some(_) => err(libc::EINVAL),
@@ -387,7 +388,7 @@ fn sys_signalfd4(k: &mut Kernel, _: &mut dyn FpuAccess, a: [u64; 6]) -> SysResul
         flags: libc::O_RDWR | (flags & SFD_NONBLOCK) as i32,
         shared: None,
     };
-    match k.files.install(f, flags & SFD_CLOEXEC != 0, 0) {
+    match k.files_mut().install(f, flags & SFD_CLOEXEC != 0, 0) {
         Ok(fd) => SysResult::Ret(fd as i64),
         Err(e) => err(e),
     }

@@ -265,7 +265,7 @@ fn set_len(k: &mut Kernel, p: &str, len: u64) -> Result<i64, i32> {
 }
 
 fn sys_ftruncate(k: &mut Kernel, _: &mut dyn FpuAccess, a: [u64; 6]) -> SysResult {
-    let Some(f) = k.files.get(a[0] as i32).cloned() else {
+    let Some(f) = k.files().get(a[0] as i32).cloned() else {
         return err(libc::EBADF);
     };
     if !f.writable() || !matches!(f.kind, FileKind::Overlay) {
@@ -284,7 +284,7 @@ fn sys_truncate(k: &mut Kernel, _: &mut dyn FpuAccess, a: [u64; 6]) -> SysResult
 }
 
 fn sys_fallocate(k: &mut Kernel, _: &mut dyn FpuAccess, a: [u64; 6]) -> SysResult {
-    let Some(f) = k.files.get(a[0] as i32).cloned() else {
+    let Some(f) = k.files().get(a[0] as i32).cloned() else {
         return err(libc::EBADF);
     };
     if a[1] != 0 {
@@ -325,7 +325,7 @@ fn sys_chmod(k: &mut Kernel, _: &mut dyn FpuAccess, a: [u64; 6]) -> SysResult {
 }
 
 fn sys_fchmod(k: &mut Kernel, _: &mut dyn FpuAccess, a: [u64; 6]) -> SysResult {
-    match k.files.get(a[0] as i32).map(|f| f.path.clone()) {
+    match k.files().get(a[0] as i32).map(|f| f.path.clone()) {
         Some(p) => ret(chmod(k, &p, a[1])),
         None => err(libc::EBADF),
     }

@@ -636,12 +636,34 @@ pub struct Vfs {
     next_ino: u64,
     /// What the overlay's files hold, against its limit.
     space: Space,
-    pub cwd: String,
     pub umask: u32,
 }
 
+/// Makes `path` absolute (against directory `base`) and removes `.`,
+/// `..` and repeated slashes.
+pub fn normalize(base: &str, path: &str) -> String {
+    let mut parts: Vec<&str> = Vec::new();
+    let full;
+    let p = if path.starts_with('/') {
+        path
+    } else {
+        full = format!("{base}/{path}");
+        &full
+    };
+    for c in p.split('/') {
+        match c {
+            "" | "." => {}
+            ".." => {
+                parts.pop();
+            }
+            c => parts.push(c),
+        }
+    }
+    format!("/{}", parts.join("/"))
+}
+
 impl Vfs {
-    pub fn new(source: SharedSource, cwd: String) -> Self {
+    pub fn new(source: SharedSource) -> Self {
         Vfs {
             source,
             overlay: BTreeMap::new(),
@@ -651,7 +673,6 @@ impl Vfs {
                 used: 0,
                 limit: DEFAULT_OVERLAY_LIMIT,
             },
-            cwd,
             umask: 0o022,
         }
     }
@@ -670,29 +691,6 @@ impl Vfs {
     /// with the same `follow`), read on first use.
     pub fn host_contents(&mut self, path: &str, follow: bool) -> Option<Arc<Vec<u8>>> {
         self.source.lock().unwrap().contents(path, follow)
-    }
-
-    /// Makes `path` absolute (against `base`, or the cwd) and removes `.`,
-    /// `..` and repeated slashes.
-    pub fn normalize(&self, base: Option<&str>, path: &str) -> String {
-        let mut parts: Vec<&str> = Vec::new();
-        let full;
-        let p = if path.starts_with('/') {
-            path
-        } else {
-            full = format!("{}/{}", base.unwrap_or(&self.cwd), path);
-            &full
-        };
-        for c in p.split('/') {
-            match c {
-                "" | "." => {}
-                ".." => {
-                    parts.pop();
-                }
-                c => parts.push(c),
-            }
-        }
-        format!("/{}", parts.join("/"))
     }
 
     /// What `path` (normalized) is. Symlinks in the overlay are followed
@@ -737,7 +735,7 @@ impl Vfs {
                         return (r, None);
                     }
                     let parent = parent_of(&path);
-                    path = self.normalize(Some(&parent), &target.clone());
+                    path = normalize(&parent, &target.clone());
                     continue;
                 }
                 None => {}
@@ -768,7 +766,7 @@ impl Vfs {
             match self.resolve(&path, false) {
                 Resolved::Symlink { target } => {
                     let parent = parent_of(&path);
-                    path = self.normalize(Some(&parent), &target);
+                    path = normalize(&parent, &target);
                 }
                 _ => return path,
             }
@@ -1050,15 +1048,14 @@ mod tests {
     use super::*;
 
     fn vfs() -> Vfs {
-        Vfs::new(FileSource::recorded(BTreeMap::new()), "/work".into())
+        Vfs::new(FileSource::recorded(BTreeMap::new()))
     }
 
     #[test]
     fn paths_are_normalized_against_the_cwd() {
-        let v = vfs();
-        assert_eq!(v.normalize(None, "a/./b/../c"), "/work/a/c");
-        assert_eq!(v.normalize(None, "/x//y/"), "/x/y");
-        assert_eq!(v.normalize(None, "../../.."), "/");
+        assert_eq!(normalize("/work", "a/./b/../c"), "/work/a/c");
+        assert_eq!(normalize("/work", "/x//y/"), "/x/y");
+        assert_eq!(normalize("/work", "../../.."), "/");
     }
 
     #[test]
@@ -1126,7 +1123,7 @@ mod tests {
     #[test]
     fn host_lookups_are_recorded_including_misses() {
         let src = FileSource::host();
-        let mut v = Vfs::new(src.clone(), "/".into());
+        let mut v = Vfs::new(src.clone());
         let missing = "/etc/hostname-that-does-not-exist";
         assert!(!v.resolve(missing, true).exists());
         assert!(matches!(v.resolve("/etc", true), Resolved::HostDir { .. }));

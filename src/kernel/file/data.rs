@@ -16,7 +16,7 @@ pub(in crate::kernel) fn read_bytes(
     len: usize,
     at: Option<u64>,
 ) -> Result<Vec<u8>, i32> {
-    let f = k.files.get(fd).ok_or(libc::EBADF)?;
+    let f = k.files().get(fd).ok_or(libc::EBADF)?;
     if !f.readable() {
         return Err(libc::EBADF);
     }
@@ -86,7 +86,7 @@ pub(in crate::kernel) fn write(
     data: &[u8],
     at: Option<u64>,
 ) -> Result<usize, i32> {
-    let f = k.files.get(fd).ok_or(libc::EBADF)?.clone();
+    let f = k.files().get(fd).ok_or(libc::EBADF)?.clone();
     if !f.writable() {
         return Err(libc::EBADF);
     }

@@ -177,7 +177,7 @@ pub(in crate::kernel) fn meta_of_path(
 
 /// What `fstat` says of descriptor `fd`.
 pub(in crate::kernel) fn meta_of_fd(k: &mut Kernel, fd: i32) -> Result<Meta, i32> {
-    let f = k.files.get(fd).ok_or(libc::EBADF)?.clone();
+    let f = k.files().get(fd).ok_or(libc::EBADF)?.clone();
     let ino = inode_of(&f.path);
     match &f.kind {
         FileKind::Host(d) => Ok(Meta {

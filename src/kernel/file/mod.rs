@@ -132,13 +132,13 @@ pub(in crate::kernel) fn read(
     len: u64,
     at: Option<u64>,
 ) -> SysResult {
-    if k.files.get(fd as i32).is_some() && !access_ok(buf, len) {
+    if k.files().get(fd as i32).is_some() && !access_ok(buf, len) {
         return err(libc::EFAULT);
     }
     if let Some(r) = socket::read_datagram(k, fd, buf, len) {
         return r;
     }
-    let Some(f) = k.files.get(fd as i32) else {
+    let Some(f) = k.files().get(fd as i32) else {
         return err(libc::EBADF);
     };
     let nonblock = k.nonblocking(f);
@@ -163,7 +163,7 @@ pub(in crate::kernel) fn write(k: &mut Kernel, fd: u64, data: &[u8], at: Option<
     if let Some(r) = socket::write_datagram(k, fd, data) {
         return r;
     }
-    let Some(f) = k.files.get(fd as i32) else {
+    let Some(f) = k.files().get(fd as i32) else {
         return err(libc::EBADF);
     };
     let nonblock = k.nonblocking(f);
@@ -181,7 +181,7 @@ pub(in crate::kernel) fn write(k: &mut Kernel, fd: u64, data: &[u8], at: Option<
 /// Whether descriptor `fd` is a pipe-like file (its reads and writes may
 /// wait), which vectored calls pass to [`read`] and [`write`] whole.
 pub(in crate::kernel) fn may_wait(k: &Kernel, fd: u64) -> bool {
-    k.files.get(fd as i32).is_some_and(|f| {
+    k.files().get(fd as i32).is_some_and(|f| {
         matches!(
             f.kind,
             FileKind::Pipe { .. }
@@ -217,7 +217,7 @@ pub(in crate::kernel) const POLLNVAL: i16 = 0x20;
 /// waiting, a datagram one writable (and readable with a datagram); an
 /// unconnected stream socket never becomes ready; other files always are.
 pub(in crate::kernel) fn readiness(k: &Kernel, fd: i32) -> Option<i16> {
-    let f = k.files.get(fd)?;
+    let f = k.files().get(fd)?;
     Some(match f.kind {
         FileKind::EventFd { id, .. } => {
             let (can_read, can_write) = pipe::counter_state(k, id);
@@ -288,7 +288,7 @@ pub(in crate::kernel) fn readiness(k: &Kernel, fd: i32) -> Option<i16> {
 /// descriptor's being the signals of process `signals_of`. Descriptors
 /// whose readiness never changes have none.
 pub(in crate::kernel) fn ready_keys(k: &Kernel, fd: i32, signals_of: u32) -> Vec<Ready> {
-    let Some(f) = k.files.get(fd) else {
+    let Some(f) = k.files().get(fd) else {
         return Vec::new();
     };
     match f.kind {

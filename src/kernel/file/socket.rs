@@ -233,7 +233,7 @@ pub(in crate::kernel) fn bind_to(
             peer: None,
         },
     );
-    k.files
+    k.files_mut()
         .set_kind(fd as i32, FileKind::BoundSocket { domain, kind, id });
     SysResult::Ret(0)
 }
@@ -242,7 +242,7 @@ pub(in crate::kernel) fn bind_to(
 /// abstract unix name), as Linux's autobind does at `listen` or at a
 /// datagram socket's first send or `connect`; its id.
 pub(in crate::kernel) fn autobind(k: &mut Kernel, fd: u64) -> Result<u64, i32> {
-    match k.files.get(fd as i32).map(|f| f.kind.clone()) {
+    match k.files().get(fd as i32).map(|f| f.kind.clone()) {
         Some(FileKind::BoundSocket { id, .. }) => Ok(id),
         Some(FileKind::Socket { domain, kind }) => {
             let name = if domain == libc::AF_UNIX {
@@ -266,7 +266,7 @@ pub(in crate::kernel) fn autobind(k: &mut Kernel, fd: u64) -> Result<u64, i32> {
 /// The bound datagram socket behind `fd`: its id, and whether a call on
 /// it must not wait.
 pub(in crate::kernel) fn datagram_of(k: &Kernel, fd: u64, flags: u64) -> Option<(u64, bool)> {
-    let f = k.files.get(fd as i32)?;
+    let f = k.files().get(fd as i32)?;
     let FileKind::BoundSocket {
         kind: libc::SOCK_DGRAM,
         id,
@@ -300,7 +300,7 @@ pub(in crate::kernel) fn send_datagram(
     let n = data.len() as i64;
     match receiver {
         Some(id) => {
-            let nonblock = k.files.get(fd as i32).is_some_and(|f| k.nonblocking(f))
+            let nonblock = k.files().get(fd as i32).is_some_and(|f| k.nonblocking(f))
                 || flags as i32 & libc::MSG_DONTWAIT != 0;
             let Some(b) = k.sockets.bound.get_mut(&id) else {
                 return SysResult::Ret(n);
@@ -405,7 +405,7 @@ pub(in crate::kernel) fn read_datagram(
 /// `write` on a datagram socket: one datagram to its peer.
 pub(in crate::kernel) fn write_datagram(k: &mut Kernel, fd: u64, data: &[u8]) -> Option<SysResult> {
     let write = libc::SYS_write as u64;
-    match k.files.get(fd as i32)?.kind {
+    match k.files().get(fd as i32)?.kind {
         FileKind::BoundSocket {
             domain,
             kind: libc::SOCK_DGRAM,

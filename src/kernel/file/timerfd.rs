@@ -10,7 +10,7 @@ use crate::kernel::{Kernel, SysResult, err};
 /// The timer behind descriptor `fd`: its key and whether it counts on the
 /// real-time clock.
 pub(in crate::kernel) fn timer_of(k: &Kernel, fd: u64) -> Result<((Pid, Slot), bool), i32> {
-    match k.files.get(fd as i32).map(|f| f.kind.clone()) {
+    match k.files().get(fd as i32).map(|f| f.kind.clone()) {
         Some(FileKind::TimerFd { id, realtime }) => {
             let key = k.timers.fd_key(id).unwrap_or((k.pid, Slot::Fd(id)));
             Ok((key, realtime))
