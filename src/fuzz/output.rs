@@ -15,9 +15,10 @@ use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-use super::executor::{FeatureKind, NewFailure, Shared};
+use super::feedbacks::{NewFailure, Shared};
 use super::findings::{self, Desk, MinimizeTask, SharedDesk};
 use super::input::ScheduleInput;
+use super::observers::FeatureKind;
 use super::sync::SyncDir;
 use super::{Finding, FuzzConfig, FuzzError, FuzzSummary, Hub, Progress, SYNC_INTERVAL};
 use crate::fsutil::write_atomically;
@@ -248,7 +249,7 @@ impl Output {
     pub fn tick(
         &mut self,
         cfg: &FuzzConfig,
-        shared: &Arc<Mutex<Shared>>,
+        shared: &Shared,
         hub: &Hub,
         hub_cursor: &mut usize,
         progress: &Progress,
@@ -258,7 +259,7 @@ impl Output {
         if self.scanning || self.last_sync.is_none_or(|t| t.elapsed() >= SYNC_INTERVAL) {
             self.import(cfg, hub);
         }
-        let pending: Vec<NewFailure> = std::mem::take(&mut shared.lock().unwrap().pending);
+        let pending: Vec<NewFailure> = std::mem::take(&mut shared.failures.lock().unwrap().pending);
         // A session that measures (bench) only counts executions to its goal.
         if cfg.watch.is_none() {
             let seen_at = start.elapsed();
@@ -273,17 +274,13 @@ impl Output {
             }
             self.tell_minimized(told);
         }
-        let sample = {
-            let s = shared.lock().unwrap();
-            let count = |k: FeatureKind| s.features.iter().filter(|(kind, _)| *kind == k).count();
-            Sample {
-                secs: start.elapsed().as_secs_f64(),
-                execs: progress.execs.load(Ordering::Relaxed),
-                corpus: self.written.len(),
-                features: FeatureKind::ALL.map(count),
-                findings: self.findings.len(),
-                hangs: self.hangs(),
-            }
+        let sample = Sample {
+            secs: start.elapsed().as_secs_f64(),
+            execs: progress.execs.load(Ordering::Relaxed),
+            corpus: self.written.len(),
+            features: shared.features.lock().unwrap().counts(),
+            findings: self.findings.len(),
+            hangs: self.hangs(),
         };
         let total: usize = sample.features.iter().sum();
         if total > self.last_features {
@@ -511,8 +508,8 @@ impl Output {
         for x in &self.samples {
             let f: Vec<String> = x.features.iter().map(|n| n.to_string()).collect();
             let edges: usize = x.features.iter().sum();
-            let map = 100.0 * edges.min(super::executor::MAP_SIZE) as f64
-                / super::executor::MAP_SIZE as f64;
+            let map = 100.0 * edges.min(super::observers::MAP_SIZE) as f64
+                / super::observers::MAP_SIZE as f64;
             s.push_str(&format!(
                 "{:.0}, 0, 0, {}, 0, 0, {map:.2}%, {}, {}, 0, {:.2}, {}, {edges}, {}, {}\n",
                 x.secs,
@@ -686,12 +683,12 @@ impl Output {
                 "bitmap_cvg",
                 format!(
                     "{:.2}%",
-                    100.0 * edges.min(super::executor::MAP_SIZE) as f64
-                        / super::executor::MAP_SIZE as f64
+                    100.0 * edges.min(super::observers::MAP_SIZE) as f64
+                        / super::observers::MAP_SIZE as f64
                 ),
             ),
             ("edges_found", edges.to_string()),
-            ("total_edges", super::executor::MAP_SIZE.to_string()),
+            ("total_edges", super::observers::MAP_SIZE.to_string()),
             ("peak_rss_mb", peak_rss_mib().to_string()),
             ("afl_banner", cfg.target_name.clone()),
             (
