@@ -435,7 +435,7 @@ pub fn fuzz(mut cfg: FuzzConfig, cancel: crate::machine::Cancel) -> Result<FuzzS
             if cancel.is_cancelled() {
                 progress.stop.store(true, Ordering::Relaxed);
             }
-            out.tick(&cfg, &shared, &hub, &mut hub_cursor, &progress, start);
+            out.tick(&cfg, &shared, (&hub, &mut hub_cursor), &progress, start);
             if done {
                 break;
             }
@@ -457,7 +457,7 @@ pub fn fuzz(mut cfg: FuzzConfig, cancel: crate::machine::Cancel) -> Result<FuzzS
         // writer writes what it did.
         let desk = out.desk();
         loop {
-            out.tick(&cfg, &shared, &hub, &mut hub_cursor, &progress, start);
+            out.tick(&cfg, &shared, (&hub, &mut hub_cursor), &progress, start);
             let d = desk.lock().unwrap();
             if d.to_record.is_empty() && d.recorded.is_empty() && !d.writing {
                 break;
@@ -468,7 +468,7 @@ pub fn fuzz(mut cfg: FuzzConfig, cancel: crate::machine::Cancel) -> Result<FuzzS
         desk.lock().unwrap().no_more_tasks = true;
         if let Some(m) = minimizer {
             while !m.is_finished() {
-                out.tick(&cfg, &shared, &hub, &mut hub_cursor, &progress, start);
+                out.tick(&cfg, &shared, (&hub, &mut hub_cursor), &progress, start);
                 std::thread::sleep(Duration::from_millis(10));
             }
             let _ = m.join();
@@ -476,7 +476,7 @@ pub fn fuzz(mut cfg: FuzzConfig, cancel: crate::machine::Cancel) -> Result<FuzzS
         desk.lock().unwrap().closing = true;
         let _ = writer.join();
         // Findings the workers reported last, and the final files.
-        out.tick(&cfg, &shared, &hub, &mut hub_cursor, &progress, start);
+        out.tick(&cfg, &shared, (&hub, &mut hub_cursor), &progress, start);
     });
     if let Some(e) = failure {
         return Err(e);
@@ -488,8 +488,8 @@ pub fn fuzz(mut cfg: FuzzConfig, cancel: crate::machine::Cancel) -> Result<FuzzS
         elapsed: start.elapsed(),
         corpus: out.corpus_len(),
         features,
-        findings: out.findings.clone(),
-        unsaved: out.unsaved.clone(),
+        findings: out.findings().to_vec(),
+        unsaved: out.unsaved().to_vec(),
         unsupported: shared.failures.lock().unwrap().unsupported.clone(),
         prior_execs: out.prior_execs(),
     };
