@@ -18,7 +18,7 @@ use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use super::executor::NewFailure;
+use super::feedbacks::NewFailure;
 use super::{FuzzConfig, Progress};
 use crate::engine::{RunConfig, VmError};
 use crate::explore::minimize::{self, MinimizeError, Minimized};

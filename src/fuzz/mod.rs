@@ -12,9 +12,11 @@
 //! feature counts and the status screen in one place without a broker.
 
 pub mod executor;
+mod feedbacks;
 mod findings;
 pub mod input;
 pub mod mutators;
+pub mod observers;
 mod output;
 mod sync;
 
@@ -28,8 +30,9 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-pub use executor::{FeatureKind, NewFailure};
+pub use feedbacks::NewFailure;
 pub use input::{ScheduleInput, Tail};
+pub use observers::FeatureKind;
 
 use crate::engine::{RunConfig, RunReport, VmError};
 use crate::kernel::vfs::FileSource;
@@ -368,9 +371,9 @@ pub fn fuzz(mut cfg: FuzzConfig, cancel: crate::machine::Cancel) -> Result<FuzzS
     }
     let steps = decision_points;
     let progress = Arc::new(Progress::new(cfg.jobs, cfg.budget.execs));
-    let shared = Arc::new(Mutex::new(executor::Shared::default()));
+    let shared = feedbacks::Shared::default();
     // Findings of the sessions before a --resume are not new.
-    shared.lock().unwrap().signatures = out.prior_signatures();
+    shared.failures.lock().unwrap().signatures = out.prior_signatures();
     let hub = Hub::default();
     let start = Instant::now();
     let mut failure: Option<FuzzError> = None;
@@ -432,7 +435,7 @@ pub fn fuzz(mut cfg: FuzzConfig, cancel: crate::machine::Cancel) -> Result<FuzzS
             if cancel.is_cancelled() {
                 progress.stop.store(true, Ordering::Relaxed);
             }
-            out.tick(&cfg, &shared, &hub, &mut hub_cursor, &progress, start);
+            out.tick(&cfg, &shared, (&hub, &mut hub_cursor), &progress, start);
             if done {
                 break;
             }
@@ -454,7 +457,7 @@ pub fn fuzz(mut cfg: FuzzConfig, cancel: crate::machine::Cancel) -> Result<FuzzS
         // writer writes what it did.
         let desk = out.desk();
         loop {
-            out.tick(&cfg, &shared, &hub, &mut hub_cursor, &progress, start);
+            out.tick(&cfg, &shared, (&hub, &mut hub_cursor), &progress, start);
             let d = desk.lock().unwrap();
             if d.to_record.is_empty() && d.recorded.is_empty() && !d.writing {
                 break;
@@ -465,7 +468,7 @@ pub fn fuzz(mut cfg: FuzzConfig, cancel: crate::machine::Cancel) -> Result<FuzzS
         desk.lock().unwrap().no_more_tasks = true;
         if let Some(m) = minimizer {
             while !m.is_finished() {
-                out.tick(&cfg, &shared, &hub, &mut hub_cursor, &progress, start);
+                out.tick(&cfg, &shared, (&hub, &mut hub_cursor), &progress, start);
                 std::thread::sleep(Duration::from_millis(10));
             }
             let _ = m.join();
@@ -473,31 +476,21 @@ pub fn fuzz(mut cfg: FuzzConfig, cancel: crate::machine::Cancel) -> Result<FuzzS
         desk.lock().unwrap().closing = true;
         let _ = writer.join();
         // Findings the workers reported last, and the final files.
-        out.tick(&cfg, &shared, &hub, &mut hub_cursor, &progress, start);
+        out.tick(&cfg, &shared, (&hub, &mut hub_cursor), &progress, start);
     });
     if let Some(e) = failure {
         return Err(e);
     }
-    let shared = shared.lock().unwrap();
-    let mut features = BTreeMap::new();
-    for k in FeatureKind::ALL {
-        features.insert(
-            k.name(),
-            shared
-                .features
-                .iter()
-                .filter(|(kind, _)| *kind == k)
-                .count(),
-        );
-    }
+    let seen = shared.features.lock().unwrap();
+    let features = FeatureKind::ALL.map(|k| (k.name(), seen.count(k))).into();
     let summary = FuzzSummary {
         execs: progress.execs.load(Ordering::Relaxed),
         elapsed: start.elapsed(),
         corpus: out.corpus_len(),
         features,
-        findings: out.findings.clone(),
-        unsaved: out.unsaved.clone(),
-        unsupported: shared.unsupported.clone(),
+        findings: out.findings().to_vec(),
+        unsaved: out.unsaved().to_vec(),
+        unsupported: shared.failures.lock().unwrap().unsupported.clone(),
         prior_execs: out.prior_execs(),
     };
     out.finish(&cfg, &summary, &progress);

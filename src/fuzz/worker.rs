@@ -4,17 +4,18 @@
 //! Assembly, one piece at a time: the executor (a machine restored from its
 //! snapshot) and its observers (the coverage map and the run) → the
 //! feedback (new features join the corpus) and the objective (a failure
-//! with a new signature is a finding) → the state → the scheduler → the
-//! fuzzer → the mutational stage.
+//! with a new signature is a finding, after the notes every run leaves) →
+//! the state → the scheduler → the fuzzer → the mutational stage.
 
+use std::sync::Arc;
 use std::sync::atomic::Ordering;
-use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
 use libafl::corpus::{Corpus, InMemoryCorpus};
 use libafl::events::SimpleEventManager;
 use libafl::executors::HasObservers;
-use libafl::feedbacks::{CrashFeedback, MaxMapFeedback};
+use libafl::feedback_or;
+use libafl::feedbacks::MaxMapFeedback;
 use libafl::fuzzer::{Evaluator, Fuzzer, StdFuzzer};
 use libafl::monitors::NopMonitor;
 use libafl::mutators::HavocScheduledMutator;
@@ -24,7 +25,8 @@ use libafl::state::{HasCorpus, HasExecutions, StdState};
 use libafl_bolts::rands::StdRand;
 use libafl_bolts::tuples::tuple_list;
 
-use super::executor::{Shared, VmExecutor};
+use super::executor::VmExecutor;
+use super::feedbacks::{LearnRunProfile, NewSignature, SessionFeatures, Shared, Watched};
 use super::input::{ScheduleInput, Tail};
 use super::mutators::{
     InsertPreemption, MixMutator, MovePreemption, RemovePreemption, RetargetPreemption, RetuneTail,
@@ -46,7 +48,7 @@ pub fn run(
     cfg: &FuzzConfig,
     source: SharedSource,
     steps: u64,
-    shared: Arc<Mutex<Shared>>,
+    shared: Shared,
     hub: &Hub,
     progress: Arc<Progress>,
 ) -> Result<(), FuzzError> {
@@ -55,19 +57,21 @@ pub fn run(
         e => FuzzError::Engine(e.to_string()),
     };
     // Executor and observers.
-    let mut executor = VmExecutor::new(
-        cfg.run.clone(),
-        source,
-        steps,
-        shared,
-        progress.clone(),
-        id,
-        cfg.watch.clone(),
+    let mut executor = VmExecutor::new(cfg.run.clone(), source, steps, progress.clone(), id);
+    let observers = executor.observers();
+    let (map, run) = (&observers.0, &observers.1.0);
+    // Feedback: a run that reaches a feature new to this worker's map
+    // joins the corpus.
+    let mut feedback = MaxMapFeedback::new(map);
+    // Objective: a failure whose signature nobody saw is a finding. LibAFL
+    // asks it about every run, and first, so the notes every run leaves go
+    // in front of it; they never say yes.
+    let mut objective = feedback_or!(
+        LearnRunProfile::new(run),
+        SessionFeatures::new(run, shared.features.clone()),
+        NewSignature::new(run, shared.failures.clone(), progress.clone()),
+        Watched::new(run, cfg.watch.clone(), progress.clone())
     );
-    // Feedback: a run that reaches a new feature joins the corpus.
-    // Objective: a failure whose signature nobody saw is a finding.
-    let mut feedback = MaxMapFeedback::new(&executor.observers().0);
-    let mut objective = CrashFeedback::new();
     let rand = StdRand::with_seed(crate::sched::splitmix64(
         cfg.seed ^ (id as u64).wrapping_mul(0x9e37),
     ));
