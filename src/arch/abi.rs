@@ -83,7 +83,7 @@ pub const RING_ENTRIES: u64 = (RING_SIZE / 8 - RING_HEADER_WORDS) / RING_ENTRY_W
 // either. A site reaches the site dispatcher (`guest/sites.S`), mapped at
 // [`SITES_VA`] in every process with sync sites, in one of two ways:
 //
-// - its first bytes are a jump to its *trampoline* (`code::trampoline`),
+// - its first bytes are a jump to its *trampoline* (`code::sites::trampoline`),
 //   which saves rax in the dispatcher's data, puts the address of the
 //   site's descriptor in rax and jumps to the dispatcher's second door
 //   (`rewind_sites_jump`): no exception, no ring 0;

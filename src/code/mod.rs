@@ -4,12 +4,8 @@
 //! points (atomic read-modify-writes, spin loops, global loads and stores),
 //! with an emulator that executes such an instruction for its thread.
 
-pub mod acquire;
-pub mod emulate;
 pub mod inline;
-pub mod out_of_line;
 pub mod sites;
-pub mod trampoline;
 pub mod unwind;
 
 use std::sync::Arc;

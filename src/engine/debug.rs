@@ -95,7 +95,7 @@ impl Vm {
     /// while the guest runs: the kernel, a snapshot and the debugger's reads
     /// never see them.
     ///
-    /// A thread never stops in a trampoline (see `code::trampoline`): an
+    /// A thread never stops in a trampoline (see `code::sites::trampoline`): an
     /// instruction that jumps into one is completed with the trampoline's
     /// own, up to where the program's code goes on or a step.
     pub fn debug_resume(

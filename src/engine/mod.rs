@@ -61,7 +61,7 @@ pub struct RunConfig {
     /// same either way.
     pub site_path: bool,
     /// Let sync sites reach the site dispatcher by a jump to a trampoline
-    /// instead of a breakpoint (see `code::trampoline`). Needs `site_path`;
+    /// instead of a breakpoint (see `code::sites::trampoline`). Needs `site_path`;
     /// the run is the same either way.
     pub site_jumps: bool,
     /// Ends runs from outside: a session's deadline, Ctrl-C.

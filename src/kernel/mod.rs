@@ -125,7 +125,7 @@ pub struct KernelConfig {
     #[serde(default)]
     pub step_rules: crate::code::StepRules,
     /// Patch the sync sites the dispatcher can take with jumps to
-    /// trampolines (see `code::trampoline`) instead of breakpoints: how a
+    /// trampolines (see `code::sites::trampoline`) instead of breakpoints: how a
     /// site reaches the dispatcher, never what a run does.
     #[serde(skip)]
     pub site_jumps: bool,

@@ -7,7 +7,7 @@ use super::thread::PendingSignal;
 use super::{FpuAccess, Kernel, SysResult, ThreadState, Tid, Wait};
 use crate::arch::cpu::{ExtendedState, RFLAGS_USER_MASK, UserRegs};
 use crate::arch::layout::{SEL_USER_CS, SEL_USER_DS};
-use crate::code::trampoline::Origin;
+use crate::code::sites::trampoline::Origin;
 use crate::memory::MemError;
 
 pub const SIG_DFL: u64 = 0;

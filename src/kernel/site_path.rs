@@ -13,9 +13,10 @@
 use super::Kernel;
 use crate::arch::abi::*;
 use crate::arch::cpu::UserRegs;
-use crate::code::emulate::{self, Fault};
-use crate::code::trampoline::Origin;
-use crate::code::{Site, SiteTable, out_of_line};
+use crate::code::sites::emulate::{self, Fault};
+use crate::code::sites::out_of_line;
+use crate::code::sites::trampoline::Origin;
+use crate::code::{Site, SiteTable};
 use crate::memory::{Backing, HIDDEN_MAPPING, MemError, Placement, Prot};
 use crate::observe::Reported;
 

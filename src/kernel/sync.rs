@@ -1,6 +1,6 @@
 //! Sync sites in the running program: the step a thread takes when it
 //! reaches a patched instruction, and the instruction's execution when the
-//! thread runs again (see `code::sites` and `code::emulate`).
+//! thread runs again (see `code::sites` and `code::sites::emulate`).
 
 use std::collections::HashMap;
 use std::ops::ControlFlow;
@@ -10,7 +10,7 @@ use super::thread::{PendingSignal, PendingSite};
 use super::{FpuAccess, Kernel};
 use crate::arch::abi;
 use crate::arch::cpu::UserRegs;
-use crate::code::emulate::{self, Fault};
+use crate::code::sites::emulate::{self, Fault};
 use crate::code::{Site, SiteTable, unwind};
 use crate::memory::Backing;
 use crate::observe::Reported;
@@ -41,7 +41,7 @@ pub(super) struct FrameFacts {
     /// runtime function (its debug information says so).
     users_call: bool,
     /// What the function's name says it does to a lock.
-    lock_role: Option<crate::code::acquire::LockRole>,
+    lock_role: Option<crate::code::sites::acquire::LockRole>,
 }
 
 /// [`FrameFacts`] by object (its bytes' address, the bytes kept alive so

@@ -72,7 +72,7 @@ pub enum Backing {
         jumps: bool,
     },
     /// The trampolines of the object whose sites `table` holds, loaded with
-    /// `bias` (runtime minus link-time address; see `code::trampoline`).
+    /// `bias` (runtime minus link-time address; see `code::sites::trampoline`).
     /// The monitor's own: a program mapping over them takes their place,
     /// and the object's sites go back to traps.
     Jumps { table: Arc<SiteTable>, bias: u64 },

@@ -16,8 +16,8 @@ use std::collections::{BTreeMap, BTreeSet};
 use serde::{Deserialize, Serialize};
 
 use crate::arch::abi::HintOp;
-use crate::code::acquire::LockRole;
-use crate::code::emulate::AccessKind;
+use crate::code::sites::acquire::LockRole;
+use crate::code::sites::emulate::AccessKind;
 use crate::ids::Tid;
 
 /// A lock a thread holds.
@@ -289,7 +289,7 @@ struct Word {
     shared: bool,
     /// The code says it is taken as a lock: an acquisition's site retries
     /// or waits, or is a lock's method, or a thread that failed to take it
-    /// retried or slept on it (see `code::acquire`).
+    /// retried or slept on it (see `code::sites::acquire`).
     evidence: bool,
     /// Its holder set it free at least once.
     released: bool,

@@ -15,8 +15,8 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use crate::arch::abi::HintOp;
 use crate::code::SiteKind;
-use crate::code::acquire::LockRole;
-use crate::code::emulate::{Access, AccessKind};
+use crate::code::sites::acquire::LockRole;
+use crate::code::sites::emulate::{Access, AccessKind};
 use crate::ids::Tid;
 use locks::{LockTracker, WordAccess};
 use outcome::Outcome;

@@ -146,7 +146,7 @@ impl Symbolizer {
             is_runtime_frame(f)
                 || f.function
                     .as_deref()
-                    .is_some_and(|n| crate::code::acquire::role_of_name(n).is_some())
+                    .is_some_and(|n| crate::code::sites::acquire::role_of_name(n).is_some())
         };
         match frames.iter().position(|f| !lock_code(f)) {
             Some(i) => frames.swap_remove(i),

@@ -363,7 +363,7 @@ fn place(l: &Location) -> String {
 /// `bank::transfers<Mutex<i64>>` to `transfers`, keeping a method's type
 /// (`Account::new`).
 fn short_function(f: &str) -> String {
-    let segments: Vec<String> = crate::code::acquire::top_level_segments(f)
+    let segments: Vec<String> = crate::code::sites::acquire::top_level_segments(f)
         .into_iter()
         .map(|s| s.split('<').next().unwrap_or(s).to_string())
         .filter(|s| !s.is_empty())

@@ -37,7 +37,7 @@ pub struct SchedView<'a> {
     /// Whether it asked to give up the CPU (`sched_yield`).
     pub yielded: bool,
     /// Whether the thread used up its time slice computing: the step was
-    /// its [`TICKS_PER_SLICE`]-th tick in a row (see `code::trampoline`).
+    /// its [`TICKS_PER_SLICE`]-th tick in a row (see `code::sites::trampoline`).
     /// The ticks before are no decision points: a strategy is never asked
     /// in the middle of a computation, only at its slice's end.
     pub slice_computed: bool,

@@ -1,4 +1,4 @@
-//! Trampolines in an address space (see `code::trampoline`): the pages
+//! Trampolines in an address space (see `code::sites::trampoline`): the pages
 //! that hold an object's trampolines, the code whose sites jump to them,
 //! and how both are undone when the program needs the addresses.
 //!
@@ -17,7 +17,7 @@ use std::sync::Arc;
 use super::{AddressSpace, Backing, HIDDEN_MAPPING, Vma};
 use crate::arch::layout::{MMAP_MIN_ADDR, PAGE_SIZE, USER_END};
 use crate::code::SiteTable;
-use crate::code::trampoline::{Jump, Origin, PAGE};
+use crate::code::sites::trampoline::{Jump, Origin, PAGE};
 use crate::memory::paging::{PTE_P, Prot, owned_page};
 use crate::memory::phys::PhysMemory;
 

@@ -14,7 +14,7 @@ use iced_x86::{
 };
 
 use super::emulate;
-use super::sites::{Site, SiteKind};
+use super::site::{Site, SiteKind};
 use crate::arch::abi;
 
 /// Where a site's operand is, in the terms the dispatcher computes it.

@@ -41,7 +41,7 @@ use iced_x86::{
 };
 
 use super::out_of_line;
-use super::sites::{Site, SiteKind};
+use super::site::{Site, SiteKind};
 use crate::arch::abi;
 
 /// Bytes that trap when executed as an instruction's first byte in 64-bit

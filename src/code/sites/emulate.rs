@@ -635,6 +635,14 @@ fn bit_update(
     })
 }
 
+/// Whether `i` is an atomic read-modify-write: LOCK-prefixed, or an XCHG
+/// with memory (locked by the processor).
+pub fn is_atomic(i: &Instruction) -> bool {
+    i.has_lock_prefix()
+        || (i.mnemonic() == Mnemonic::Xchg
+            && (0..i.op_count()).any(|n| i.op_kind(n) == iced_x86::OpKind::Memory))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -764,7 +764,7 @@ impl Search<'_> {
                 }
                 _ => {}
             }
-            if crate::code::sites::is_atomic(&i) {
+            if super::emulate::is_atomic(&i) {
                 state.busy = true;
             }
             if i.mnemonic() == Mnemonic::Syscall {
@@ -915,7 +915,7 @@ mod tests {
         };
         let mut d = Decoder::with_ip(64, code, 0x1000, DecoderOptions::NONE);
         let site = std::iter::from_fn(|| d.can_decode().then(|| d.decode()))
-            .find(crate::code::sites::is_atomic)
+            .find(crate::code::sites::emulate::is_atomic)
             .expect("an atomic");
         site_evidence(&b, &site)
     }
