@@ -9,6 +9,7 @@ mod found;
 mod layout;
 mod screen;
 mod stats;
+mod status;
 
 use std::collections::BTreeSet;
 use std::sync::atomic::Ordering;
@@ -23,8 +24,9 @@ use super::{Finding, FuzzConfig, FuzzError, FuzzSummary, Hub, Progress};
 use corpus::CorpusDir;
 use found::Found;
 use layout::OutDir;
-use screen::{Screen, Status};
+use screen::Screen;
 use stats::{Sample, Stats, StatsView};
+use status::Status;
 
 pub struct Output {
     dir: OutDir,
