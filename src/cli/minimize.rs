@@ -10,10 +10,11 @@ use serde_json::json;
 use super::UserError;
 use super::common::{
     TargetArgs, check_output, consent_to_host_files, consent_to_oracle, ctrl_c, interrupted,
-    parse_time_budget, replay_level, vm_error,
+    parse_time_budget, vm_error,
 };
 use crate::engine::{Vm, VmError};
 use crate::explore::minimize::{self, Budget, MinimizeError};
+use crate::explore::target::replay_as_made;
 use crate::kernel::vfs::FileSource;
 use crate::report::RunFacts;
 use crate::report::signature::Naming;
@@ -205,10 +206,9 @@ pub fn minimize(a: MinimizeArgs) -> Result<u8, UserError> {
             )));
         };
         let mut cfg = t.config()?;
-        cfg.kernel.sync_points = replay_level(t.sync_points, &schedule, &name)?;
-        cfg.kernel.step_rules = schedule.step_rules();
-        cfg.kernel.polls_retry_on_any_activity = schedule.polls_retry_on_any_activity();
-        super::common::limits_of_older_schedule(&mut cfg.kernel, &schedule, &t);
+        replay_as_made(&mut cfg, &schedule, t.sync_points, &name)?;
+        t.target()
+            .limits_of_older_schedule(&mut cfg.kernel, &schedule);
         let source = FileSource::host();
         // The failure to keep is the one this schedule gives.
         let mut vm = Vm::new(&cfg, source.clone()).map_err(vm_error)?;
