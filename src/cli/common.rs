@@ -170,6 +170,31 @@ pub fn check_out_dir(flag: &str, dir: &Path) -> Result<(), UserError> {
 }
 
 impl TargetArgs {
+    /// `target` with every setting at its default, as `--target TARGET`
+    /// alone gives it.
+    pub fn new(target: String) -> TargetArgs {
+        TargetArgs {
+            target,
+            cpus: 4,
+            seed: 0,
+            max_steps: None,
+            hang_steps: None,
+            timeout: Duration::from_secs(60),
+            env: Vec::new(),
+            cwd: None,
+            memory: 1024,
+            snapshot_at: SnapshotAt::FirstThread,
+            no_snapshot: false,
+            no_shim: false,
+            sync_points: None,
+            exclude_files: Vec::new(),
+            expect_stdout: None,
+            oracle: None,
+            ok_exit_codes: None,
+            args: Vec::new(),
+        }
+    }
+
     /// This target running `test` alone, the user's arguments after.
     pub fn for_test(&self, framework: per_test::Framework, test: &str) -> TargetArgs {
         let mut t = self.clone();
