@@ -10,8 +10,7 @@ use indicatif::{ProgressBar, ProgressStyle};
 
 use super::UserError;
 use super::common::{check_output, parse_duration, vm_error};
-use crate::bench::{self, BenchConfig, BenchError, DEFAULT_COLUMNS};
-use crate::harness::{self, Harness};
+use crate::bench::{self, BenchConfig, BenchError, BenchReport, DEFAULT_COLUMNS};
 
 #[derive(Args, Debug)]
 pub struct BenchArgs {
@@ -71,71 +70,6 @@ pub struct BenchArgs {
     pub sync_points: Vec<crate::code::SyncPoints>,
 }
 
-/// The programs of suite directory `dir`, or those of them named.
-fn select_in_suite(dir: &std::path::Path, names: &[String]) -> Result<Vec<Harness>, UserError> {
-    if !dir.is_dir() {
-        return Err(UserError::bad_input(format!(
-            "--suite {} is not a directory; give a directory with one subdirectory per program, each holding a harness.toml",
-            dir.display()
-        )));
-    }
-    let all = harness::list_in(dir).map_err(|e| UserError::bad_input(e.to_string()))?;
-    if all.is_empty() {
-        return Err(UserError::bad_input(format!(
-            "--suite {} holds no program: each needs a subdirectory with a harness.toml (docs/suites.md)",
-            dir.display()
-        )));
-    }
-    let names: Vec<&str> = names
-        .iter()
-        .flat_map(|n| n.split(','))
-        .map(str::trim)
-        .collect();
-    if let Some(missing) = names.iter().find(|n| !all.iter().any(|h| h.name == **n)) {
-        return Err(UserError::bad_input(format!(
-            "--suite {} has no program named {missing}",
-            dir.display()
-        )));
-    }
-    Ok(all
-        .into_iter()
-        .filter(|h| names.is_empty() || names.contains(&h.name.as_str()))
-        .collect())
-}
-
-/// The bug-suite harnesses named, or all of them.
-fn select(names: &[String]) -> Result<Vec<Harness>, UserError> {
-    let bad = |e: harness::HarnessError| UserError::bad_input(e.to_string());
-    let names: Vec<&str> = names
-        .iter()
-        .flat_map(|n| n.split(','))
-        .map(str::trim)
-        .collect();
-    if names.is_empty() {
-        return Ok(harness::list()
-            .map_err(bad)?
-            .into_iter()
-            .filter(|h| h.is_bug())
-            .collect());
-    }
-    let mut out: Vec<Harness> = Vec::new();
-    for name in names {
-        let h = harness::find(name).map_err(bad)?;
-        if !h.is_bug() {
-            return Err(UserError::bad_input(format!(
-                "harness {name} is an engine program without a bug or a fixed twin; bench the bug suite (harnesses/README.md lists it)"
-            )));
-        }
-        if out.iter().any(|o| o.name == h.name) {
-            return Err(UserError::bad_input(format!(
-                "harness {name} is listed twice"
-            )));
-        }
-        out.push(h);
-    }
-    Ok(out)
-}
-
 fn bench_error(e: BenchError) -> UserError {
     match e {
         BenchError::Vm(v) => vm_error(v),
@@ -153,58 +87,48 @@ const PROGRESS_LINE_INTERVAL: Duration = Duration::from_secs(15);
 pub fn bench(a: BenchArgs) -> Result<u8, UserError> {
     check_output("--csv", a.csv.as_deref())?;
     check_output("--plot", a.plot.as_deref())?;
-    let columns =
-        bench::parse_columns(&a.strategies, &a.sync_points).map_err(UserError::bad_input)?;
-    let harnesses = match &a.suite {
-        Some(dir) => select_in_suite(dir, &a.harnesses)?,
-        None => select(&a.harnesses)?,
-    };
-    let default_budget = if a.quick { 100 } else { 1000 };
-    let budget = match (a.budget, a.trial_time) {
-        (Some(b), _) => b,
-        (None, Some(_)) => u64::MAX,
-        (None, None) => default_budget,
-    };
-    if a.trial_time.is_some_and(|t| t.is_zero()) {
-        return Err(UserError::bad_input(
-            "--trial-time must be positive (e.g. 60s, 5m)",
-        ));
+    let cfg = a
+        .request()
+        .plan()
+        .map_err(|e| UserError::bad_input(e.to_string()))?;
+    let report = run_showing_progress(&cfg)?;
+    write_files(&a, &report)?;
+    if a.json {
+        super::common::print_json(report.to_json());
+    } else {
+        print_tables(&report);
     }
-    let seeds = a.seeds.unwrap_or(if a.quick { 3 } else { 5 });
-    if budget == 0 {
-        return Err(UserError::bad_input("--budget must be at least 1 schedule"));
-    }
-    if seeds == 0 {
-        return Err(UserError::bad_input("--seeds must be at least 1"));
-    }
-    if a.jobs == Some(0) {
-        return Err(UserError::bad_input("--jobs must be at least 1"));
-    }
-    let cap = a
-        .native_cap
-        .unwrap_or(Duration::from_secs(if a.quick { 5 } else { 60 }));
-    let cfg = BenchConfig {
-        columns,
-        harnesses,
-        budget,
-        trial_time: a.trial_time,
-        seeds,
-        fixed_budget: a
-            .fixed_budget
-            .unwrap_or(if a.trial_time.is_some() && a.budget.is_none() {
-                default_budget
-            } else {
-                budget
-            }),
-        jobs: a
-            .jobs
-            .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get())),
-        native_cap: (!a.no_native).then_some(cap),
-        native_floor: Duration::from_secs(1).min(cap),
-        command: command_line(),
-    };
+    let summary = report.summary();
+    warn(&report, &summary);
+    Ok(if summary.false_positives > 0 { 1 } else { 0 })
+}
 
-    let bar = if std::io::stderr().is_terminal() {
+impl BenchArgs {
+    /// What is asked of the bench.
+    fn request(&self) -> bench::Request {
+        bench::Request {
+            strategies: self.strategies.clone(),
+            levels: self.sync_points.clone(),
+            harnesses: self.harnesses.clone(),
+            suite: self.suite.clone(),
+            budget: self.budget,
+            trial_time: self.trial_time,
+            seeds: self.seeds,
+            fixed_budget: self.fixed_budget,
+            jobs: self.jobs,
+            quick: self.quick,
+            native: !self.no_native,
+            native_cap: self.native_cap,
+            command: command_line(),
+        }
+    }
+}
+
+/// Runs the bench with its progress on stderr: a bar on a terminal,
+/// elsewhere (piped, in CI) a line every so often.
+fn run_showing_progress(cfg: &BenchConfig) -> Result<BenchReport, UserError> {
+    let terminal = std::io::stderr().is_terminal();
+    let bar = if terminal {
         ProgressBar::new(0)
     } else {
         ProgressBar::hidden()
@@ -214,40 +138,49 @@ pub fn bench(a: BenchArgs) -> Result<u8, UserError> {
             .expect("valid template"),
     );
     bar.enable_steady_tick(Duration::from_millis(250));
-    // Piped or in CI, where no bar is drawn: a line every so often.
     let (done, ended) = std::sync::mpsc::channel::<()>();
-    let lines = (!std::io::stderr().is_terminal()).then(|| {
-        let bar = bar.clone();
-        let start = std::time::Instant::now();
-        std::thread::spawn(move || {
-            while let Err(std::sync::mpsc::RecvTimeoutError::Timeout) =
-                ended.recv_timeout(PROGRESS_LINE_INTERVAL)
-            {
-                eprintln!(
-                    "rewind-fuzz bench: [{:>5.0}s] {} {}/{}",
-                    start.elapsed().as_secs_f64(),
-                    bar.message(),
-                    bar.position(),
-                    bar.length().unwrap_or(0)
-                );
-            }
-        })
-    });
-    let report = bench::runner::run(&cfg, &bar);
+    let lines = (!terminal).then(|| progress_lines(bar.clone(), ended));
+    let report = bench::runner::run(cfg, &bar);
     drop(done);
     if let Some(t) = lines {
         let _ = t.join();
     }
     let report = report.map_err(bench_error)?;
     bar.finish_and_clear();
+    Ok(report)
+}
 
+/// A thread printing where `bar` is every [`PROGRESS_LINE_INTERVAL`]
+/// until `ended` hangs up.
+fn progress_lines(
+    bar: ProgressBar,
+    ended: std::sync::mpsc::Receiver<()>,
+) -> std::thread::JoinHandle<()> {
+    let start = std::time::Instant::now();
+    std::thread::spawn(move || {
+        while let Err(std::sync::mpsc::RecvTimeoutError::Timeout) =
+            ended.recv_timeout(PROGRESS_LINE_INTERVAL)
+        {
+            eprintln!(
+                "rewind-fuzz bench: [{:>5.0}s] {} {}/{}",
+                start.elapsed().as_secs_f64(),
+                bar.message(),
+                bar.position(),
+                bar.length().unwrap_or(0)
+            );
+        }
+    })
+}
+
+/// Writes the `--csv` and `--plot` files asked for.
+fn write_files(a: &BenchArgs, report: &BenchReport) -> Result<(), UserError> {
     if let Some(f) = &a.csv {
         crate::fsutil::write_atomically(f, report.to_csv().as_bytes()).map_err(|e| {
             UserError::bad_input(format!("cannot write --csv {}: {e}", f.display()))
         })?;
     }
     if let Some(f) = &a.plot {
-        let svg = bench::plot::svg(&report).map_err(|e| UserError {
+        let svg = bench::plot::svg(report).map_err(|e| UserError {
             message: format!("drawing the plot: {e}"),
             code: 1,
         })?;
@@ -255,27 +188,33 @@ pub fn bench(a: BenchArgs) -> Result<u8, UserError> {
             UserError::bad_input(format!("cannot write --plot {}: {e}", f.display()))
         })?;
     }
-    let summary = report.summary();
-    if a.json {
-        super::common::print_json(report.to_json());
-    } else {
-        let bound = match (report.trial_time_s, report.budget) {
-            (Some(t), u64::MAX) => format!("trials of {t:.0} s"),
-            (Some(t), b) => format!("trials of {t:.0} s or {b} schedules"),
-            (None, b) => format!("budget {b} schedules"),
-        };
-        println!(
-            "{} harnesses x {} strategies x {} seeds, {bound} ({} per fixed twin), {} jobs, {:.0} s",
-            report.harnesses.len(),
-            report.strategies.len(),
-            report.seeds,
-            report.fixed_budget,
-            report.jobs,
-            report.elapsed_s
-        );
-        println!();
-        print!("{}", report.to_table());
-    }
+    Ok(())
+}
+
+/// The headline and the table of results, on stdout.
+fn print_tables(report: &BenchReport) {
+    let bound = match (report.trial_time_s, report.budget) {
+        (Some(t), u64::MAX) => format!("trials of {t:.0} s"),
+        (Some(t), b) => format!("trials of {t:.0} s or {b} schedules"),
+        (None, b) => format!("budget {b} schedules"),
+    };
+    println!(
+        "{} harnesses x {} strategies x {} seeds, {bound} ({} per fixed twin), {} jobs, {:.0} s",
+        report.harnesses.len(),
+        report.strategies.len(),
+        report.seeds,
+        report.fixed_budget,
+        report.jobs,
+        report.elapsed_s
+    );
+    println!();
+    print!("{}", report.to_table());
+}
+
+/// What the results call for a second look at, on stderr: false positives,
+/// programs that could not run, failures other than the bug, bugs no
+/// strategy found.
+fn warn(report: &BenchReport, summary: &bench::results::Summary) {
     for f in report.fixed.iter().filter(|f| f.failures > 0) {
         eprintln!(
             "rewind-fuzz: false positive: {} failed {} of {} schedules under {} (first: schedule {}, {})",
@@ -311,7 +250,6 @@ pub fn bench(a: BenchArgs) -> Result<u8, UserError> {
             summary.not_found.join(", "),
         );
     }
-    Ok(if summary.false_positives > 0 { 1 } else { 0 })
 }
 
 /// The command as typed, with the program's name shortened.

@@ -14,11 +14,14 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
-use clap::{Args, Parser};
+use clap::Args;
 
 use super::UserError;
-use super::fuzz::FuzzArgs;
+use super::common::TargetArgs;
+use super::fuzz::{FuzzArgs, MINIMIZE_EXECS};
+use crate::code::SyncPoints;
 use crate::explore::per_test;
+use crate::fuzz::StrategyMix;
 
 #[derive(Args, Debug)]
 pub struct CargoArgs {
@@ -55,13 +58,13 @@ pub struct CargoArgs {
     /// Scheduling points inside user code: calls, atomics or globals
     /// [default: atomics].
     #[arg(long, value_name = "LEVEL")]
-    pub sync_points: Option<String>,
+    pub sync_points: Option<SyncPoints>,
     /// Exit codes of a test that are not failures (comma-separated).
-    #[arg(long, value_name = "CODES")]
-    pub ok_exit_codes: Option<String>,
+    #[arg(long, value_name = "CODES", value_delimiter = ',')]
+    pub ok_exit_codes: Option<Vec<i32>>,
     /// Share of runs that start from a strategy alone (see `fuzz --help`).
     #[arg(long, value_name = "MIX")]
-    pub strategy_mix: Option<String>,
+    pub strategy_mix: Option<StrategyMix>,
     /// Stop a test's run after this many steps [default: 100000000].
     #[arg(long)]
     pub max_steps: Option<u64>,
@@ -181,51 +184,35 @@ fn build(a: &CargoArgs) -> Result<Vec<TestBinary>, UserError> {
     Ok(binaries)
 }
 
-/// The fuzz options for one binary, as if typed: `fuzz`'s own parsing
-/// checks them.
-fn fuzz_args(a: &CargoArgs, binary: &Path, out: PathBuf) -> Result<FuzzArgs, UserError> {
-    #[derive(Parser)]
-    struct Wrap {
-        #[command(flatten)]
-        fuzz: FuzzArgs,
+/// The fuzz options for one binary: each of its tests alone, with what
+/// was given for all of them.
+fn fuzz_args(a: &CargoArgs, binary: &Path, out: PathBuf) -> FuzzArgs {
+    let mut target = TargetArgs::new(binary.to_string_lossy().into_owned());
+    if let Some(seed) = a.seed {
+        target.seed = seed;
     }
-    let mut argv: Vec<String> = vec![
-        "fuzz".into(),
-        "--target".into(),
-        binary.to_string_lossy().into_owned(),
-        "--per-test".into(),
-        "-o".into(),
-        out.to_string_lossy().into_owned(),
-    ];
-    let mut opt = |name: &str, v: Option<String>| {
-        if let Some(v) = v {
-            argv.push(format!("--{name}"));
-            argv.push(v);
-        }
-    };
-    opt("jobs", a.jobs.map(|j| j.to_string()));
-    opt("seed", a.seed.map(|s| s.to_string()));
-    opt("sync-points", a.sync_points.clone());
-    opt("ok-exit-codes", a.ok_exit_codes.clone());
-    opt("strategy-mix", a.strategy_mix.clone());
-    opt("max-steps", a.max_steps.map(|m| m.to_string()));
-    opt("hang-steps", a.hang_steps.map(|m| m.to_string()));
-    opt("minimize-execs", a.minimize_execs.map(|m| m.to_string()));
-    for e in &a.env {
-        argv.push("--env".into());
-        argv.push(e.clone());
+    target.sync_points = a.sync_points;
+    target.ok_exit_codes = a.ok_exit_codes.clone();
+    target.max_steps = a.max_steps;
+    target.hang_steps = a.hang_steps;
+    target.env = a.env.clone();
+    FuzzArgs {
+        target,
+        out,
+        jobs: a.jobs,
+        time: None,
+        execs: None,
+        corpus: Vec::new(),
+        strategy_mix: a.strategy_mix.clone().unwrap_or_default(),
+        sync_dir: None,
+        sync_id: None,
+        resume: a.resume,
+        minimize_execs: a.minimize_execs.unwrap_or(MINIMIZE_EXECS),
+        quiet: a.quiet,
+        per_test: true,
+        listed: None,
+        identity: None,
     }
-    if a.quiet {
-        argv.push("--quiet".into());
-    }
-    if a.resume {
-        argv.push("--resume".into());
-    }
-    Wrap::try_parse_from(argv).map(|w| w.fuzz).map_err(|e| {
-        let msg = e.to_string();
-        let first = msg.lines().next().unwrap_or("bad options");
-        UserError::bad_input(first.trim_start_matches("error: ").to_string())
-    })
 }
 
 pub fn cargo(a: CargoArgs) -> Result<u8, UserError> {
@@ -237,7 +224,7 @@ pub fn cargo(a: CargoArgs) -> Result<u8, UserError> {
     for b in &binaries {
         let ambiguous = names.iter().filter(|n| **n == b.dir_name(false)).count() > 1;
         let out = a.out.join(b.dir_name(ambiguous));
-        let probe = fuzz_args(&a, &b.path, out.clone())?;
+        let probe = fuzz_args(&a, &b.path, out.clone());
         let (framework, mut tests) = super::common::list_tests(&probe.target)?;
         if let Some(f) = &a.testname {
             tests.retain(|t| t.contains(f.as_str()));
@@ -292,7 +279,7 @@ pub fn cargo(a: CargoArgs) -> Result<u8, UserError> {
         }
         eprintln!("\n=== {} ({})", binary.path.display(), out.display());
         let n = tests.len() as u32;
-        let mut f = fuzz_args(&a, &binary.path, out)?;
+        let mut f = fuzz_args(&a, &binary.path, out);
         // This binary's share of what is left of the budget.
         f.time = time.map(|t| t.saturating_sub(started.elapsed()) / tests_left * n);
         f.execs = a
@@ -310,14 +297,16 @@ pub fn cargo(a: CargoArgs) -> Result<u8, UserError> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use clap::Parser;
+
+    #[derive(Parser)]
+    struct Wrap {
+        #[command(flatten)]
+        cargo: CargoArgs,
+    }
 
     #[test]
     fn fuzz_gets_the_options_that_make_sense_per_test() {
-        #[derive(Parser)]
-        struct Wrap {
-            #[command(flatten)]
-            cargo: CargoArgs,
-        }
         let a = Wrap::try_parse_from([
             "cargo",
             "--resume",
@@ -338,7 +327,7 @@ mod tests {
         ])
         .unwrap()
         .cargo;
-        let f = fuzz_args(&a, Path::new("/t/accounts-1a2b"), "/o/accounts-lib".into()).unwrap();
+        let f = fuzz_args(&a, Path::new("/t/accounts-1a2b"), "/o/accounts-lib".into());
         assert!(f.resume && f.per_test);
         assert_eq!(f.target.seed, 3);
         assert_eq!(f.target.sync_points, Some(crate::code::SyncPoints::Calls));
@@ -348,6 +337,21 @@ mod tests {
         assert_eq!(f.minimize_execs, 10);
         assert_eq!(f.target.env, vec!["A=1".to_string()]);
         assert_eq!(f.out, Path::new("/o/accounts-lib"));
+    }
+
+    #[test]
+    fn options_not_given_are_fuzzs_own_defaults() {
+        #[derive(Parser)]
+        struct Fuzz {
+            #[command(flatten)]
+            fuzz: FuzzArgs,
+        }
+        let typed = Fuzz::try_parse_from(["fuzz", "--target", "/t/x", "--per-test", "-o", "/o"])
+            .unwrap()
+            .fuzz;
+        let a = Wrap::try_parse_from(["cargo"]).unwrap().cargo;
+        let made = fuzz_args(&a, Path::new("/t/x"), "/o".into());
+        assert_eq!(format!("{made:?}"), format!("{typed:?}"));
     }
 
     #[test]

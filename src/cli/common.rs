@@ -1,5 +1,6 @@
 //! What the commands share: the options that name a target and how it
-//! runs, turning engine errors into messages, and the JSON of outcomes.
+//! runs (opening it is [`crate::explore::target`]'s), turning engine errors
+//! into messages, and the JSON of outcomes.
 
 use std::path::Path;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -12,13 +13,12 @@ use super::UserError;
 use crate::code::SyncPoints;
 use crate::engine::{RunConfig, SnapshotAt, VmError};
 use crate::explore::per_test;
-use crate::kernel::KernelConfig;
-use crate::kernel::loader::check_elf;
+use crate::explore::target::Target;
 use crate::kernel::vfs::SharedSource;
 use crate::machine::Cancel;
 use crate::observe::outcome::Outcome;
 use crate::rwd::{self, Rwd};
-use crate::sched::{Schedule, StrategySpec};
+use crate::sched::StrategySpec;
 
 /// Options shared by every command that runs a target.
 #[derive(Args, Debug, Clone)]
@@ -96,24 +96,6 @@ pub struct TargetArgs {
     pub args: Vec<String>,
 }
 
-/// The output oracle `--expect-stdout FILE` or `--oracle CMD` asks for.
-pub fn oracle(
-    expect_stdout: Option<&Path>,
-    command: Option<&str>,
-) -> Result<Option<crate::observe::oracle::Oracle>, UserError> {
-    use crate::observe::oracle::Oracle;
-    if let Some(f) = expect_stdout {
-        let data = std::fs::read(f).map_err(|e| {
-            UserError::bad_input(format!(
-                "cannot read --expect-stdout {}: {e}; give the file holding the output a correct run prints",
-                f.display()
-            ))
-        })?;
-        return Ok(Some(Oracle::Stdout(data)));
-    }
-    Ok(command.map(|c| Oracle::Command(c.to_string())))
-}
-
 /// Refuses to replay `rwd` when it judges its runs with a host command
 /// the user has not agreed to run (`--run-oracle`): a reproducer from
 /// elsewhere must not run commands on this host unasked.
@@ -142,25 +124,6 @@ pub fn consent_to_host_files(rwd: &Rwd, name: &str, agreed: bool) -> Result<(), 
         ))),
         _ => Ok(()),
     }
-}
-
-/// The `--exclude-files` patterns as one matcher.
-pub fn exclusions(globs: &[String]) -> Result<globset::GlobSet, UserError> {
-    let mut set = globset::GlobSetBuilder::new();
-    for g in globs {
-        if !g.starts_with('/') && !g.starts_with("**") {
-            return Err(UserError::bad_input(format!(
-                "--exclude-files {g:?} is not an absolute path pattern; write it from '/' (e.g. '/etc/shadow', '/data/**') or start it with '**/'"
-            )));
-        }
-        let glob = globset::GlobBuilder::new(g)
-            .literal_separator(true)
-            .build()
-            .map_err(|e| UserError::bad_input(format!("--exclude-files {g:?}: {e}")))?;
-        set.add(glob);
-    }
-    set.build()
-        .map_err(|e| UserError::bad_input(format!("--exclude-files: {e}")))
 }
 
 /// Parses durations like `10s`, `1m30s`, `500ms`.
@@ -207,6 +170,31 @@ pub fn check_out_dir(flag: &str, dir: &Path) -> Result<(), UserError> {
 }
 
 impl TargetArgs {
+    /// `target` with every setting at its default, as `--target TARGET`
+    /// alone gives it.
+    pub fn new(target: String) -> TargetArgs {
+        TargetArgs {
+            target,
+            cpus: 4,
+            seed: 0,
+            max_steps: None,
+            hang_steps: None,
+            timeout: Duration::from_secs(60),
+            env: Vec::new(),
+            cwd: None,
+            memory: 1024,
+            snapshot_at: SnapshotAt::FirstThread,
+            no_snapshot: false,
+            no_shim: false,
+            sync_points: None,
+            exclude_files: Vec::new(),
+            expect_stdout: None,
+            oracle: None,
+            ok_exit_codes: None,
+            args: Vec::new(),
+        }
+    }
+
     /// This target running `test` alone, the user's arguments after.
     pub fn for_test(&self, framework: per_test::Framework, test: &str) -> TargetArgs {
         let mut t = self.clone();
@@ -278,172 +266,36 @@ impl TargetArgs {
         w
     }
 
+    /// The target and its settings, as the sessions take them.
+    pub fn target(&self) -> Target {
+        Target {
+            program: self.target.clone(),
+            args: self.args.clone(),
+            cpus: self.cpus,
+            seed: self.seed,
+            max_steps: self.max_steps,
+            hang_steps: self.hang_steps,
+            timeout: self.timeout,
+            env: self.env.clone(),
+            cwd: self.cwd.clone(),
+            memory_mib: self.memory,
+            snapshot_at: if self.no_snapshot {
+                SnapshotAt::Never
+            } else {
+                self.snapshot_at
+            },
+            shim: !self.no_shim,
+            sync_points: self.sync_points,
+            exclude_files: self.exclude_files.clone(),
+            expect_stdout: self.expect_stdout.clone(),
+            oracle: self.oracle.clone(),
+            ok_exit_codes: self.ok_exit_codes.clone(),
+        }
+    }
+
     /// The run configuration, after checking the target is something we can run.
     pub fn config(&self) -> Result<RunConfig, UserError> {
-        let exe = absolute_target(&self.target)?;
-        let cwd = match &self.cwd {
-            Some(c) => c.clone(),
-            None => std::env::current_dir()
-                .map(|p| p.to_string_lossy().into_owned())
-                .unwrap_or_else(|_| "/".into()),
-        };
-        let mut k = KernelConfig::new(&exe, &self.args);
-        // argv[0] is the path as given, as a shell passes it: programs
-        // installed under several names (zstdcat, gcc) look at it.
-        if !self.target.starts_with("harness:") {
-            k.argv[0] = self.target.clone();
-        }
-        k.cwd = cwd;
-        k.cpus = self.cpus;
-        k.seed = self.seed;
-        k.sync_points = self.sync_points.unwrap_or(SyncPoints::Atomics);
-        if let Some(max) = self.max_steps.or_else(|| harness_step_budget(&self.target)) {
-            k.max_steps = max;
-        }
-        if let Some(h) = self.hang_steps {
-            k.hang_steps = h;
-        }
-        for e in &self.env {
-            let Some((key, _)) = e.split_once('=') else {
-                return Err(UserError::bad_input(format!(
-                    "--env {e:?} has no '='; write --env KEY=VALUE"
-                )));
-            };
-            k.env
-                .retain(|x| x.split_once('=').map(|(a, _)| a) != Some(key));
-            k.env.push(e.clone());
-        }
-        let mut cfg = RunConfig::new(k);
-        cfg.timeout = self.timeout;
-        cfg.memory_mib = self.memory;
-        cfg.shim = !self.no_shim;
-        cfg.exclude_files = exclusions(&self.exclude_files)?;
-        cfg.oracle = oracle(self.expect_stdout.as_deref(), self.oracle.as_deref())?;
-        if let Some(codes) = self
-            .ok_exit_codes
-            .clone()
-            .or_else(|| harness_ok_codes(&self.target))
-        {
-            cfg.ok_codes = codes;
-        }
-        cfg.snapshot_at = if self.no_snapshot {
-            SnapshotAt::Never
-        } else {
-            self.snapshot_at
-        };
-        Ok(cfg)
-    }
-}
-
-/// The harness name and variant a `harness:NAME` (or `harness:NAME-fixed`)
-/// target names, if it is one.
-fn bundled_harness(target: &str) -> Option<(&str, crate::harness::Variant)> {
-    let name = target.strip_prefix("harness:")?;
-    Some(match name.strip_suffix("-fixed") {
-        Some(n) => (n, crate::harness::Variant::Fixed),
-        None => (name, crate::harness::Variant::Buggy),
-    })
-}
-
-/// The exit codes a bundled harness's manifest calls success, if any.
-fn harness_ok_codes(target: &str) -> Option<Vec<i32>> {
-    let (name, _) = bundled_harness(target)?;
-    Some(crate::harness::find(name).ok()?.manifest.ok_codes)
-}
-
-/// The step budget a bundled harness's manifest sets, if any.
-fn harness_step_budget(target: &str) -> Option<u64> {
-    let (name, _) = bundled_harness(target)?;
-    crate::harness::find(name).ok()?.manifest.max_steps
-}
-
-/// Checks the target and returns its absolute path. `harness:NAME` (or
-/// `harness:NAME-fixed`) names a bundled harness, built on first use.
-pub fn absolute_target(target: &str) -> Result<String, UserError> {
-    if let Some((name, variant)) = bundled_harness(target) {
-        let h = crate::harness::find(name).map_err(|e| UserError::bad_input(e.to_string()))?;
-        let path = crate::harness::build(&h, variant)
-            .map_err(|e| UserError::bad_input(format!("building harness {name}: {e}")))?;
-        return absolute_target(&path.to_string_lossy());
-    }
-    let p = Path::new(target);
-    let meta = std::fs::metadata(p).map_err(|e| {
-        // `fuzz -t 1000` is AFL++'s timeout in milliseconds.
-        let afl = !target.is_empty()
-            && target
-                .trim_end_matches('+')
-                .bytes()
-                .all(|b| b.is_ascii_digit());
-        let hint = if afl {
-            format!(
-                " (-t is --target here; for AFL++'s timeout write --timeout {}ms)",
-                target.trim_end_matches('+')
-            )
-        } else {
-            String::new()
-        };
-        UserError::bad_input(format!(
-            "cannot read --target {target}: {e}; give the path of an executable{hint}"
-        ))
-    })?;
-    if meta.is_dir() {
-        return Err(UserError::bad_input(format!(
-            "--target {target} is a directory; give the path of an executable file"
-        )));
-    }
-    let data = std::fs::read(p)
-        .map_err(|e| UserError::bad_input(format!("cannot read --target {target}: {e}")))?;
-    if let Some(interpreter) = script_interpreter(&data) {
-        return Err(UserError::bad_input(format!(
-            "--target {target} is a script for {interpreter}; give its interpreter as the target and the script as its argument: --target {interpreter} -- {target}"
-        )));
-    }
-    check_elf(target, &data).map_err(|e| UserError::bad_input(e.to_string()))?;
-    let abs = std::fs::canonicalize(p)
-        .map_err(|e| UserError::bad_input(format!("cannot resolve --target {target}: {e}")))?;
-    Ok(abs.to_string_lossy().into_owned())
-}
-
-/// The interpreter a `#!` script names (the machine runs scripts the
-/// program starts, but a target is the program itself).
-fn script_interpreter(data: &[u8]) -> Option<String> {
-    let first = data.strip_prefix(b"#!")?.split(|b| *b == b'\n').next()?;
-    let interpreter = first
-        .split(|b| b.is_ascii_whitespace())
-        .find(|w| !w.is_empty())?;
-    Some(crate::escape::bytes_line(interpreter))
-}
-
-/// Gives a run of a schedule made before the watch for progress existed
-/// (version 2 and earlier) the limits its runs had, where the command line
-/// gives none: they ended at a million steps, and never for want of
-/// progress.
-pub fn limits_of_older_schedule(k: &mut KernelConfig, schedule: &Schedule, t: &TargetArgs) {
-    if schedule.step_rules() != crate::code::StepRules::Format6 {
-        return;
-    }
-    if t.max_steps.is_none() && harness_step_budget(&t.target).is_none() {
-        k.max_steps = 1_000_000;
-    }
-    if t.hang_steps.is_none() {
-        k.hang_steps = 0;
-    }
-}
-
-/// The level a replay of `schedule` runs at: the one it was made at. A
-/// level given on the command line must be that one, or the replay would
-/// number its steps differently.
-pub fn replay_level(
-    given: Option<SyncPoints>,
-    schedule: &Schedule,
-    name: &str,
-) -> Result<SyncPoints, UserError> {
-    match given {
-        Some(l) if l != schedule.sync_points => Err(UserError::bad_input(format!(
-            "{name} was made with --sync-points {}; replay it at that level (leave out --sync-points {l})",
-            schedule.sync_points
-        ))),
-        _ => Ok(schedule.sync_points),
+        Ok(self.target().open()?)
     }
 }
 

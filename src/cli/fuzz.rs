@@ -11,6 +11,9 @@ use crate::explore::per_test;
 use crate::fuzz::input::InputError;
 use crate::fuzz::{Budget, FuzzConfig, FuzzError, FuzzSummary, ScheduleInput, StrategyMix};
 
+/// Executions minimization spends on each finding unless told.
+pub const MINIMIZE_EXECS: u64 = 2000;
+
 #[derive(Args, Debug, Clone)]
 pub struct FuzzArgs {
     #[command(flatten)]
@@ -47,7 +50,7 @@ pub struct FuzzArgs {
     #[arg(long)]
     pub resume: bool,
     /// Executions minimization may spend on each finding.
-    #[arg(long, default_value_t = 2000)]
+    #[arg(long, default_value_t = MINIMIZE_EXECS)]
     pub minimize_execs: u64,
     /// Only print findings and the final summary.
     #[arg(long, short = 'q')]

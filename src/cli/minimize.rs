@@ -10,16 +10,15 @@ use serde_json::json;
 use super::UserError;
 use super::common::{
     TargetArgs, check_output, consent_to_host_files, consent_to_oracle, ctrl_c, interrupted,
-    parse_time_budget, replay_level, vm_error,
+    parse_time_budget, print_json, save_rwd, vm_error,
 };
-use crate::engine::{Vm, VmError};
-use crate::explore::minimize::{self, Budget, MinimizeError};
-use crate::kernel::vfs::FileSource;
-use crate::report::RunFacts;
-use crate::report::signature::Naming;
-use crate::report::symbols::Symbolizer;
+use crate::engine::{RunConfig, RunReport, VmError};
+use crate::explore::minimize::{self, Budget, MinimizeError, Minimized};
+use crate::explore::target::replay_as_made;
+use crate::kernel::vfs::{FileSource, SharedSource};
+use crate::report::signature::{Naming, Signature};
 use crate::rwd::{self, Rwd};
-use crate::sched::{Replay, Schedule};
+use crate::sched::Schedule;
 
 #[derive(Args, Debug)]
 pub struct MinimizeArgs {
@@ -171,65 +170,128 @@ impl ScheduleTarget {
     }
 }
 
+/// A failing schedule of a program, and the failure to keep.
+struct Input {
+    cfg: RunConfig,
+    source: SharedSource,
+    schedule: Schedule,
+    want: Signature,
+    naming: Naming,
+}
+
 pub fn minimize(a: MinimizeArgs) -> Result<u8, UserError> {
     let name = a.input.display().to_string();
     check_output("-o", Some(&a.output))?;
+    let input = read_input(&a, &name)?;
+    let m = search(&a, &name, &input)?;
+    let (out, report) = record(&input, &m)?;
+    save_rwd(&out, &a.output, !input.cfg.exclude_files.is_empty())?;
+    let size = std::fs::metadata(&a.output).map_or(0, |m| m.len());
+    if a.json {
+        print_json(json!({
+            "input": name,
+            "output": a.output.display().to_string(),
+            "signature": input.want,
+            "signature_id": input.want.id(),
+            "decisions_before": m.before,
+            "decisions_after": m.after,
+            "window_before": m.window_before,
+            "window_after": m.window_after,
+            "execs": m.execs,
+            "elapsed_s": m.elapsed.as_secs_f64(),
+            "budget_ran_out": m.budget_ran_out,
+            "steps": report.steps,
+            "trace_hash": report.trace_hash,
+            "bytes": size,
+        }));
+    } else {
+        tell(&a, &name, &input, &m, size);
+    }
+    Ok(0)
+}
+
+/// INPUT, a reproducer or a schedule run on the target given, and the
+/// failure it records or gives.
+fn read_input(a: &MinimizeArgs, name: &str) -> Result<Input, UserError> {
     let data = crate::fsutil::read_foreign(&a.input, crate::rwd::MAX_FILE)
         .map_err(|e| UserError::bad_input(format!("cannot read {name}: {e}")))?;
-    let (cfg, source, schedule, want, naming) = if Rwd::looks_like(&data) {
-        if a.target.given() {
-            return Err(UserError::bad_input(format!(
-                "{name} is a reproducer, which names its own target: leave out --target and the run options"
-            )));
-        }
-        let rwd = Rwd::decode(&name, &data).map_err(|e| UserError::bad_input(e.to_string()))?;
-        if let Some(why) = rwd.incompatibility() {
-            return Err(UserError::bad_input(format!(
-                "{name} cannot be run here: {why}"
-            )));
-        }
-        consent_to_oracle(&rwd, &name, a.target.run_oracle)?;
-        consent_to_host_files(&rwd, &name, a.target.read_host_files)?;
-        let want = rwd.expected.signature.clone();
-        let naming = rwd.signature_naming;
-        (rwd.run_config(), rwd.source(), rwd.schedule(), want, naming)
+    let input = if Rwd::looks_like(&data) {
+        reproducer(a, name, &data)?
     } else {
-        let schedule = Schedule::from_json(&name, &data).map_err(|e| {
-            UserError::bad_input(format!(
-                "{e}; give a .rwd reproducer or a schedule file saved by run or check"
-            ))
-        })?;
-        let Some(t) = a.target.target_args()? else {
-            return Err(UserError::bad_input(format!(
-                "{name} is a schedule: also give the --target it was run with (and its options)"
-            )));
-        };
-        let mut cfg = t.config()?;
-        cfg.kernel.sync_points = replay_level(t.sync_points, &schedule, &name)?;
-        cfg.kernel.step_rules = schedule.step_rules();
-        cfg.kernel.polls_retry_on_any_activity = schedule.polls_retry_on_any_activity();
-        super::common::limits_of_older_schedule(&mut cfg.kernel, &schedule, &t);
-        let source = FileSource::host();
-        // The failure to keep is the one this schedule gives.
-        let mut vm = Vm::new(&cfg, source.clone()).map_err(vm_error)?;
-        vm.set_strategy(Box::new(Replay::new(schedule.clone())));
-        let report = vm.run().map_err(vm_error)?;
-        let naming = Naming::default();
-        let want = RunFacts::of(&vm, &report).signature(&report, &mut Symbolizer::new(), naming);
-        if !want.is_failure() {
-            return Err(UserError::bad_input(format!(
-                "the schedule in {name} does not fail ({}): there is nothing to minimize",
-                report.outcome.summary()
-            )));
-        }
-        (cfg, source, schedule, want, naming)
+        schedule(a, name, &data)?
     };
-    if !want.is_failure() {
+    if !input.want.is_failure() {
         return Err(UserError::bad_input(format!(
             "{name} records a run that did not fail: there is nothing to minimize"
         )));
     }
+    Ok(input)
+}
 
+/// A reproducer INPUT: its run, with its settings and its failure.
+fn reproducer(a: &MinimizeArgs, name: &str, data: &[u8]) -> Result<Input, UserError> {
+    if a.target.given() {
+        return Err(UserError::bad_input(format!(
+            "{name} is a reproducer, which names its own target: leave out --target and the run options"
+        )));
+    }
+    let rwd = Rwd::decode(name, data).map_err(|e| UserError::bad_input(e.to_string()))?;
+    if let Some(why) = rwd.incompatibility() {
+        return Err(UserError::bad_input(format!(
+            "{name} cannot be run here: {why}"
+        )));
+    }
+    consent_to_oracle(&rwd, name, a.target.run_oracle)?;
+    consent_to_host_files(&rwd, name, a.target.read_host_files)?;
+    Ok(Input {
+        cfg: rwd.run_config(),
+        source: rwd.source(),
+        schedule: rwd.schedule(),
+        want: rwd.expected.signature.clone(),
+        naming: rwd.signature_naming,
+    })
+}
+
+/// A schedule INPUT on the target given: the failure to keep is the one
+/// its run gives.
+fn schedule(a: &MinimizeArgs, name: &str, data: &[u8]) -> Result<Input, UserError> {
+    let schedule = Schedule::from_json(name, data).map_err(|e| {
+        UserError::bad_input(format!(
+            "{e}; give a .rwd reproducer or a schedule file saved by run or check"
+        ))
+    })?;
+    let Some(t) = a.target.target_args()? else {
+        return Err(UserError::bad_input(format!(
+            "{name} is a schedule: also give the --target it was run with (and its options)"
+        )));
+    };
+    let mut cfg = t.config()?;
+    replay_as_made(&mut cfg, &schedule, t.sync_points, name)?;
+    t.target()
+        .limits_of_older_schedule(&mut cfg.kernel, &schedule);
+    let source = FileSource::host();
+    let (want, outcome) =
+        minimize::failure_of(&cfg, source.clone(), &schedule).map_err(vm_error)?;
+    if !want.is_failure() {
+        return Err(UserError::bad_input(format!(
+            "the schedule in {name} does not fail ({}): there is nothing to minimize",
+            outcome.summary()
+        )));
+    }
+    Ok(Input {
+        cfg,
+        source,
+        schedule,
+        want,
+        naming: Naming::default(),
+    })
+}
+
+/// The search, within `--execs` and `--time`, saying how far it got every
+/// few seconds unless the output is JSON. Ctrl-C ends the search, not the
+/// command: the best schedule so far is kept (a second Ctrl-C quits at
+/// once).
+fn search(a: &MinimizeArgs, name: &str, input: &Input) -> Result<Minimized, UserError> {
     let budget = Budget {
         execs: a.execs,
         time: a.time,
@@ -246,15 +308,13 @@ pub fn minimize(a: MinimizeArgs) -> Result<u8, UserError> {
         }
         std::ops::ControlFlow::Continue(())
     };
-    // Ctrl-C ends the search, not the command: the best schedule so far is
-    // recorded and written (a second Ctrl-C quits at once).
-    let mut searching = cfg.clone();
+    let mut searching = input.cfg.clone();
     searching.cancel = ctrl_c();
-    let m = minimize::minimize(
+    minimize::minimize(
         &searching,
-        source.clone(),
-        &schedule,
-        (&want, naming),
+        input.source.clone(),
+        &input.schedule,
+        (&input.want, input.naming),
         budget,
         &mut progress,
     )
@@ -267,63 +327,54 @@ pub fn minimize(a: MinimizeArgs) -> Result<u8, UserError> {
             message: format!("{name}: {other}"),
             code: 1,
         },
-    })?;
+    })
+}
+
+/// The reproducer of the minimized schedule, which must fail as the input
+/// did.
+fn record(input: &Input, m: &Minimized) -> Result<(Rwd, RunReport), UserError> {
+    let want = (&input.want, input.naming);
     let (out, report, same) =
-        rwd::record_expecting(&cfg, source, &m.schedule, Some((&want, naming)))
+        rwd::record_expecting(&input.cfg, input.source.clone(), &m.schedule, Some(want))
             .map_err(vm_error)?;
     if !same {
         return Err(UserError {
             message: format!(
-                "the minimized schedule recorded as {}, not {want}; this is a bug in rewind-fuzz",
-                out.expected.signature
+                "the minimized schedule recorded as {}, not {}; this is a bug in rewind-fuzz",
+                out.expected.signature, input.want
             ),
             code: 1,
         });
     }
-    super::common::save_rwd(&out, &a.output, !cfg.exclude_files.is_empty())?;
-    let size = std::fs::metadata(&a.output).map_or(0, |m| m.len());
-    if a.json {
-        let v = json!({
-            "input": name,
-            "output": a.output.display().to_string(),
-            "signature": want,
-            "signature_id": want.id(),
-            "decisions_before": m.before,
-            "decisions_after": m.after,
-            "window_before": m.window_before,
-            "window_after": m.window_after,
-            "execs": m.execs,
-            "elapsed_s": m.elapsed.as_secs_f64(),
-            "budget_ran_out": m.budget_ran_out,
-            "steps": report.steps,
-            "trace_hash": report.trace_hash,
-            "bytes": size,
-        });
-        super::common::print_json(v);
-    } else {
-        eprintln!(
-            "rewind-fuzz: minimized {name}: {} -> {} preemptions (decisions); window {} -> {} steps before the failure; {} schedules in {:.1}s{}",
-            m.before,
-            m.after,
-            m.window_before,
-            m.window_after,
-            m.execs,
-            m.elapsed.as_secs_f64(),
-            if interrupted() {
-                " (interrupted: it may shrink further)"
-            } else if m.budget_ran_out {
-                " (the budget ran out: it may shrink further)"
-            } else {
-                ""
-            }
-        );
-        eprintln!("  failure: {}", crate::escape::line(&want.to_string()));
-        eprintln!(
-            "  wrote {} ({size} bytes); replay with: rewind-fuzz replay{} {}",
-            a.output.display(),
-            rwd::consent_flags(&cfg, true),
-            crate::escape::shell_word(&a.output.to_string_lossy())
-        );
-    }
-    Ok(0)
+    Ok((out, report))
+}
+
+/// What minimizing did and where the reproducer is, on stderr.
+fn tell(a: &MinimizeArgs, name: &str, input: &Input, m: &Minimized, size: u64) {
+    eprintln!(
+        "rewind-fuzz: minimized {name}: {} -> {} preemptions (decisions); window {} -> {} steps before the failure; {} schedules in {:.1}s{}",
+        m.before,
+        m.after,
+        m.window_before,
+        m.window_after,
+        m.execs,
+        m.elapsed.as_secs_f64(),
+        if interrupted() {
+            " (interrupted: it may shrink further)"
+        } else if m.budget_ran_out {
+            " (the budget ran out: it may shrink further)"
+        } else {
+            ""
+        }
+    );
+    eprintln!(
+        "  failure: {}",
+        crate::escape::line(&input.want.to_string())
+    );
+    eprintln!(
+        "  wrote {} ({size} bytes); replay with: rewind-fuzz replay{} {}",
+        a.output.display(),
+        rwd::consent_flags(&input.cfg, true),
+        crate::escape::shell_word(&a.output.to_string_lossy())
+    );
 }

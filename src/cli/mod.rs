@@ -85,6 +85,13 @@ impl UserError {
     }
 }
 
+/// A target that cannot be opened is the user's to fix.
+impl From<crate::explore::target::TargetError> for UserError {
+    fn from(e: crate::explore::target::TargetError) -> Self {
+        UserError::bad_input(e.to_string())
+    }
+}
+
 impl From<crate::engine::VmError> for UserError {
     fn from(e: crate::engine::VmError) -> Self {
         common::vm_error(e)

@@ -7,9 +7,7 @@ use clap::Args;
 use serde_json::json;
 
 use super::UserError;
-use super::common::{
-    absolute_target, consent_to_host_files, consent_to_oracle, load_rwd, outcome_json, vm_error,
-};
+use super::common::{consent_to_host_files, consent_to_oracle, load_rwd, outcome_json, vm_error};
 use crate::report::Symbols;
 use crate::rwd;
 
@@ -130,7 +128,7 @@ pub fn replay(a: ReplayArgs) -> Result<u8, UserError> {
 /// `replay FILE.rwd --target PROGRAM`: the recorded schedule against
 /// another build. 0 when the failure is gone, 1 when it still fails.
 fn retest(a: &ReplayArgs, rwd: &crate::rwd::Rwd, target: &str) -> Result<u8, UserError> {
-    let exe = absolute_target(target)?;
+    let exe = crate::explore::target::resolve(target)?;
     let r = rwd::retest(rwd, &exe, target).map_err(vm_error)?;
     let gone = r.signature.kind == crate::report::signature::NO_FAILURE;
     let same = r.signature == rwd.expected.signature;

@@ -6,10 +6,11 @@ use clap::Args;
 
 use super::UserError;
 use super::common::{
-    TargetArgs, check_output, consent_to_oracle, estimate_steps, exit_code, replay_level,
-    report_json, save_run, vm_error,
+    TargetArgs, check_output, consent_to_oracle, estimate_steps, exit_code, report_json, save_run,
+    vm_error,
 };
 use crate::engine::Vm;
+use crate::explore::target::replay_as_made;
 use crate::kernel::vfs::FileSource;
 use crate::report::signature::{Naming, Signature};
 use crate::rwd::Rwd;
@@ -214,7 +215,9 @@ pub fn run(a: RunArgs) -> Result<u8, UserError> {
         }
         (Some(Replaying::Schedule(s, failure)), Some(f)) => {
             expected = failure;
-            super::common::limits_of_older_schedule(&mut cfg.kernel, &s, &a.target);
+            a.target
+                .target()
+                .limits_of_older_schedule(&mut cfg.kernel, &s);
             StrategySpec::Loaded(Box::new(s), f.clone())
         }
         _ => a.strategy.clone(),
@@ -228,9 +231,7 @@ pub fn run(a: RunArgs) -> Result<u8, UserError> {
     }
     // A replayed schedule runs at the level it was made at.
     if let StrategySpec::Loaded(s, _) = &spec {
-        cfg.kernel.sync_points = replay_level(a.target.sync_points, s, &name)?;
-        cfg.kernel.step_rules = s.step_rules();
-        cfg.kernel.polls_retry_on_any_activity = s.polls_retry_on_any_activity();
+        replay_as_made(&mut cfg, s, a.target.sync_points, &name)?;
     }
     let source = FileSource::host();
     if a.gdb {

@@ -34,7 +34,7 @@ use std::ops::ControlFlow;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use crate::engine::{RunConfig, VmError};
+use crate::engine::{RunConfig, Vm, VmError};
 use crate::explore::Runner;
 use crate::ids::Tid;
 use crate::kernel::vfs::SharedSource;
@@ -296,6 +296,22 @@ fn window(decisions: &[Decision], steps: u64) -> u64 {
     decisions
         .first()
         .map_or(0, |d| steps.saturating_sub(d.step))
+}
+
+/// The failure `schedule` gives, found by running it (named the default
+/// way), with the run's outcome: what minimizing a bare schedule keeps,
+/// when it fails.
+pub fn failure_of(
+    cfg: &RunConfig,
+    source: SharedSource,
+    schedule: &Schedule,
+) -> Result<(Signature, Outcome), VmError> {
+    let mut vm = Vm::new(cfg, source)?;
+    vm.set_strategy(Box::new(Replay::new(schedule.clone())));
+    let report = vm.run()?;
+    let facts = RunFacts::of(&vm, &report);
+    let signature = facts.signature(&report, &mut Symbolizer::new(), Naming::default());
+    Ok((signature, report.outcome))
 }
 
 /// Shrinks `schedule`, whose run fails with `want`, to the fewest decisions

@@ -16,12 +16,15 @@
 //! - [`minimize`]: the fewest preemptions that keep a failure.
 //! - [`per_test`]: a test binary's tests, listed by the binary and each
 //!   explored alone, and the table that sums them up.
+//! - [`target`]: opening a target, a program's path or a bundled harness,
+//!   into the run configuration the sessions start from.
 
 pub mod check;
 pub mod minimize;
 pub mod per_test;
 pub mod pool;
 mod runner;
+pub mod target;
 
 pub use pool::{map_parallel, run_schedules};
 pub use runner::{Probe, Runner, probe};
