@@ -617,9 +617,93 @@ pub enum RwdError {
     )]
     TooLargeToWrite(String, u64),
     #[error("{0} is corrupt or truncated: {1}")]
-    Corrupt(String, String),
+    Corrupt(String, Corrupt),
     #[error("{0} is not a valid reproducer: {1}")]
-    Invalid(String, String),
+    Invalid(String, Invalid),
+}
+
+/// How a reproducer's payload fails to decode.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum Corrupt {
+    #[error("{0}")]
+    Compression(String),
+    #[error("the compressed payload does not decode ({0})")]
+    Decompression(String),
+    #[error("the payload is {got} bytes, not the {declared} its header declares")]
+    Length { got: u64, declared: u64 },
+    #[error("decoding it would need more than {0} MiB of memory, the limit")]
+    Memory(usize),
+    #[error("the payload does not decode ({0})")]
+    Payload(String),
+    #[error("{0} bytes follow the payload")]
+    Trailing(usize),
+}
+
+/// What makes a reproducer impossible beyond what its types say: each is
+/// refused at reading, so nothing downstream meets it.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum Invalid {
+    #[error("{0} is longer than {MAX_PATH} bytes")]
+    PathTooLong(&'static str),
+    #[error("{what} {path:?} {why}")]
+    Path {
+        what: &'static str,
+        path: String,
+        why: PathFault,
+    },
+    #[error("the program has no argv[0]")]
+    NoArgv0,
+    #[error("an argument or environment string contains NUL")]
+    NulString,
+    #[error("--cpus {0} is outside 1..=1024")]
+    Cpus(u32),
+    #[error("guest memory of {0} MiB is outside 16..=65536")]
+    Memory(u64),
+    #[error("the step limit and the timeout must be positive")]
+    ZeroLimit,
+    #[error("a file's contents do not match their hash {0:032x}")]
+    ContentsHash(u128),
+    #[error("the file {0:?} is recorded twice")]
+    RecordedTwice(String),
+    #[error("the file {0:?} names contents it lacks")]
+    ContentsMissing(String),
+    #[error("file mode {0:#o} has bits beyond 0o7777")]
+    Mode(u32),
+    #[error("the directory {dir:?} lists a bad entry name {name:?}")]
+    EntryName { dir: String, name: String },
+    #[error("the symlink {0:?} has a bad target")]
+    SymlinkTarget(String),
+    #[error("it does not hold the program itself")]
+    NoProgram,
+    #[error("the schedule's decisions are not in step order")]
+    DecisionOrder,
+    #[error("the step digests do not cover the run's steps")]
+    Digests,
+    #[error("it holds more events than a reproducer keeps")]
+    TooManyEvents,
+    #[error("an event names an unknown pthread operation {0}")]
+    HintOp(u64),
+    #[error("an event names an unknown kind of sync site {0}")]
+    SiteKind(u8),
+    #[error("an event lies outside the run's steps")]
+    EventStep,
+    #[error("unknown reason {0} for a hung run")]
+    HungReason(u8),
+    #[error("the mapping of {0:?} is inconsistent")]
+    Mapping(String),
+    #[error("it calls {0} exit codes success (1 to {MAX_OK_CODES} make sense)")]
+    OkCodes(usize),
+}
+
+/// What is wrong with a recorded path.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum PathFault {
+    #[error("is not absolute")]
+    NotAbsolute,
+    #[error("contains NUL")]
+    Nul,
+    #[error("has an empty, '.' or '..' component")]
+    Component,
 }
 
 /// The bincode configuration of the payload, with a limit on what one
@@ -805,7 +889,7 @@ impl Rwd {
 
     /// Decodes and checks a file's bytes; `name` is for messages.
     pub fn decode(name: &str, data: &[u8]) -> Result<Rwd, RwdError> {
-        let corrupt = |m: String| RwdError::Corrupt(name.into(), m);
+        let corrupt = |c: Corrupt| RwdError::Corrupt(name.into(), c);
         if data.len() < MAGIC.len() || !data.starts_with(&MAGIC) {
             if MAGIC.starts_with(data) && !data.is_empty() {
                 return Err(RwdError::Short(name.into(), data.len()));
@@ -848,37 +932,31 @@ impl Rwd {
     }
 
     /// Checks what the types cannot: paths, references, orders and ranges.
-    pub fn validate(&self) -> Result<(), String> {
+    pub fn validate(&self) -> Result<(), Invalid> {
         let t = &self.target;
         check_path("the program's path", &t.exe)?;
         check_path("the working directory", &t.cwd)?;
         if t.argv.is_empty() {
-            return Err("the program has no argv[0]".into());
+            return Err(Invalid::NoArgv0);
         }
         for s in t.argv.iter().chain(&t.env) {
             if s.contains('\0') {
-                return Err("an argument or environment string contains NUL".into());
+                return Err(Invalid::NulString);
             }
         }
         if !(1..=1024).contains(&t.cpus) {
-            return Err(format!("--cpus {} is outside 1..=1024", t.cpus));
+            return Err(Invalid::Cpus(t.cpus));
         }
         if !(16..=65536).contains(&t.memory_mib) {
-            return Err(format!(
-                "guest memory of {} MiB is outside 16..=65536",
-                t.memory_mib
-            ));
+            return Err(Invalid::Memory(t.memory_mib));
         }
         if t.max_steps == 0 || t.timeout_ms == 0 {
-            return Err("the step limit and the timeout must be positive".into());
+            return Err(Invalid::ZeroLimit);
         }
         let mut hashes = std::collections::BTreeSet::new();
         for b in &self.blobs {
             if xxhash_rust::xxh3::xxh3_128(&b.data) != b.hash {
-                return Err(format!(
-                    "a file's contents do not match their hash {:032x}",
-                    b.hash
-                ));
+                return Err(Invalid::ContentsHash(b.hash));
             }
             hashes.insert(b.hash);
         }
@@ -886,12 +964,12 @@ impl Rwd {
         for f in &self.files {
             check_path("a recorded file", &f.path)?;
             if !seen.insert((&f.path, f.follow)) {
-                return Err(format!("the file {:?} is recorded twice", f.path));
+                return Err(Invalid::RecordedTwice(f.path.clone()));
             }
             match &f.node {
                 WireNode::File { content, mode } => {
                     if !hashes.contains(content) {
-                        return Err(format!("the file {:?} names contents it lacks", f.path));
+                        return Err(Invalid::ContentsMissing(f.path.clone()));
                     }
                     check_mode(*mode)?;
                 }
@@ -899,16 +977,16 @@ impl Rwd {
                     check_mode(*mode)?;
                     for (n, _) in entries.iter().flatten() {
                         if !entry_name_ok(n) {
-                            return Err(format!(
-                                "the directory {:?} lists a bad entry name {n:?}",
-                                f.path
-                            ));
+                            return Err(Invalid::EntryName {
+                                dir: f.path.clone(),
+                                name: n.clone(),
+                            });
                         }
                     }
                 }
                 WireNode::Symlink { target } => {
                     if target.is_empty() || target.len() > MAX_PATH || target.contains('\0') {
-                        return Err(format!("the symlink {:?} has a bad target", f.path));
+                        return Err(Invalid::SymlinkTarget(f.path.clone()));
                     }
                 }
                 WireNode::Unread { mode, .. } => check_mode(*mode)?,
@@ -920,51 +998,48 @@ impl Rwd {
             .iter()
             .any(|f| f.path == t.exe && matches!(f.node, WireNode::File { .. }))
         {
-            return Err("it does not hold the program itself".into());
+            return Err(Invalid::NoProgram);
         }
         let d = &self.schedule.decisions;
         if d.windows(2).any(|w| w[0].0 >= w[1].0) {
-            return Err("the schedule's decisions are not in step order".into());
+            return Err(Invalid::DecisionOrder);
         }
         let tr = &self.trace;
         if tr.digest_block == 0
             || tr.digests.len() > MAX_DIGESTS
             || tr.digests.len() as u64 > self.expected.steps.div_ceil(tr.digest_block)
         {
-            return Err("the step digests do not cover the run's steps".into());
+            return Err(Invalid::Digests);
         }
         if tr.events.len() > MAX_EVENTS {
-            return Err("it holds more events than a reproducer keeps".into());
+            return Err(Invalid::TooManyEvents);
         }
         for e in &tr.events {
             match e.op {
                 WireOp::Hint(op) if HintOp::from_u64(op).is_none() => {
-                    return Err(format!("an event names an unknown pthread operation {op}"));
+                    return Err(Invalid::HintOp(op));
                 }
                 WireOp::Sync(k) if SiteKind::from_u8(k).is_none() => {
-                    return Err(format!("an event names an unknown kind of sync site {k}"));
+                    return Err(Invalid::SiteKind(k));
                 }
                 _ => {}
             }
             if e.step == 0 || e.step > self.expected.steps {
-                return Err("an event lies outside the run's steps".into());
+                return Err(Invalid::EventStep);
             }
         }
         if let WireOutcome::Hung { reason, .. } = self.expected.outcome {
             if reason > 2 {
-                return Err(format!("unknown reason {reason} for a hung run"));
+                return Err(Invalid::HungReason(reason));
             }
         }
         for m in &self.story.mappings {
             if m.start >= m.end || !hashes.contains(&m.content) {
-                return Err(format!("the mapping of {:?} is inconsistent", m.path));
+                return Err(Invalid::Mapping(m.path.clone()));
             }
         }
         if self.ok_codes.is_empty() || self.ok_codes.len() > MAX_OK_CODES {
-            return Err(format!(
-                "it calls {} exit codes success (1 to {MAX_OK_CODES} make sense)",
-                self.ok_codes.len()
-            ));
+            return Err(Invalid::OkCodes(self.ok_codes.len()));
         }
         Ok(())
     }
@@ -1108,7 +1183,7 @@ impl Rwd {
 }
 
 /// Whether the format can hold `p` as a recorded path.
-pub fn check_path_ok(p: &str) -> Result<(), String> {
+pub fn check_path_ok(p: &str) -> Result<(), Invalid> {
     check_path("the path", p)
 }
 
@@ -1117,48 +1192,55 @@ pub fn entry_name_ok(n: &str) -> bool {
     !(n.is_empty() || n.len() > MAX_NAME || n == "." || n == ".." || n.contains(['/', '\0']))
 }
 
-fn check_path(what: &str, p: &str) -> Result<(), String> {
-    let bad = |why: &str| Err(format!("{what} {p:?} {why}"));
+fn check_path(what: &'static str, p: &str) -> Result<(), Invalid> {
+    let bad = |why: PathFault| {
+        Err(Invalid::Path {
+            what,
+            path: p.to_string(),
+            why,
+        })
+    };
     if p.len() > MAX_PATH {
-        return Err(format!("{what} is longer than {MAX_PATH} bytes"));
+        return Err(Invalid::PathTooLong(what));
     }
     if !p.starts_with('/') {
-        return bad("is not absolute");
+        return bad(PathFault::NotAbsolute);
     }
     if p.contains('\0') {
-        return bad("contains NUL");
+        return bad(PathFault::Nul);
     }
     if p != "/"
         && p[1..]
             .split('/')
             .any(|c| c.is_empty() || c == "." || c == "..")
     {
-        return bad("has an empty, '.' or '..' component");
+        return bad(PathFault::Component);
     }
     Ok(())
 }
 
-fn check_mode(mode: u32) -> Result<(), String> {
+fn check_mode(mode: u32) -> Result<(), Invalid> {
     if mode > 0o7777 {
-        return Err(format!("file mode {mode:#o} has bits beyond 0o7777"));
+        return Err(Invalid::Mode(mode));
     }
     Ok(())
 }
 
 /// Decompresses at most `declared` bytes, refusing anything else: the
 /// declared length is checked before, and never trusted for allocation.
-fn decompress(data: &[u8], declared: u64) -> Result<Vec<u8>, String> {
+fn decompress(data: &[u8], declared: u64) -> Result<Vec<u8>, Corrupt> {
     use std::io::Read;
-    let dec = zstd::stream::Decoder::with_buffer(data).map_err(|e| e.to_string())?;
+    let dec = zstd::stream::Decoder::with_buffer(data)
+        .map_err(|e| Corrupt::Compression(e.to_string()))?;
     let mut out = Vec::with_capacity(declared.min(64 << 20) as usize);
     dec.take(declared + 1)
         .read_to_end(&mut out)
-        .map_err(|e| format!("the compressed payload does not decode ({e})"))?;
+        .map_err(|e| Corrupt::Decompression(e.to_string()))?;
     if out.len() as u64 != declared {
-        return Err(format!(
-            "the payload is {} bytes, not the {declared} its header declares",
-            out.len()
-        ));
+        return Err(Corrupt::Length {
+            got: out.len() as u64,
+            declared,
+        });
     }
     Ok(out)
 }
@@ -1167,18 +1249,15 @@ fn decompress(data: &[u8], declared: u64) -> Result<Vec<u8>, String> {
 /// of two of at least eight times its size (and 64 MiB), at most
 /// [`MAX_DECODED`]. No declared length can claim more, so a hostile length
 /// is an error before anything is allocated for it.
-fn decode_payload<T: for<'de> Deserialize<'de>>(p: &[u8]) -> Result<T, String> {
-    fn with<T: for<'de> Deserialize<'de>, const N: usize>(p: &[u8]) -> Result<T, String> {
+fn decode_payload<T: for<'de> Deserialize<'de>>(p: &[u8]) -> Result<T, Corrupt> {
+    fn with<T: for<'de> Deserialize<'de>, const N: usize>(p: &[u8]) -> Result<T, Corrupt> {
         let (rwd, used): (T, usize) = bincode::serde::borrow_decode_from_slice(p, config::<N>())
             .map_err(|e| match e {
-                bincode::error::DecodeError::LimitExceeded => format!(
-                    "decoding it would need more than {} MiB of memory, the limit",
-                    N >> 20
-                ),
-                e => format!("the payload does not decode ({e})"),
+                bincode::error::DecodeError::LimitExceeded => Corrupt::Memory(N >> 20),
+                e => Corrupt::Payload(e.to_string()),
             })?;
         if used != p.len() {
-            return Err(format!("{} bytes follow the payload", p.len() - used));
+            return Err(Corrupt::Trailing(p.len() - used));
         }
         Ok(rwd)
     }
@@ -1756,22 +1835,52 @@ pub(crate) mod tests {
     #[test]
     fn hostile_paths_and_dangling_references_are_refused() {
         type Mutation = Box<dyn Fn(&mut Rwd)>;
-        let cases: Vec<(&str, Mutation)> = vec![
+        type Kind = fn(&Invalid) -> bool;
+        // Each hostile change, and the kind of refusal it must get.
+        let cases: Vec<(&str, Mutation, Kind)> = vec![
             (
                 "dotdot",
                 Box::new(|r: &mut Rwd| r.files[1].path = "/bin/../../etc".into()),
+                |e| {
+                    matches!(
+                        e,
+                        Invalid::Path {
+                            why: PathFault::Component,
+                            ..
+                        }
+                    )
+                },
             ),
             (
                 "relative",
                 Box::new(|r: &mut Rwd| r.files[1].path = "bin".into()),
+                |e| {
+                    matches!(
+                        e,
+                        Invalid::Path {
+                            why: PathFault::NotAbsolute,
+                            ..
+                        }
+                    )
+                },
             ),
             (
                 "nul",
                 Box::new(|r: &mut Rwd| r.files[1].path = "/bin\0x".into()),
+                |e| {
+                    matches!(
+                        e,
+                        Invalid::Path {
+                            why: PathFault::Nul,
+                            ..
+                        }
+                    )
+                },
             ),
             (
                 "long",
                 Box::new(|r: &mut Rwd| r.files[1].path = format!("/{}", "a".repeat(5000))),
+                |e| matches!(e, Invalid::PathTooLong(_)),
             ),
             (
                 "entry",
@@ -1781,20 +1890,32 @@ pub(crate) mod tests {
                         entries: Some(vec![("../x".into(), WireKind::File)]),
                     }
                 }),
+                |e| matches!(e, Invalid::EntryName { .. }),
             ),
-            ("content", Box::new(|r: &mut Rwd| r.blobs[0].data.push(0))),
+            (
+                "content",
+                Box::new(|r: &mut Rwd| r.blobs[0].data.push(0)),
+                |e| matches!(e, Invalid::ContentsHash(_)),
+            ),
             (
                 "missing-exe",
                 Box::new(|r: &mut Rwd| r.target.exe = "/bin/other".into()),
+                |e| matches!(e, Invalid::NoProgram),
             ),
             (
                 "order",
                 Box::new(|r: &mut Rwd| r.schedule.decisions = vec![(5, 1), (2, 1)]),
+                |e| matches!(e, Invalid::DecisionOrder),
             ),
-            ("digests", Box::new(|r: &mut Rwd| r.trace.digests.push(0))),
+            (
+                "digests",
+                Box::new(|r: &mut Rwd| r.trace.digests.push(0)),
+                |e| matches!(e, Invalid::Digests),
+            ),
             (
                 "hint",
                 Box::new(|r: &mut Rwd| r.trace.events[0].op = WireOp::Hint(999)),
+                |e| matches!(e, Invalid::HintOp(999)),
             ),
             (
                 "mode",
@@ -1804,13 +1925,17 @@ pub(crate) mod tests {
                         mode: u32::MAX,
                     }
                 }),
+                |e| matches!(e, Invalid::Mode(_)),
             ),
         ];
-        for (what, mutate) in cases {
+        for (what, mutate, kind) in cases {
             let mut r = sample();
             mutate(&mut r);
             let e = Rwd::decode("h.rwd", &r.encode()).unwrap_err();
-            assert!(matches!(e, RwdError::Invalid(..)), "{what}: {e}");
+            assert!(
+                matches!(&e, RwdError::Invalid(_, i) if kind(i)),
+                "{what}: {e}"
+            );
             assert!(!e.to_string().contains('\n'));
         }
     }
