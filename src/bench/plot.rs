@@ -60,8 +60,13 @@ fn steps(mut hits: Vec<u64>, weight: f64, end: f64) -> Steps {
     pts
 }
 
+/// The plotting library could not draw the plot: its words.
+#[derive(Debug, thiserror::Error)]
+#[error("{0}")]
+pub struct PlotError(String);
+
 /// Draws the plot as an SVG document.
-pub fn svg(r: &BenchReport) -> Result<String, String> {
+pub fn svg(r: &BenchReport) -> Result<String, PlotError> {
     let native_end = r.native.iter().flatten().map(|l| l.runs).max().unwrap_or(0);
     let span = r.schedule_span();
     let end = (span.max(native_end).max(2)) as f64;
@@ -71,7 +76,7 @@ pub fn svg(r: &BenchReport) -> Result<String, String> {
     let mut out = String::new();
     {
         let root = SVGBackend::with_string(&mut out, (900, 560)).into_drawing_area();
-        let e = |e: DrawingAreaErrorKind<_>| e.to_string();
+        let e = |e: DrawingAreaErrorKind<_>| PlotError(e.to_string());
         root.fill(&WHITE).map_err(e)?;
         let caption = format!(
             "Bugs found vs schedules ({} harnesses, mean over {} seeds)",
