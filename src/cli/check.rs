@@ -13,7 +13,6 @@ use super::common::{TargetArgs, check_output, outcome_json, vm_error};
 use crate::explore::check::{self, CheckError, Plan, Trial};
 use crate::explore::per_test;
 use crate::kernel::vfs::FileSource;
-use crate::report::Symbols;
 use crate::sched::StrategySpec;
 
 #[derive(Args, Debug, Clone)]
@@ -158,6 +157,33 @@ fn check_counting(a: CheckArgs) -> Result<Counted, Stop> {
         seed: a.target.seed,
         time: a.time,
     };
+    let checked = check_showing_progress(&a, &cfg, &source, &plan)?;
+    let first = checked.first_failure();
+    let recorded = match first {
+        Some(t) => Some(record_first(&a, &cfg, &source, t)?),
+        None => None,
+    };
+    if a.json {
+        print_json(&a, &checked, recorded.as_ref());
+    } else {
+        print_table(&a, &cfg, &checked, recorded.as_ref());
+    }
+    let failures = checked.failures();
+    Ok(Counted {
+        code: if failures == 0 { 0 } else { 1 },
+        schedules: checked.trials.len() as u64,
+        failures: failures as u64,
+    })
+}
+
+/// The check, with a progress bar (none under `--json`) counting
+/// schedules and failures.
+fn check_showing_progress(
+    a: &CheckArgs,
+    cfg: &crate::engine::RunConfig,
+    source: &crate::kernel::vfs::SharedSource,
+    plan: &Plan,
+) -> Result<check::Checked, Stop> {
     let bar = if a.json {
         ProgressBar::hidden()
     } else {
@@ -170,147 +196,147 @@ fn check_counting(a: CheckArgs) -> Result<Counted, Stop> {
         .expect("valid template"),
     );
     let mut failures_seen = 0u64;
-    let checked = check::check(&cfg, &source, &plan, |t| {
+    let checked = check::check(cfg, source, plan, |t| {
         if t.failed() {
             failures_seen += 1;
             bar.set_message(format!("{failures_seen} failing"));
         }
         bar.inc(1);
     });
-    let checked = match checked {
+    match checked {
         Ok(c) => {
             bar.finish_and_clear();
-            c
+            Ok(c)
         }
         Err(e) => {
             bar.abandon();
-            return Err(e.into());
-        }
-    };
-    let elapsed = checked.elapsed.as_secs_f64();
-    let jobs = checked.jobs;
-    let trials = &checked.trials;
-    let counts = checked.counts();
-    let failures = checked.failures();
-    let execs_per_sec = checked.execs_per_sec();
-    let cost = checked.cost();
-    let first = checked.first_failure();
-    let (saved, rwd_file, named) = match first {
-        Some(t) => {
-            let schedule_file = schedule_path(&a)?;
-            let (path, named) = save_rwd(&a, &cfg, &source, t, &schedule_file)?;
-            (Some(schedule_file), Some(path), Some(named))
-        }
-        None => (None, None, None),
-    };
-    let replay = saved.as_ref().map(|p| {
-        let extra = ["--schedule".to_string(), p.display().to_string()];
-        super::common::run_command(&a.target.run_words(), &extra, &a.target.args)
-    });
-    let headline = named.as_ref().map(|n| n.headline.clone());
-    let files_written: Vec<String> = saved
-        .iter()
-        .chain(&rwd_file)
-        .map(|p| p.display().to_string())
-        .collect();
-
-    if a.json {
-        let first_json = first.map(|t| {
-            let mut sym = Symbols::from_mappings(Vec::new());
-            json!({
-                "index": t.index,
-                "schedule": t.report.schedule,
-                "schedule_file": saved.as_ref().map(|p| p.display().to_string()),
-                "rwd_file": rwd_file.as_ref().map(|p| p.display().to_string()),
-                "summary": headline,
-                "outcome": outcome_json(&t.report.outcome),
-                "kind": t.kind(),
-                "trace_hash": t.report.trace_hash,
-                "steps": t.report.steps,
-                "potential_deadlocks": named.as_ref().map_or_else(
-                    || sym.inversions_json(&t.report.potential_deadlocks),
-                    |n| n.inversions_json.clone(),
-                ),
-                "replay": replay,
-            })
-        });
-        let v = json!({
-            "target": a.target.target,
-            "test": a.test,
-            "strategy": a.strategy.to_string(),
-            "seed": a.target.seed,
-            "schedules": trials.len(),
-            "failures": failures,
-            "outcomes": counts,
-            "first_failure": first_json,
-            "files_written": files_written,
-            "execs_per_sec": execs_per_sec,
-            "steps_per_schedule": cost.steps_per_schedule,
-            "exits_per_step": cost.exits_per_step,
-            "us_per_exit": cost.us_per_exit,
-            "jobs": jobs,
-            "elapsed_s": elapsed,
-        });
-        super::common::print_json(v);
-    } else {
-        eprintln!(
-            "{} schedules of {} with {} in {:.1}s ({:.1}/s on {} job{})",
-            trials.len(),
-            a.target.target,
-            a.strategy,
-            elapsed,
-            execs_per_sec,
-            jobs,
-            if jobs == 1 { "" } else { "s" }
-        );
-        eprintln!(
-            "  {:.0} steps per schedule, {:.2} exits per step, {:.1} µs per exit",
-            cost.steps_per_schedule, cost.exits_per_step, cost.us_per_exit
-        );
-        eprintln!("  {:<20} {:>9}", "outcome", "schedules");
-        for (k, n) in &counts {
-            eprintln!("  {k:<20} {n:>9}");
-        }
-        if let Some(t) = first {
-            eprintln!();
-            eprintln!(
-                "first failure: schedule {} ({} decisions): {}",
-                t.index,
-                t.report.schedule.decisions.len(),
-                headline
-                    .clone()
-                    .unwrap_or_else(|| t.report.outcome.summary())
-            );
-            let lines = named.as_ref().map_or_else(
-                || {
-                    let mut sym = Symbols::from_mappings(Vec::new());
-                    let invs = &t.report.potential_deadlocks;
-                    invs.iter().flat_map(|i| sym.inversion_lines(i)).collect()
-                },
-                |n| n.inversion_lines.clone(),
-            );
-            for line in lines {
-                eprintln!("  {line}");
-            }
-            if let Some(cmd) = &replay {
-                eprintln!("reproduce with: {cmd}");
-            }
-            if let Some(p) = &rwd_file {
-                let p = crate::escape::shell_word(&p.to_string_lossy()).into_owned();
-                let flags = crate::rwd::consent_flags(&cfg, true);
-                eprintln!(
-                    "reproducer: {p} (rewind-fuzz show {p}; rewind-fuzz minimize{flags} {p} -o min.rwd)"
-                );
-            }
-        } else {
-            eprintln!("every schedule exited 0");
+            Err(e.into())
         }
     }
-    Ok(Counted {
-        code: if failures == 0 { 0 } else { 1 },
-        schedules: trials.len() as u64,
-        failures: failures as u64,
+}
+
+/// The first failure, kept: its schedule and reproducer files, its name,
+/// and the command that replays it.
+struct Recorded<'t> {
+    trial: &'t Trial,
+    schedule_file: PathBuf,
+    rwd_file: PathBuf,
+    named: Named,
+    replay: String,
+}
+
+fn record_first<'t>(
+    a: &CheckArgs,
+    cfg: &crate::engine::RunConfig,
+    source: &crate::kernel::vfs::SharedSource,
+    trial: &'t Trial,
+) -> Result<Recorded<'t>, UserError> {
+    let schedule_file = schedule_path(a)?;
+    let (rwd_file, named) = save_rwd(a, cfg, source, trial, &schedule_file)?;
+    let extra = [
+        "--schedule".to_string(),
+        schedule_file.display().to_string(),
+    ];
+    let replay = super::common::run_command(&a.target.run_words(), &extra, &a.target.args);
+    Ok(Recorded {
+        trial,
+        schedule_file,
+        rwd_file,
+        named,
+        replay,
     })
+}
+
+/// `--json`: the check as one object on stdout.
+fn print_json(a: &CheckArgs, checked: &check::Checked, first: Option<&Recorded>) {
+    let cost = checked.cost();
+    let files_written: Vec<String> = first
+        .iter()
+        .flat_map(|r| [&r.schedule_file, &r.rwd_file])
+        .map(|p| p.display().to_string())
+        .collect();
+    let first_json = first.map(|r| {
+        let t = r.trial;
+        json!({
+            "index": t.index,
+            "schedule": t.report.schedule,
+            "schedule_file": r.schedule_file.display().to_string(),
+            "rwd_file": r.rwd_file.display().to_string(),
+            "summary": r.named.headline,
+            "outcome": outcome_json(&t.report.outcome),
+            "kind": t.kind(),
+            "trace_hash": t.report.trace_hash,
+            "steps": t.report.steps,
+            "potential_deadlocks": r.named.inversions_json.clone(),
+            "replay": r.replay,
+        })
+    });
+    let v = json!({
+        "target": a.target.target,
+        "test": a.test,
+        "strategy": a.strategy.to_string(),
+        "seed": a.target.seed,
+        "schedules": checked.trials.len(),
+        "failures": checked.failures(),
+        "outcomes": checked.counts(),
+        "first_failure": first_json,
+        "files_written": files_written,
+        "execs_per_sec": checked.execs_per_sec(),
+        "steps_per_schedule": cost.steps_per_schedule,
+        "exits_per_step": cost.exits_per_step,
+        "us_per_exit": cost.us_per_exit,
+        "jobs": checked.jobs,
+        "elapsed_s": checked.elapsed.as_secs_f64(),
+    });
+    super::common::print_json(v);
+}
+
+/// The check's table on stderr, and the first failure with the commands
+/// that replay, show and minimize it.
+fn print_table(
+    a: &CheckArgs,
+    cfg: &crate::engine::RunConfig,
+    checked: &check::Checked,
+    first: Option<&Recorded>,
+) {
+    let (jobs, cost) = (checked.jobs, checked.cost());
+    eprintln!(
+        "{} schedules of {} with {} in {:.1}s ({:.1}/s on {} job{})",
+        checked.trials.len(),
+        a.target.target,
+        a.strategy,
+        checked.elapsed.as_secs_f64(),
+        checked.execs_per_sec(),
+        jobs,
+        if jobs == 1 { "" } else { "s" }
+    );
+    eprintln!(
+        "  {:.0} steps per schedule, {:.2} exits per step, {:.1} µs per exit",
+        cost.steps_per_schedule, cost.exits_per_step, cost.us_per_exit
+    );
+    eprintln!("  {:<20} {:>9}", "outcome", "schedules");
+    for (k, n) in &checked.counts() {
+        eprintln!("  {k:<20} {n:>9}");
+    }
+    let Some(r) = first else {
+        eprintln!("every schedule exited 0");
+        return;
+    };
+    let t = r.trial;
+    eprintln!();
+    eprintln!(
+        "first failure: schedule {} ({} decisions): {}",
+        t.index,
+        t.report.schedule.decisions.len(),
+        r.named.headline
+    );
+    for line in &r.named.inversion_lines {
+        eprintln!("  {line}");
+    }
+    eprintln!("reproduce with: {}", r.replay);
+    let p = crate::escape::shell_word(&r.rwd_file.to_string_lossy()).into_owned();
+    let flags = crate::rwd::consent_flags(cfg, true);
+    eprintln!("reproducer: {p} (rewind-fuzz show {p}; rewind-fuzz minimize{flags} {p} -o min.rwd)");
 }
 
 /// Where the first failure's schedule goes.

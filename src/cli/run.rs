@@ -9,9 +9,9 @@ use super::common::{
     TargetArgs, check_output, consent_to_oracle, estimate_steps, exit_code, report_json, save_run,
     vm_error,
 };
-use crate::engine::Vm;
+use crate::engine::{RunConfig, RunReport, Vm};
 use crate::explore::target::replay_as_made;
-use crate::kernel::vfs::FileSource;
+use crate::kernel::vfs::{FileSource, SharedSource};
 use crate::report::signature::{Naming, Signature};
 use crate::rwd::Rwd;
 use crate::sched::{Schedule, StrategySpec};
@@ -192,6 +192,48 @@ fn reproducers_settings(
 pub fn run(a: RunArgs) -> Result<u8, UserError> {
     check_output("--save-rwd", a.save_rwd.as_deref())?;
     check_output("--save-schedule", a.save_schedule.as_deref())?;
+    let Prepared {
+        cfg,
+        spec,
+        expected,
+        name,
+    } = prepare(&a)?;
+    let source = FileSource::host();
+    if a.gdb {
+        let listener = super::gdb::listen(
+            &a.gdb_listen,
+            a.gdb_listen_any_address,
+            "--gdb-listen-any-address",
+        )?;
+        return super::gdb::run_under_gdb(&cfg, source, &spec, a.target.seed, a.gdb_at, listener);
+    }
+    let (vm, mut report) = run_once(&a, &cfg, &spec, source)?;
+    let again = expected.map(|(want, naming)| again(&vm, &report, want, naming));
+    let written = save(&a, &cfg, &vm, &mut report, again.as_ref(), &name)?;
+    let mut sym = crate::report::Symbols::new(&vm);
+    if a.json {
+        print_json(&report, &mut sym);
+    } else {
+        print_text(&report, &mut sym, again.as_ref(), &name);
+    }
+    if written == Saved::NotReproduced {
+        return Ok(1);
+    }
+    Ok(exit_code(&report.outcome))
+}
+
+/// What a run is made of once its schedule is read: the configuration
+/// (a reproducer's settings where it has them), the strategy, and the
+/// failure the run is expected to give again, as its signature names it.
+struct Prepared {
+    cfg: RunConfig,
+    spec: StrategySpec,
+    expected: Option<(Signature, Naming)>,
+    /// The schedule's file, for messages ("" when none).
+    name: String,
+}
+
+fn prepare(a: &RunArgs) -> Result<Prepared, UserError> {
     let mut cfg = a.target.config()?;
     let file = match (&a.schedule, &a.strategy) {
         (Some(f), _) | (None, StrategySpec::Schedule(f)) => Some(f.clone()),
@@ -202,12 +244,10 @@ pub fn run(a: RunArgs) -> Result<u8, UserError> {
         .as_ref()
         .map(|f| f.display().to_string())
         .unwrap_or_default();
-    // The failure the run is expected to give again, as its signature
-    // names it.
     let mut expected: Option<(Signature, Naming)> = None;
     let spec = match (replaying, &file) {
         (Some(Replaying::Reproducer(rwd)), Some(f)) => {
-            cfg = reproducers_settings(&rwd, &name, &cfg, &a)?;
+            cfg = reproducers_settings(&rwd, &name, &cfg, a)?;
             if rwd.expected.signature.is_failure() {
                 expected = Some((rwd.expected.signature.clone(), rwd.signature_naming));
             }
@@ -233,20 +273,26 @@ pub fn run(a: RunArgs) -> Result<u8, UserError> {
     if let StrategySpec::Loaded(s, _) = &spec {
         replay_as_made(&mut cfg, s, a.target.sync_points, &name)?;
     }
-    let source = FileSource::host();
-    if a.gdb {
-        let listener = super::gdb::listen(
-            &a.gdb_listen,
-            a.gdb_listen_any_address,
-            "--gdb-listen-any-address",
-        )?;
-        return super::gdb::run_under_gdb(&cfg, source, &spec, a.target.seed, a.gdb_at, listener);
-    }
-    let steps = estimate_steps(&cfg, &spec, &source)?;
+    Ok(Prepared {
+        cfg,
+        spec,
+        expected,
+        name,
+    })
+}
+
+/// The run itself: the machine, and what it reports.
+fn run_once(
+    a: &RunArgs,
+    cfg: &RunConfig,
+    spec: &StrategySpec,
+    source: SharedSource,
+) -> Result<(Vm, RunReport), UserError> {
+    let steps = estimate_steps(cfg, spec, &source)?;
     let strategy = spec
         .build(a.target.seed, steps)
         .map_err(|e| UserError::bad_input(e.to_string()))?;
-    let mut vm = Vm::new(&cfg, source).map_err(vm_error)?;
+    let mut vm = Vm::new(cfg, source).map_err(vm_error)?;
     vm.set_strategy(strategy);
     if a.trace || a.save_rwd.is_some() {
         vm.record_events();
@@ -264,43 +310,66 @@ pub fn run(a: RunArgs) -> Result<u8, UserError> {
         (e, _) => vm_error(e),
     })?;
     report.schedule.origin = format!("{spec} seed {}", cfg.kernel.seed);
-    // Whether the failure the schedule was saved for happened again.
-    let again = expected.as_ref().map(|(want, naming)| {
-        let got = crate::report::RunFacts::of(&vm, &report).signature(
-            &report,
-            &mut crate::report::symbols::Symbolizer::new(),
-            *naming,
-        );
-        let verdict = if got == *want {
-            Again::Same
-        } else if got.is_failure() {
-            Again::Other(got)
-        } else {
-            Again::Gone
-        };
-        (want.clone(), verdict)
-    });
+    Ok((vm, report))
+}
+
+/// Whether the failure `want` the schedule was saved for happened again.
+fn again(vm: &Vm, report: &RunReport, want: Signature, naming: Naming) -> (Signature, Again) {
+    let got = crate::report::RunFacts::of(vm, report).signature(
+        report,
+        &mut crate::report::symbols::Symbolizer::new(),
+        naming,
+    );
+    let verdict = if got == want {
+        Again::Same
+    } else if got.is_failure() {
+        Again::Other(got)
+    } else {
+        Again::Gone
+    };
+    (want, verdict)
+}
+
+/// What `--save-rwd` came to.
+#[derive(PartialEq, Eq)]
+enum Saved {
+    /// Written, or not asked for.
+    AsAsked,
+    /// The failure the schedule was saved for did not happen again: no
+    /// reproducer was written as though it had.
+    NotReproduced,
+}
+
+/// Writes what `--save-rwd` and `--save-schedule` ask for.
+fn save(
+    a: &RunArgs,
+    cfg: &RunConfig,
+    vm: &Vm,
+    report: &mut RunReport,
+    again: Option<&(Signature, Again)>,
+    name: &str,
+) -> Result<Saved, UserError> {
     // Files told from a private reproducer are private too.
     let mut readers = if cfg.exclude_files.is_empty() {
         crate::fsutil::Readers::Everyone
     } else {
         crate::fsutil::Readers::Owner
     };
-    let mut not_reproduced = false;
+    let mut saved = Saved::AsAsked;
     if let Some(f) = &a.save_rwd {
         // A recording is made to keep a failure: one that did not happen
         // again is not written as though it had.
-        if let Some((want, verdict)) = &again
+        if let Some((want, verdict)) = again
             && !matches!(verdict, Again::Same)
         {
-            not_reproduced = true;
+            saved = Saved::NotReproduced;
             eprintln!(
                 "rewind-fuzz: this run did not reproduce the failure {name} was saved for ({}); {} was not written",
                 crate::escape::line(&want.to_string()),
                 f.display()
             );
         } else {
-            readers = save_run(&cfg, &vm, &report, f)?;
+            readers = save_run(cfg, vm, report, f)?;
         }
         if !a.trace {
             report.events = None;
@@ -312,70 +381,77 @@ pub fn run(a: RunArgs) -> Result<u8, UserError> {
             .save_as(f, readers)
             .map_err(|e| UserError::bad_input(e.to_string()))?;
     }
-    let mut sym = crate::report::Symbols::new(&vm);
-    if a.json {
-        let mut v = report_json(&report, &mut sym);
-        if let Some(ev) = &report.events {
-            v["events"] = serde_json::Value::Array(ev.iter().map(|e| sym.event_json(e)).collect());
-        }
-        v["potential_deadlocks"] = sym.inversions_json(&report.potential_deadlocks);
-        v["outcome"]["details"] = sym.outcome_details_json(&report.outcome);
-        for (name, kept, wrote) in [
-            ("stdout", report.stdout.len(), report.stdout_bytes),
-            ("stderr", report.stderr.len(), report.stderr_bytes),
-        ] {
-            let cut = wrote > kept as u64;
-            v[format!("{name}_truncated")] = serde_json::Value::Bool(cut);
-            if cut {
-                eprintln!(
-                    "rewind-fuzz: warning: the program wrote {wrote} bytes to {name}; the JSON holds the first {kept} (see {name}_bytes)"
-                );
-            }
-        }
-        super::common::print_json(v);
-    } else {
-        if let Some(ev) = &report.events {
-            for e in ev {
-                eprintln!("{}", sym.event_line(e));
-            }
-        }
-        for n in &report.notes {
-            eprintln!("rewind-fuzz: note: {n}");
-        }
-        eprintln!(
-            "rewind-fuzz: {} after {} steps (trace {})",
-            report.outcome.summary(),
-            report.steps,
-            report.trace_hash
-        );
-        for line in sym.outcome_lines(&report.outcome) {
-            eprintln!("  {line}");
-        }
-        for inv in &report.potential_deadlocks {
-            for line in sym.inversion_lines(inv) {
-                eprintln!("{line}");
-            }
-        }
-        if let Some((want, verdict)) = &again {
-            let want = crate::escape::line(&want.to_string()).into_owned();
-            match verdict {
-                Again::Same => {
-                    eprintln!("rewind-fuzz: the failure {name} records happened again: {want}")
-                }
-                Again::Other(got) => eprintln!(
-                    "rewind-fuzz: the run failed another way than {name} records: {}; it records {want}",
-                    crate::escape::line(&got.to_string())
-                ),
-                Again::Gone => eprintln!(
-                    "rewind-fuzz: the failure {name} records did not happen: it records {want}"
-                ),
-            }
+    Ok(saved)
+}
+
+/// `--json`: the run as one object on stdout.
+fn print_json(report: &RunReport, sym: &mut crate::report::Symbols) {
+    let mut v = report_json(report, sym);
+    if let Some(ev) = &report.events {
+        v["events"] = serde_json::Value::Array(ev.iter().map(|e| sym.event_json(e)).collect());
+    }
+    v["potential_deadlocks"] = sym.inversions_json(&report.potential_deadlocks);
+    v["outcome"]["details"] = sym.outcome_details_json(&report.outcome);
+    for (name, kept, wrote) in [
+        ("stdout", report.stdout.len(), report.stdout_bytes),
+        ("stderr", report.stderr.len(), report.stderr_bytes),
+    ] {
+        let cut = wrote > kept as u64;
+        v[format!("{name}_truncated")] = serde_json::Value::Bool(cut);
+        if cut {
+            eprintln!(
+                "rewind-fuzz: warning: the program wrote {wrote} bytes to {name}; the JSON holds the first {kept} (see {name}_bytes)"
+            );
         }
     }
-    if not_reproduced {
-        return Ok(1);
+    super::common::print_json(v);
+}
+
+/// The run in words on stderr: its events (`--trace`), notes, outcome,
+/// potential deadlocks, and whether a saved failure happened again.
+fn print_text(
+    report: &RunReport,
+    sym: &mut crate::report::Symbols,
+    again: Option<&(Signature, Again)>,
+    name: &str,
+) {
+    if let Some(ev) = &report.events {
+        for e in ev {
+            eprintln!("{}", sym.event_line(e));
+        }
     }
-    Ok(exit_code(&report.outcome))
+    for n in &report.notes {
+        eprintln!("rewind-fuzz: note: {n}");
+    }
+    eprintln!(
+        "rewind-fuzz: {} after {} steps (trace {})",
+        report.outcome.summary(),
+        report.steps,
+        report.trace_hash
+    );
+    for line in sym.outcome_lines(&report.outcome) {
+        eprintln!("  {line}");
+    }
+    for inv in &report.potential_deadlocks {
+        for line in sym.inversion_lines(inv) {
+            eprintln!("{line}");
+        }
+    }
+    if let Some((want, verdict)) = again {
+        let want = crate::escape::line(&want.to_string()).into_owned();
+        match verdict {
+            Again::Same => {
+                eprintln!("rewind-fuzz: the failure {name} records happened again: {want}")
+            }
+            Again::Other(got) => eprintln!(
+                "rewind-fuzz: the run failed another way than {name} records: {}; it records {want}",
+                crate::escape::line(&got.to_string())
+            ),
+            Again::Gone => eprintln!(
+                "rewind-fuzz: the failure {name} records did not happen: it records {want}"
+            ),
+        }
+    }
 }
 
 /// How a run compares with the failure its schedule was saved for.
