@@ -463,20 +463,10 @@ fn writev(k: &mut Kernel, fd: u64, iov: u64, n: u64, at: Option<u64>) -> SysResu
     }
     if file::may_wait(k, fd) {
         // One write of the gathered bytes: atomic up to PIPE_BUF, as Linux.
-        let Some(f) = k.files().get(fd as i32) else {
-            return err(libc::EBADF);
-        };
         if at.is_some() {
             return err(libc::ESPIPE);
         }
-        let nonblock = k.nonblocking(f);
-        let nr = libc::SYS_writev as u64;
-        return match f.kind {
-            FileKind::Pipe { id, write: true } => file::pipe::write(k, id, nonblock, &data, nr),
-            FileKind::SocketPair { tx, .. } => file::pipe::write(k, tx, nonblock, &data, nr),
-            FileKind::EventFd { id, .. } => file::pipe::write_counter(k, id, nonblock, &data, nr),
-            _ => err(libc::EBADF),
-        };
+        return retried_as(file::write(k, fd, &data, None), libc::SYS_writev);
     }
     ret(data::write(k, fd as i32, &data, at).map(|n| n as i64))
 }

@@ -102,6 +102,26 @@ cases! {
             other => panic!("{other:?}"),
         }
     };
+    writev_to_a_full_pipe_waits_and_is_retried_as_writev: SYS_writev, |b| {
+        let (_, w) = pipe_at(b, 0);
+        let fill = b.bytes(&[7u8; 65536]);
+        assert_eq!(b.ret(SYS_write, [w, fill, 65536, 0, 0, 0]), 65536);
+        let one = b.bytes(b"x");
+        let v = iov(b, &[(one, 1)]);
+        match b.call(SYS_writev, [w, v, 1, 0, 0, 0]) {
+            crate::kernel::SysResult::Block(crate::kernel::Wait::Pipe { nr, write, .. }) => {
+                assert_eq!((nr, write), (SYS_writev as u64, true))
+            }
+            other => panic!("{other:?}"),
+        }
+        [w, v, 1, 0, 0, 0]
+    }, Want::Blocks;
+    pwritev_to_a_pipe_is_espipe: SYS_pwritev, |b| {
+        let (_, w) = pipe_at(b, 0);
+        let one = b.bytes(b"x");
+        let v = iov(b, &[(one, 1)]);
+        [w, v, 1, 0, 0, 0]
+    }, Want::Err(ESPIPE);
     writev_to_a_pipe_without_reader_is_epipe: SYS_writev, |b| {
         let (r, w) = pipe_at(b, 0);
         assert_eq!(b.ret(SYS_close, [r, 0, 0, 0, 0, 0]), 0);
