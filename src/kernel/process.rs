@@ -3,10 +3,10 @@
 //!
 //! Each process owns its descriptors, signal dispositions, limits and
 //! working directory, in its [`Process`] entry; system calls reach the
-//! current process's through [`Kernel::files`], [`Kernel::signals`] and
+//! current process's through `Kernel::files`, `Kernel::signals` and
 //! the like. Its address space is one of the kernel's (by id: a `vfork`
 //! child runs in its parent's); the one the CPU runs in is the kernel's
-//! `mm`, switched by [`Kernel::enter`] as a context switch loads CR3, and
+//! `mm`, switched by `Kernel::enter` as a context switch loads CR3, and
 //! the page pool travels with it.
 
 use std::collections::BTreeMap;
