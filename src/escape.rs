@@ -16,7 +16,7 @@ pub fn line(s: &str) -> Cow<'_, str> {
 }
 
 /// Bytes that may not be UTF-8 (a path from a file) for a single line: as
-/// [`line`], and each byte that is not UTF-8 as `\xNN`.
+/// [`line()`], and each byte that is not UTF-8 as `\xNN`.
 pub fn bytes_line(b: &[u8]) -> String {
     let mut shown = String::new();
     for chunk in b.utf8_chunks() {

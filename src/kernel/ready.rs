@@ -3,7 +3,7 @@
 //! step looks at the waiters of what changed and at nothing else.
 //!
 //! Every change that can let a waiting call go on *touches* the object
-//! ([`Kernel::touch`]): data moving through a pipe or a counter, a
+//! (`Kernel::touch`): data moving through a pipe or a counter, a
 //! connection or datagram arriving, a timer firing, a signal arriving, a
 //! process ending, an end of a pipe closing for good. The descriptor
 //! tables log what they begin and cease to hold; the kernel counts, per
