@@ -29,6 +29,8 @@ use iced_x86::{
 };
 use serde::{Deserialize, Serialize};
 
+use super::emulate::is_immediate;
+
 /// What an acquisition does to a lock.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub enum LockRole {
@@ -545,20 +547,6 @@ fn track_outcome(
         }
         _ => Some(outcome),
     }
-}
-
-fn is_immediate(k: OpKind) -> bool {
-    matches!(
-        k,
-        OpKind::Immediate8
-            | OpKind::Immediate16
-            | OpKind::Immediate32
-            | OpKind::Immediate64
-            | OpKind::Immediate8to16
-            | OpKind::Immediate8to32
-            | OpKind::Immediate8to64
-            | OpKind::Immediate32to64
-    )
 }
 
 /// The stack slot a memory operand names: `disp(%rbp)` or `disp(%rsp)`.

@@ -116,7 +116,8 @@ pub fn supported(i: &Instruction) -> bool {
     }
 }
 
-fn is_immediate(k: OpKind) -> bool {
+/// Whether an operand is an immediate of any width.
+pub(super) fn is_immediate(k: OpKind) -> bool {
     matches!(
         k,
         OpKind::Immediate8
