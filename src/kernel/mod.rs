@@ -519,13 +519,20 @@ impl Kernel {
         self.flags_of(f) & libc::O_NONBLOCK != 0
     }
 
+    /// The current process's descriptor table, and the offsets and flags
+    /// of descriptions shared between processes, to change together.
+    fn files_and_shared(&mut self) -> (&mut FdTable, &mut BTreeMap<u64, SharedFile>) {
+        let p = self.procs.get_mut(&self.pid).expect("current process");
+        (&mut p.files, &mut self.shared_files)
+    }
+
     /// Moves descriptor `fd`'s offset (its description's, shared or not).
     pub(super) fn set_offset(&mut self, fd: i32, to: u64) {
-        let files = &mut self.procs.get_mut(&self.pid).expect("current").files;
+        let (files, shared_files) = self.files_and_shared();
         let Some(f) = files.position_mut(fd) else {
             return;
         };
-        match f.shared.and_then(|id| self.shared_files.get_mut(&id)) {
+        match f.shared.and_then(|id| shared_files.get_mut(&id)) {
             Some(s) => s.offset = to,
             None => f.offset = to,
         }
@@ -534,12 +541,12 @@ impl Kernel {
     /// Sets descriptor `fd`'s status flags (its description's, so every
     /// process sharing it sees them, as `fcntl(F_SETFL)` does on Linux).
     pub(super) fn set_flags(&mut self, fd: i32, flags: i32) {
-        let files = &mut self.procs.get_mut(&self.pid).expect("current").files;
+        let (files, shared_files) = self.files_and_shared();
         let Some(f) = files.position_mut(fd) else {
             return;
         };
         f.flags = flags;
-        if let Some(s) = f.shared.and_then(|id| self.shared_files.get_mut(&id)) {
+        if let Some(s) = f.shared.and_then(|id| shared_files.get_mut(&id)) {
             s.flags = flags;
         }
     }
@@ -549,7 +556,7 @@ impl Kernel {
     /// move to the shared table.
     pub(super) fn share_descriptions(&mut self) {
         let mut next = self.shared_files.keys().next_back().map_or(0, |k| k + 1);
-        let files = &mut self.procs.get_mut(&self.pid).expect("current").files;
+        let (files, shared_files) = self.files_and_shared();
         for f in files.descriptions_mut() {
             if f.shared.is_none() {
                 f.shared = Some(next);
@@ -557,7 +564,7 @@ impl Kernel {
                     offset: f.offset,
                     flags: f.flags,
                 };
-                self.shared_files.insert(next, state);
+                shared_files.insert(next, state);
                 next += 1;
             }
         }
