@@ -20,15 +20,10 @@ use crate::kernel::Kernel;
 use crate::kernel::ready::{ANY_PROCESS, Ready};
 
 const EPOLLIN: u32 = 0x1;
-
 const EPOLLOUT: u32 = 0x4;
-
 const EPOLLERR: u32 = 0x8;
-
 const EPOLLHUP: u32 = 0x10;
-
 const EPOLLONESHOT: u32 = 1 << 30;
-
 const EPOLLET: u32 = 1 << 31;
 
 /// `struct epoll_event` is packed on x86-64: a u32 then a u64.

@@ -19,14 +19,24 @@ pub(in crate::kernel) struct Meta {
     pub(in crate::kernel) stat: Option<HostStat>,
 }
 
+impl Meta {
+    /// Made-up metadata: one link, no device, nothing of the host's.
+    fn new(mode: u32, size: u64, ino: u64) -> Meta {
+        Meta {
+            mode,
+            size,
+            ino,
+            rdev: 0,
+            nlink: 1,
+            stat: None,
+        }
+    }
+}
+
 pub(in crate::kernel) const S_IFREG: u32 = 0o100000;
-
 pub(in crate::kernel) const S_IFDIR: u32 = 0o040000;
-
 pub(in crate::kernel) const S_IFLNK: u32 = 0o120000;
-
 pub(in crate::kernel) const S_IFSOCK: u32 = 0o140000;
-
 pub(in crate::kernel) const S_IFCHR: u32 = 0o020000;
 
 /// What `stat` says of `path` (of where it leads, with `follow`).
@@ -53,14 +63,7 @@ pub(in crate::kernel) fn meta_of_path(
     }
     if is_virtual_tree(path) {
         if synthetic(k, path).is_some() {
-            return Ok(Meta {
-                mode: S_IFREG | 0o444,
-                size: 0,
-                ino,
-                rdev: 0,
-                nlink: 1,
-                stat: None,
-            });
+            return Ok(Meta::new(S_IFREG | 0o444, 0, ino));
         }
         let dirs = [
             "/proc",
@@ -72,34 +75,16 @@ pub(in crate::kernel) fn meta_of_path(
         ];
         let proc = proc_path(k, path);
         if path == "/proc/self" && !follow {
-            return Ok(Meta {
-                mode: S_IFLNK | 0o777,
-                size: 0,
-                ino,
-                rdev: 0,
-                nlink: 1,
-                stat: None,
-            });
+            return Ok(Meta::new(S_IFLNK | 0o777, 0, ino));
         }
         if dirs.contains(&path) || proc.is_some_and(|p| is_proc_dir(p.rest)) {
             return Ok(Meta {
-                mode: S_IFDIR | 0o555,
-                size: 0,
-                ino,
-                rdev: 0,
                 nlink: 2,
-                stat: None,
+                ..Meta::new(S_IFDIR | 0o555, 0, ino)
             });
         }
         if proc.is_some_and(|p| p.rest == "/exe" || p.rest.starts_with("/fd/")) && !follow {
-            return Ok(Meta {
-                mode: S_IFLNK | 0o777,
-                size: 0,
-                ino,
-                rdev: 0,
-                nlink: 1,
-                stat: None,
-            });
+            return Ok(Meta::new(S_IFLNK | 0o777, 0, ino));
         }
         if let Some(p) = proc.filter(|p| p.rest == "/exe") {
             let exe = exe_link(k, p.pid).ok_or(libc::ENOENT)?;
@@ -124,14 +109,7 @@ pub(in crate::kernel) fn meta_of_path(
         }
     };
     let meta = match resolved {
-        Resolved::HostFile { size, mode } => Ok(Meta {
-            mode: S_IFREG | mode,
-            size,
-            ino,
-            rdev: 0,
-            nlink: 1,
-            stat: None,
-        }),
+        Resolved::HostFile { size, mode } => Ok(Meta::new(S_IFREG | mode, size, ino)),
         Resolved::OverlayFile {
             mode,
             size,
@@ -139,37 +117,15 @@ pub(in crate::kernel) fn meta_of_path(
             links,
             ..
         } => Ok(Meta {
-            mode: S_IFREG | mode,
-            size,
-            ino: number,
-            rdev: 0,
             nlink: links.max(1).into(),
-            stat: None,
+            ..Meta::new(S_IFREG | mode, size, number)
         }),
         Resolved::HostDir { mode } | Resolved::OverlayDir { mode } => Ok(Meta {
-            mode: S_IFDIR | mode,
-            size: 4096,
-            ino,
-            rdev: 0,
             nlink: 2,
-            stat: None,
+            ..Meta::new(S_IFDIR | mode, 4096, ino)
         }),
-        Resolved::Symlink { target } => Ok(Meta {
-            mode: S_IFLNK | 0o777,
-            size: target.len() as u64,
-            ino,
-            rdev: 0,
-            nlink: 1,
-            stat: None,
-        }),
-        Resolved::Socket { mode, .. } => Ok(Meta {
-            mode: S_IFSOCK | mode,
-            size: 0,
-            ino,
-            rdev: 0,
-            nlink: 1,
-            stat: None,
-        }),
+        Resolved::Symlink { target } => Ok(Meta::new(S_IFLNK | 0o777, target.len() as u64, ino)),
+        Resolved::Socket { mode, .. } => Ok(Meta::new(S_IFSOCK | mode, 0, ino)),
         Resolved::Missing => Err(k.vfs.absent_errno(path)),
     };
     meta.map(host_meta)
@@ -180,95 +136,35 @@ pub(in crate::kernel) fn meta_of_fd(k: &mut Kernel, fd: i32) -> Result<Meta, i32
     let f = k.files().get(fd).ok_or(libc::EBADF)?.clone();
     let ino = inode_of(&f.path);
     match &f.kind {
-        FileKind::Host(d) => Ok(Meta {
-            mode: S_IFREG | 0o644,
-            size: d.len() as u64,
-            ino,
-            rdev: 0,
-            nlink: 1,
-            stat: None,
-        })
-        .map(|m| match k.vfs.resolve_with_stat(&f.path, true) {
-            (Resolved::HostFile { mode, .. }, stat) => Meta {
-                mode: S_IFREG | mode,
-                nlink: stat.map_or(1, |s| s.nlink),
-                stat,
-                ..m
-            },
-            _ => m,
+        FileKind::Host(d) => Ok(Meta::new(S_IFREG | 0o644, d.len() as u64, ino)).map(|m| {
+            match k.vfs.resolve_with_stat(&f.path, true) {
+                (Resolved::HostFile { mode, .. }, stat) => Meta {
+                    mode: S_IFREG | mode,
+                    nlink: stat.map_or(1, |s| s.nlink),
+                    stat,
+                    ..m
+                },
+                _ => m,
+            }
         }),
         FileKind::Overlay => meta_of_path(k, &f.path, true),
-        FileKind::Synthetic(_) => Ok(Meta {
-            mode: S_IFREG | 0o444,
-            size: 0,
-            ino,
-            rdev: 0,
-            nlink: 1,
-            stat: None,
-        }),
+        FileKind::Synthetic(_) => Ok(Meta::new(S_IFREG | 0o444, 0, ino)),
         FileKind::Dir(_) | FileKind::PathOnly => meta_of_path(k, &f.path, true),
         FileKind::Stdin | FileKind::Output(_) => {
             // A pipe, as when a test runs under a harness that captures output.
-            Ok(Meta {
-                mode: 0o010000 | 0o600,
-                size: 0,
-                ino: 1000 + fd as u64,
-                rdev: 0,
-                nlink: 1,
-                stat: None,
-            })
+            Ok(Meta::new(0o010000 | 0o600, 0, 1000 + fd as u64))
         }
         FileKind::Null | FileKind::Zero | FileKind::Random => meta_of_path(k, &f.path, true),
         // Anonymous inodes, as Linux's eventfd and epoll.
-        FileKind::TimerFd { id, .. } => Ok(Meta {
-            mode: 0o600,
-            size: 0,
-            ino: 7000 + *id,
-            rdev: 0,
-            nlink: 1,
-            stat: None,
-        }),
-        FileKind::SignalFd { .. } => Ok(Meta {
-            mode: 0o600,
-            size: 0,
-            ino: 8000 + fd as u64,
-            rdev: 0,
-            nlink: 1,
-            stat: None,
-        }),
-        FileKind::PidFd { pid } => Ok(Meta {
-            mode: 0o600,
-            size: 0,
-            ino: 6000 + u64::from(*pid),
-            rdev: 0,
-            nlink: 1,
-            stat: None,
-        }),
-        FileKind::EventFd { id, .. } | FileKind::Epoll { id } => Ok(Meta {
-            mode: 0o600,
-            size: 0,
-            ino: 4000 + *id,
-            rdev: 0,
-            nlink: 1,
-            stat: None,
-        }),
-        FileKind::Pipe { id, .. } => Ok(Meta {
-            mode: libc::S_IFIFO | 0o600,
-            size: 0,
-            ino: 3000 + *id,
-            rdev: 0,
-            nlink: 1,
-            stat: None,
-        }),
+        FileKind::TimerFd { id, .. } => Ok(Meta::new(0o600, 0, 7000 + *id)),
+        FileKind::SignalFd { .. } => Ok(Meta::new(0o600, 0, 8000 + fd as u64)),
+        FileKind::PidFd { pid } => Ok(Meta::new(0o600, 0, 6000 + u64::from(*pid))),
+        FileKind::EventFd { id, .. } | FileKind::Epoll { id } => {
+            Ok(Meta::new(0o600, 0, 4000 + *id))
+        }
+        FileKind::Pipe { id, .. } => Ok(Meta::new(libc::S_IFIFO | 0o600, 0, 3000 + *id)),
         FileKind::Socket { .. } | FileKind::BoundSocket { .. } | FileKind::SocketPair { .. } => {
-            Ok(Meta {
-                mode: libc::S_IFSOCK | 0o777,
-                size: 0,
-                ino: 2000 + fd as u64,
-                rdev: 0,
-                nlink: 1,
-                stat: None,
-            })
+            Ok(Meta::new(libc::S_IFSOCK | 0o777, 0, 2000 + fd as u64))
         }
     }
 }

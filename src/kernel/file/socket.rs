@@ -52,7 +52,6 @@ pub(in crate::kernel) struct Bound {
 /// unix datagram waits for room (EAGAIN when it may not) and a UDP one is
 /// lost, so nothing a guest sends grows without bound.
 const DATAGRAM_QUEUE_BYTES: usize = 212_992;
-
 const DATAGRAM_QUEUE_LEN: usize = 512;
 
 /// Every bound socket, and the names they hold.
