@@ -93,7 +93,7 @@ fn assert_names_the_inversion(r: &RunReport, sym: &mut Symbols, source: &str) {
             "names lock {lock:#x}: {text}"
         );
         for site in [b.site.unwrap(), b.holder_site.unwrap()] {
-            let l = sym.call_site(site);
+            let l = sym.call_site(site.0);
             assert!(
                 l.file.as_deref().is_some_and(|f| f.ends_with(source)),
                 "the site is the program's own lock() call, not the runtime's: {l:?}"
@@ -104,7 +104,7 @@ fn assert_names_the_inversion(r: &RunReport, sym: &mut Symbols, source: &str) {
         .iter()
         .filter(|b| cycle.contains(&b.thread))
         .flat_map(|b| [b.site.unwrap(), b.holder_site.unwrap()])
-        .filter_map(|s| sym.call_site(s).line)
+        .filter_map(|s| sym.call_site(s.0).line)
         .collect();
     assert_eq!(lock_lines.len(), 2, "both lock() lines: {text}");
 }

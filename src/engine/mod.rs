@@ -410,7 +410,7 @@ impl Vm {
         RunReport {
             failure: FailureKind::of(&outcome, !potential_deadlocks.is_empty(), &self.ok_codes),
             outcome,
-            steps: obs.step(),
+            steps: obs.step().0,
             trace_hash: obs.trace().hash_hex(),
             threads: k.threads().len(),
             live_at_end: k.live_threads(),

@@ -95,7 +95,7 @@ fn site_record(k: &mut Kernel, place: u64, addr: u64, va: u64) -> BufferedSite {
 
 /// Lets the shim and the dispatcher buffer steps below `limit_step`.
 pub fn publish(k: &mut Kernel, limit_step: u64) {
-    let step = k.observer().step();
+    let step = k.step();
     set_word(k, abi::RING_BASE_STEP, step);
     set_word(k, abi::RING_LIMIT_STEP, limit_step);
 }

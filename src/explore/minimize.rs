@@ -407,7 +407,7 @@ fn cycle_seed(s: &mut Search, best: &mut Hit) -> Result<(), VmError> {
         .iter()
         .filter_map(|t| {
             let b = threads.iter().find(|b| b.thread == *t)?;
-            Some((b.thread, b.lock?, b.holder?))
+            Some((b.thread.0, b.lock?.0, b.holder?.0))
         })
         .collect();
     if links.len() != cycle.len() || links.len() < 2 {

@@ -94,7 +94,11 @@ impl HeapNames {
                     let mut ask = missing.clone();
                     if first {
                         if let Outcome::Deadlocked { threads, .. } = rwd.outcome() {
-                            ask.extend(threads.iter().flat_map(|b| b.lock.or(b.object)));
+                            ask.extend(
+                                threads
+                                    .iter()
+                                    .flat_map(|b| b.lock.map(|l| l.0).or(b.object)),
+                            );
                         }
                         for inv in rwd.potential_deadlocks() {
                             ask.extend(inv.edges.iter().flat_map(|e| [e.from, e.to]));
@@ -140,10 +144,10 @@ pub fn lines(vm: &Vm, heap: &mut HeapNames) -> Vec<String> {
     let locks = k.observer().locks();
     // Where a blocked thread's futex wait is for a lock it asked for (and
     // not, say, a condition variable's word).
-    let blocked_on: BTreeMap<u32, (u64, u64)> = k
+    let blocked_on: BTreeMap<Tid, (u64, u64)> = k
         .blocked_threads()
         .into_iter()
-        .filter_map(|b| Some((b.thread, (b.lock?, b.site?))))
+        .filter_map(|b| Some((b.thread, (b.lock?.0, b.site?.0))))
         .collect();
     let mut facts = Vec::new();
     for t in k.threads().values().filter(|t| t.is_alive()) {
@@ -159,7 +163,7 @@ pub fn lines(vm: &Vm, heap: &mut HeapNames) -> Vec<String> {
         }
         let blocked = matches!(t.state(), ThreadState::Blocked(_));
         let wanted = if blocked {
-            blocked_on.get(&t.tid.0).copied()
+            blocked_on.get(&t.tid).copied()
         } else {
             locks.acquiring(t.tid)
         };

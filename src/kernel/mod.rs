@@ -48,6 +48,7 @@ use rand_core::{RngCore, SeedableRng};
 use crate::arch::abi::{self, HINT_SYSCALL, HintOp};
 use crate::arch::cpu::{ExtendedState, UserRegs};
 use crate::code::{SiteTable, SyncPoints};
+use crate::ids::GuestAddr;
 use crate::memory::{Access, AddressSpace, MemError, PhysMemory};
 use crate::observe::Observer;
 use crate::observe::outcome::{BlockedThread, HungReason, Outcome, signal_name};
@@ -473,9 +474,10 @@ impl Kernel {
         self.obs.outcome()
     }
 
-    /// Steps taken so far.
+    /// Steps taken so far (a plain count: the scheduler and the debugger
+    /// do arithmetic on it).
     pub fn step(&self) -> u64 {
-        self.obs.step()
+        self.obs.step().0
     }
 
     /// Whether the guest's cached translations must be dropped before it
@@ -668,10 +670,10 @@ impl Kernel {
         file::settle(self);
         let event = Event {
             step: self.obs.step(),
-            thread: tid.0,
+            thread: tid,
             op: Operation::Syscall { nr },
             object: (nr == libc::SYS_futex as u64).then_some(args[0]),
-            site: regs.rip,
+            site: GuestAddr(regs.rip),
             result: (recorded != i64::MIN).then_some(recorded),
             value: 0,
         };
@@ -697,10 +699,10 @@ impl Kernel {
         self.obs.hint_step(tid, hint, object, site, value);
         let event = Event {
             step: self.obs.step(),
-            thread: tid.0,
+            thread: tid,
             op: Operation::Hint { op: hint },
             object: Some(object),
-            site,
+            site: GuestAddr(site),
             result: Some(0),
             value,
         };
@@ -717,7 +719,7 @@ impl Kernel {
     }
 
     fn finish_step(&mut self, event: Event) {
-        let tid = Tid(event.thread);
+        let tid = event.thread;
         // A call that reads the clock sees it move on.
         let clock = matches!(
             event.op,
@@ -745,7 +747,7 @@ impl Kernel {
             }
             return;
         }
-        if !self.obs.ended() && self.obs.step() >= self.config.max_steps {
+        if !self.obs.ended() && self.step() >= self.config.max_steps {
             let spin_cycle = (!self.config.runtime_caller_sites)
                 .then(|| self.spin_cycle())
                 .flatten();
@@ -792,7 +794,7 @@ impl Kernel {
             .into_iter()
             .chain(self.timers.next_deadline())
             .min()
-            .map(|d| self.obs.step() + d.saturating_sub(self.now).div_ceil(STEP_QUANTUM_NS).max(1))
+            .map(|d| self.step() + d.saturating_sub(self.now).div_ceil(STEP_QUANTUM_NS).max(1))
     }
 
     /// Ends the run (the first ending wins).
@@ -1078,7 +1080,7 @@ impl Kernel {
     /// can go on: a deadlock, named as one, not a hang. Runnable threads
     /// outside the cycle do not matter; a thread spinning on a lock whose
     /// holder could still run (a scheduler that starves it) is no cycle.
-    fn spin_cycle(&self) -> Option<(Vec<BlockedThread>, Vec<u32>)> {
+    fn spin_cycle(&self) -> Option<(Vec<BlockedThread>, Vec<Tid>)> {
         let locks = self.obs.locks();
         let spinning: Vec<BlockedThread> = self
             .threads
@@ -1089,15 +1091,15 @@ impl Kernel {
                 let (holder, holder_site) =
                     locks.holders(lock).into_iter().find(|(h, _)| *h != t.tid)?;
                 Some(BlockedThread {
-                    thread: t.tid.0,
+                    thread: t.tid,
                     name: t.name.clone(),
                     waits_on: format!("lock {lock:#x} held by thread {holder}, spinning"),
                     object: Some(lock),
-                    rip: t.regs.rip,
-                    lock: Some(lock),
-                    site: Some(site),
-                    holder: Some(holder.0),
-                    holder_site: Some(holder_site),
+                    rip: GuestAddr(t.regs.rip),
+                    lock: Some(GuestAddr(lock)),
+                    site: Some(GuestAddr(site)),
+                    holder: Some(holder),
+                    holder_site: Some(GuestAddr(holder_site)),
                 })
             })
             .collect();
@@ -1108,11 +1110,7 @@ impl Kernel {
         threads.extend(spinning);
         threads.sort_by_key(|b| b.thread);
         let cycle = crate::observe::outcome::wait_cycle(&threads);
-        let spins = |t: &u32| {
-            self.threads
-                .get(&Tid(*t))
-                .is_some_and(|th| th.is_runnable())
-        };
+        let spins = |t: &Tid| self.threads.get(t).is_some_and(|th| th.is_runnable());
         (!cycle.is_empty() && cycle.iter().any(spins)).then_some((threads, cycle))
     }
 
@@ -1197,15 +1195,15 @@ impl Kernel {
                     }
                 };
                 Some(BlockedThread {
-                    thread: t.tid.0,
+                    thread: t.tid,
                     name: t.name.clone(),
                     waits_on,
                     object: futex,
-                    rip: t.regs.rip,
-                    lock: lock.map(|(l, _)| l),
-                    site: lock.map(|(_, s)| s),
-                    holder: holder.map(|(h, _)| h.0).or(pipe_holder.map(|(_, h)| h.0)),
-                    holder_site: holder.map(|(_, s)| s),
+                    rip: GuestAddr(t.regs.rip),
+                    lock: lock.map(|(l, _)| GuestAddr(l)),
+                    site: lock.map(|(_, s)| GuestAddr(s)),
+                    holder: holder.map(|(h, _)| h).or(pipe_holder.map(|(_, h)| h)),
+                    holder_site: holder.map(|(_, s)| GuestAddr(s)),
                 })
             })
             .collect()

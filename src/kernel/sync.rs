@@ -12,6 +12,7 @@ use crate::arch::abi;
 use crate::arch::cpu::UserRegs;
 use crate::code::sites::emulate::{self, Fault};
 use crate::code::{Site, SiteTable, unwind};
+use crate::ids::GuestAddr;
 use crate::memory::Backing;
 use crate::observe::Reported;
 use crate::observe::trace::{Event, Operation};
@@ -149,10 +150,10 @@ impl Kernel {
         t.last_site = Some(va);
         let event = Event {
             step: self.obs.step(),
-            thread: tid.0,
+            thread: tid,
             op: Operation::Sync { site: site.kind },
             object: seen.map(|(addr, _)| addr),
-            site: user_site,
+            site: GuestAddr(user_site),
             result: Some(0),
             value: seen.map_or(0, |(_, v)| v),
         };
@@ -182,12 +183,12 @@ impl Kernel {
         }
         let event = Event {
             step: self.obs.step(),
-            thread: tid.0,
+            thread: tid,
             op: Operation::Sync {
                 site: crate::code::SiteKind::Tick,
             },
             object: None,
-            site,
+            site: GuestAddr(site),
             result: Some(0),
             value: digest.digest(),
         };

@@ -17,7 +17,7 @@ use crate::arch::abi::HintOp;
 use crate::code::SiteKind;
 use crate::code::sites::acquire::LockRole;
 use crate::code::sites::emulate::{Access, AccessKind};
-use crate::ids::Tid;
+use crate::ids::{Step, Tid};
 use locks::{LockTracker, WordAccess};
 use outcome::Outcome;
 use trace::{Event, Trace};
@@ -42,7 +42,7 @@ pub struct Reported {
 #[derive(Clone, Default)]
 pub struct Observer {
     /// Steps taken (the number of the last step).
-    step: u64,
+    step: Step,
     trace: Trace,
     /// Who holds which lock, from the shim's hints.
     locks: LockTracker,
@@ -74,8 +74,8 @@ impl Observer {
     // ----- what the kernel reports
 
     /// A step begins; returns its number.
-    pub fn begin_step(&mut self) -> u64 {
-        self.step += 1;
+    pub fn begin_step(&mut self) -> Step {
+        self.step.0 += 1;
         self.step
     }
 
@@ -93,12 +93,12 @@ impl Observer {
 
     /// The step is done: what it was.
     pub fn record(&mut self, event: Event) {
-        let tid = Tid(event.thread);
+        let tid = event.thread;
         match event.object {
             Some(o) => self.objects.insert(tid, o),
             None => self.objects.remove(&tid),
         };
-        self.sites.insert(tid, event.site);
+        self.sites.insert(tid, event.site.0);
         self.trace.step(event);
     }
 
@@ -158,7 +158,7 @@ impl Observer {
     // ----- what the engine and the front ends read
 
     /// Steps taken so far.
-    pub fn step(&self) -> u64 {
+    pub fn step(&self) -> Step {
         self.step
     }
 

@@ -2,31 +2,33 @@
 
 use serde::{Deserialize, Serialize};
 
+use crate::ids::{GuestAddr, Tid};
+
 /// A thread that was blocked when the run deadlocked, and on what.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct BlockedThread {
-    pub thread: u32,
+    pub thread: Tid,
     pub name: String,
     /// What it waits on, for people: "futex 0x7f..1040", "signal".
     pub waits_on: String,
     /// The futex word or lock address, when there is one.
     pub object: Option<u64>,
     /// Where the thread stands (its user RIP).
-    pub rip: u64,
+    pub rip: GuestAddr,
     /// The lock it is acquiring, when the shim reported one.
-    pub lock: Option<u64>,
+    pub lock: Option<GuestAddr>,
     /// Where it asked for that lock.
-    pub site: Option<u64>,
+    pub site: Option<GuestAddr>,
     /// The thread holding that lock.
-    pub holder: Option<u32>,
+    pub holder: Option<Tid>,
     /// Where the holder took it.
-    pub holder_site: Option<u64>,
+    pub holder_site: Option<GuestAddr>,
 }
 
 /// The threads of a wait-for cycle (each waits for a lock the next holds),
 /// starting from the lowest thread id; empty when there is none.
-pub fn wait_cycle(threads: &[BlockedThread]) -> Vec<u32> {
-    let next = |t: u32| {
+pub fn wait_cycle(threads: &[BlockedThread]) -> Vec<Tid> {
+    let next = |t: Tid| {
         threads
             .iter()
             .find(|b| b.thread == t)
@@ -93,7 +95,7 @@ pub enum Outcome {
     Deadlocked {
         threads: Vec<BlockedThread>,
         /// The wait-for cycle among them, when locks explain it.
-        cycle: Vec<u32>,
+        cycle: Vec<Tid>,
     },
     /// The run was stopped.
     Hung {

@@ -88,10 +88,10 @@ impl ProgressWatch {
             return false;
         }
         let words = [
-            u64::from(e.thread),
+            u64::from(e.thread.0),
             e.op.word(),
             e.object.unwrap_or(u64::MAX),
-            e.site,
+            e.site.0,
             e.value,
             e.result.unwrap_or(i64::MIN) as u64,
             clock.unwrap_or(u64::MAX),
@@ -233,16 +233,17 @@ fn completed(e: &Event) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::ids::{GuestAddr, Step, Tid};
     use crate::observe::trace::Operation;
 
     #[test]
     fn a_wait_another_thread_ended_hands_work_on_under_the_format_10_rules() {
         let call = |nr: i64, result: i64| Event {
-            step: 1,
-            thread: 2,
+            step: Step(1),
+            thread: Tid(2),
             op: Operation::Syscall { nr: nr as u64 },
             object: None,
-            site: 0x1000,
+            site: GuestAddr(0x1000),
             result: Some(result),
             value: 0,
         };
@@ -278,11 +279,11 @@ mod tests {
 
     fn event(thread: u32, value: u64) -> Event {
         Event {
-            step: 0,
-            thread,
+            step: Step(0),
+            thread: Tid(thread),
             op: Operation::Syscall { nr: 24 },
             object: None,
-            site: 0x1000,
+            site: GuestAddr(0x1000),
             result: Some(0),
             value,
         }

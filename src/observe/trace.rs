@@ -8,7 +8,7 @@ use xxhash_rust::xxh3::Xxh3;
 
 use crate::arch::abi::HintOp;
 use crate::code::SiteKind;
-use crate::ids::Tid;
+use crate::ids::{GuestAddr, Step, Tid};
 
 /// What happened at a step.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -37,15 +37,15 @@ impl Operation {
 /// One step of a run.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Event {
-    pub step: u64,
-    pub thread: u32,
+    pub step: Step,
+    pub thread: Tid,
     pub op: Operation,
     /// The object operated on: a lock, condvar or futex word, or a file
     /// descriptor's number for file calls; none when there is no object.
     pub object: Option<u64>,
     /// Where the thread was: the call site of a pthread operation (a return
     /// address), or the address after the `syscall` instruction.
-    pub site: u64,
+    pub site: GuestAddr,
     /// The system call's result (`None` while the thread is blocked in it).
     pub result: Option<i64>,
     /// A pthread operation's second value (the mutex of a condvar wait, a
@@ -96,11 +96,11 @@ impl Trace {
     pub fn step(&mut self, ev: Event) {
         let nr = ev.op.word();
         let rec = [
-            ev.step,
-            ev.thread as u64,
+            ev.step.0,
+            ev.thread.0 as u64,
             nr,
             ev.object.unwrap_or(u64::MAX),
-            ev.site,
+            ev.site.0,
             ev.value,
             ev.result.unwrap_or(i64::MIN) as u64,
         ];
@@ -123,15 +123,15 @@ impl Trace {
         self.hasher.update(&(tid.0 as u64).to_le_bytes());
         self.hasher.update(&result.to_le_bytes());
         let fill = |e: &mut Event| {
-            if e.thread == tid.0 && e.result.is_none() {
+            if e.thread == tid && e.result.is_none() {
                 e.result = Some(result);
             }
         };
-        if let Some(e) = self.recent.iter_mut().rev().find(|e| e.thread == tid.0) {
+        if let Some(e) = self.recent.iter_mut().rev().find(|e| e.thread == tid) {
             fill(e);
         }
         if let Some(all) = &mut self.all {
-            if let Some(e) = all.iter_mut().rev().find(|e| e.thread == tid.0) {
+            if let Some(e) = all.iter_mut().rev().find(|e| e.thread == tid) {
                 fill(e);
             }
         }

@@ -37,7 +37,7 @@ impl RunFacts {
         };
         let stacks = match &report.outcome {
             Outcome::Deadlocked { threads, .. } => {
-                stacks(vm, &mappings, threads.iter().map(|b| b.thread))
+                stacks(vm, &mappings, threads.iter().map(|b| b.thread.0))
             }
             _ => BTreeMap::new(),
         };

@@ -148,7 +148,7 @@ impl Symbols {
             e.name(),
             object,
             result,
-            self.call_site(e.site).short()
+            self.call_site(e.site.0).short()
         )
     }
 
@@ -160,7 +160,7 @@ impl Symbols {
             "op": e.name(),
             "object": e.object.map(|o| format!("{o:#x}")),
             "site": format!("{:#x}", e.site),
-            "location": self.call_site(e.site).short(),
+            "location": self.call_site(e.site.0).short(),
             "result": e.result,
             "value": e.value,
         })
@@ -171,7 +171,7 @@ impl Symbols {
             (Some(l), Some(site), Some(h)) => {
                 let taken = b
                     .holder_site
-                    .map(|s| self.lock_site(s).short())
+                    .map(|s| self.lock_site(s.0).short())
                     .unwrap_or_default();
                 let how = if b.waits_on.ends_with("spinning") {
                     "spins"
@@ -182,8 +182,8 @@ impl Symbols {
                     "thread {} ({}) {how} for lock {} at {}, held by thread {h} (taken at {taken})",
                     b.thread,
                     b.name,
-                    self.object(l),
-                    self.lock_site(site).short()
+                    self.object(l.0),
+                    self.lock_site(site.0).short()
                 )
             }
             _ => format!(
@@ -191,7 +191,7 @@ impl Symbols {
                 b.thread,
                 b.name,
                 b.waits_on,
-                self.stopped_at(b.thread, b.rip)
+                self.stopped_at(b.thread.0, b.rip.0)
             ),
         }
     }
@@ -242,11 +242,11 @@ impl Symbols {
                     "name": b.name,
                     "waits_on": b.waits_on,
                     "lock": b.lock.map(|l| format!("{l:#x}")),
-                    "lock_name": b.lock.map(|l| self.object(l)),
-                    "site": b.site.map(|s| self.lock_site(s).short()),
+                    "lock_name": b.lock.map(|l| self.object(l.0)),
+                    "site": b.site.map(|s| self.lock_site(s.0).short()),
                     "holder": b.holder,
-                    "holder_site": b.holder_site.map(|s| self.lock_site(s).short()),
-                    "at": self.at(b.rip).short(),
+                    "holder_site": b.holder_site.map(|s| self.lock_site(s.0).short()),
+                    "at": self.at(b.rip.0).short(),
                 })).collect::<Vec<_>>(),
             }),
             Outcome::Crashed { rip, .. }

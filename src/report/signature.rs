@@ -218,14 +218,14 @@ pub fn compute(f: &Facts, locate: &mut Locate) -> Signature {
                         .map(|e| e.site)
                 };
                 let loc = match b.site.or_else(last_site) {
-                    Some(site) => locate(site, true),
-                    None => locate(b.rip, false),
+                    Some(site) => locate(site.0, true),
+                    None => locate(b.rip.0, false),
                 };
                 // A wait inside a library (a read, a futex the shim does
                 // not see) is named by the program's frame that called
                 // it: every program's waits end in the same few places.
                 let own = (!is_users(&loc, f.exe_object))
-                    .then(|| f.stacks.get(&b.thread))
+                    .then(|| f.stacks.get(&b.thread.0))
                     .flatten()
                     .and_then(|stack| first_users_frame(stack, f.exe_object, locate));
                 site_name(&own.unwrap_or(loc))
@@ -360,6 +360,7 @@ fn base_name(path: &str) -> &str {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::ids::{GuestAddr, Tid};
     use crate::observe::outcome::BlockedThread;
 
     fn loc(address: u64, object: &str, function: &str, line: u32) -> Location {
@@ -380,15 +381,15 @@ mod tests {
 
     fn blocked(thread: u32, site: u64, holder: u32) -> BlockedThread {
         BlockedThread {
-            thread,
+            thread: Tid(thread),
             name: "prog".into(),
             waits_on: "lock".into(),
             object: None,
-            rip: 0x7000,
-            lock: Some(0x10),
-            site: Some(site),
-            holder: Some(holder),
-            holder_site: Some(0x2011),
+            rip: GuestAddr(0x7000),
+            lock: Some(GuestAddr(0x10)),
+            site: Some(GuestAddr(site)),
+            holder: Some(Tid(holder)),
+            holder_site: Some(GuestAddr(0x2011)),
         }
     }
 
@@ -413,7 +414,7 @@ mod tests {
     fn the_programs_own_code_is_named_whatever_its_file_is_called() {
         let o = Outcome::Deadlocked {
             threads: vec![blocked(2, 0x2043, 3), blocked(3, 0x2043, 2)],
-            cycle: vec![2, 3],
+            cycle: vec![Tid(2), Tid(3)],
         };
         let named_as = |exe: &str, naming| {
             let mut at = |a: u64, c: bool| {
@@ -528,7 +529,7 @@ mod tests {
     fn deadlocks_with_the_same_sites_in_any_order_or_size_compare_equal() {
         let a = Outcome::Deadlocked {
             threads: vec![blocked(2, 0x2043, 3), blocked(3, 0x2043, 2)],
-            cycle: vec![2, 3],
+            cycle: vec![Tid(2), Tid(3)],
         };
         let b = Outcome::Deadlocked {
             threads: vec![
@@ -536,7 +537,7 @@ mod tests {
                 blocked(6, 0x2043, 4),
                 blocked(4, 0x2043, 5),
             ],
-            cycle: vec![4, 5, 6],
+            cycle: vec![Tid(4), Tid(5), Tid(6)],
         };
         let sa = compute(&facts(&a), &mut locate);
         let sb = compute(&facts(&b), &mut locate);

@@ -22,6 +22,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::arch::abi::HintOp;
 use crate::code::{SiteKind, StepRules, SyncPoints};
+use crate::ids::{GuestAddr, Step, Tid};
 use crate::kernel::vfs::{HostNode, HostStat, NodeKind};
 use crate::observe::locks::{Inversion, OrderEdge};
 use crate::observe::oracle::Oracle;
@@ -1314,18 +1315,18 @@ impl WireOutcome {
                 threads: threads
                     .into_iter()
                     .map(|b| WireBlocked {
-                        thread: b.thread,
+                        thread: b.thread.0,
                         name: b.name,
                         waits_on: b.waits_on,
                         object: b.object,
-                        rip: b.rip,
-                        lock: b.lock,
-                        site: b.site,
-                        holder: b.holder,
-                        holder_site: b.holder_site,
+                        rip: b.rip.0,
+                        lock: b.lock.map(|a| a.0),
+                        site: b.site.map(|a| a.0),
+                        holder: b.holder.map(|t| t.0),
+                        holder_site: b.holder_site.map(|a| a.0),
                     })
                     .collect(),
-                cycle,
+                cycle: cycle.into_iter().map(|t| t.0).collect(),
             },
             Outcome::Hung {
                 reason,
@@ -1398,18 +1399,18 @@ impl WireOutcome {
                 threads: threads
                     .into_iter()
                     .map(|b| BlockedThread {
-                        thread: b.thread,
+                        thread: Tid(b.thread),
                         name: b.name,
                         waits_on: b.waits_on,
                         object: b.object,
-                        rip: b.rip,
-                        lock: b.lock,
-                        site: b.site,
-                        holder: b.holder,
-                        holder_site: b.holder_site,
+                        rip: GuestAddr(b.rip),
+                        lock: b.lock.map(GuestAddr),
+                        site: b.site.map(GuestAddr),
+                        holder: b.holder.map(Tid),
+                        holder_site: b.holder_site.map(GuestAddr),
                     })
                     .collect(),
-                cycle,
+                cycle: cycle.into_iter().map(Tid).collect(),
             },
             WireOutcome::Hung {
                 reason: reason @ (0 | 2),
@@ -1486,15 +1487,15 @@ impl WireEdge {
 impl WireEvent {
     pub fn from_event(e: &Event) -> Self {
         WireEvent {
-            step: e.step,
-            thread: e.thread,
+            step: e.step.0,
+            thread: e.thread.0,
             op: match e.op {
                 Operation::Syscall { nr } => WireOp::Syscall(nr),
                 Operation::Hint { op } => WireOp::Hint(op as u64),
                 Operation::Sync { site } => WireOp::Sync(site as u8),
             },
             object: e.object,
-            site: e.site,
+            site: e.site.0,
             result: e.result,
             value: e.value,
         }
@@ -1503,8 +1504,8 @@ impl WireEvent {
     /// The engine's event (validation made sure hint numbers are known).
     pub fn to_event(&self) -> Event {
         Event {
-            step: self.step,
-            thread: self.thread,
+            step: Step(self.step),
+            thread: Tid(self.thread),
             op: match self.op {
                 WireOp::Syscall(nr) => Operation::Syscall { nr },
                 WireOp::Hint(op) => Operation::Hint {
@@ -1515,7 +1516,7 @@ impl WireEvent {
                 },
             },
             object: self.object,
-            site: self.site,
+            site: GuestAddr(self.site),
             result: self.result,
             value: self.value,
         }
@@ -1565,11 +1566,11 @@ pub(crate) mod tests {
         let hash = xxhash_rust::xxh3::xxh3_128(&exe);
         let events: Vec<Event> = (1..=3)
             .map(|s| Event {
-                step: s,
-                thread: 1,
+                step: Step(s),
+                thread: Tid(1),
                 op: Operation::Syscall { nr: 39 },
                 object: None,
-                site: 0x1000 + s,
+                site: GuestAddr(0x1000 + s),
                 result: Some(1),
                 value: 0,
             })

@@ -26,7 +26,7 @@ use format::{
 pub use format::{MAX_FILE, Rwd, RwdError};
 
 use crate::engine::{RunConfig, RunReport, Vm, VmError};
-use crate::ids::Tid;
+use crate::ids::{Step, Tid};
 use crate::kernel::KernelConfig;
 use crate::kernel::vfs::{FileSource, HostNode, SharedSource};
 use crate::observe::trace::Event;
@@ -108,7 +108,7 @@ pub fn record_expecting(
 /// was not recorded from its start.
 pub fn from_run(cfg: &RunConfig, vm: &Vm, report: &RunReport) -> Option<Rwd> {
     let events = report.events.as_deref()?;
-    if report.from_snapshot || events.first().is_some_and(|e| e.step != 1) {
+    if report.from_snapshot || events.first().is_some_and(|e| e.step != Step(1)) {
         return None;
     }
     let facts = RunFacts::of(vm, report);
@@ -521,8 +521,8 @@ pub fn first_divergence(rwd: &Rwd, events: &[Event]) -> Divergence {
         .position(|(a, b)| a != b)
         .unwrap_or(recorded.len().min(mine.len()));
     let kept = rwd.events();
-    let expected_at = |step: u64| kept.iter().find(|e| e.step == step).copied();
-    let got_at = |step: u64| events.iter().find(|e| e.step == step).copied();
+    let expected_at = |step: u64| kept.iter().find(|e| e.step == Step(step)).copied();
+    let got_at = |step: u64| events.iter().find(|e| e.step == Step(step)).copied();
     // Within the block, the first step whose events differ (when the
     // recording kept them); else the block's first step.
     let start = (first_block * block) as u64 + 1;

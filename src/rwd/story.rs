@@ -11,6 +11,7 @@ use std::fmt::Write as _;
 use std::sync::Arc;
 
 use super::Rwd;
+use crate::ids::Tid;
 use crate::observe::outcome::{BlockedThread, Outcome};
 use crate::observe::trace::{Event, Operation};
 use crate::report::data::DataSymbols;
@@ -152,7 +153,11 @@ impl<'a> StoryTeller<'a> {
         let names = self.heap_names.get_or_insert_with(|| {
             let mut addrs = vec![a];
             if let Outcome::Deadlocked { threads, .. } = rwd.outcome() {
-                addrs.extend(threads.iter().flat_map(|b| b.lock.or(b.object)));
+                addrs.extend(
+                    threads
+                        .iter()
+                        .flat_map(|b| b.lock.map(|l| l.0).or(b.object)),
+                );
             }
             for inv in rwd.potential_deadlocks() {
                 addrs.extend(inv.edges.iter().flat_map(|e| [e.from, e.to]));
@@ -196,7 +201,7 @@ impl<'a> StoryTeller<'a> {
 
     /// A thread's last recorded step in code with source lines: where it
     /// was in the program when it stopped.
-    fn last_step_in_the_program(&mut self, thread: u32) -> Option<Event> {
+    fn last_step_in_the_program(&mut self, thread: Tid) -> Option<Event> {
         let mine: Vec<Event> = self
             .events
             .iter()
@@ -205,7 +210,7 @@ impl<'a> StoryTeller<'a> {
             .copied()
             .collect();
         mine.into_iter()
-            .find(|e| self.call_site(e.site).line.is_some_and(|l| l > 0))
+            .find(|e| self.call_site(e.site.0).line.is_some_and(|l| l > 0))
     }
 
     /// Where a location is, briefly: `philosophers.c:44`, else its
@@ -266,13 +271,13 @@ impl<'a> StoryTeller<'a> {
                         .filter_map(|t| threads.iter().find(|b| b.thread == *t))
                         .collect()
                 };
-                let waits: Vec<(u32, String, String)> = shown
+                let waits: Vec<(Tid, String, String)> = shown
                     .iter()
                     .map(|b| match (b.lock, b.site) {
                         (Some(l), Some(s)) => (
                             b.thread,
-                            format!("waits for {}", self.object_name(l)),
-                            Self::place(&self.lock_site(s)),
+                            format!("waits for {}", self.object_name(l.0)),
+                            Self::place(&self.lock_site(s.0)),
                         ),
                         // A wait no lock explains (a condition variable, a
                         // futex, a pipe) is told by the program's last
@@ -281,12 +286,12 @@ impl<'a> StoryTeller<'a> {
                             Some(e) => (
                                 b.thread,
                                 format!("waits in {}", self.event_what(&e)),
-                                self.call_site(e.site).short(),
+                                self.call_site(e.site.0).short(),
                             ),
                             None => (
                                 b.thread,
                                 format!("waits on {}", b.waits_on),
-                                Self::place(&self.at(b.rip)),
+                                Self::place(&self.at(b.rip.0)),
                             ),
                         },
                     })
@@ -456,7 +461,7 @@ impl<'a> StoryTeller<'a> {
                             }
                         }
                     }
-                    let first = self.thread(cycle[0]);
+                    let first = self.thread(cycle[0].0);
                     let _ = writeln!(
                         out,
                         "    ... and so back to {first}: none of them can go on"
@@ -647,18 +652,18 @@ impl<'a> StoryTeller<'a> {
 
     /// A blocked thread: what it waits for, where, and who holds it.
     fn blocked_lines(&mut self, b: &BlockedThread) -> Vec<String> {
-        let who = self.thread(b.thread);
+        let who = self.thread(b.thread.0);
         match (b.lock, b.site) {
             (Some(lock), Some(site)) => {
-                let name = self.object_name(lock);
-                let at = self.lock_site(site).short();
+                let name = self.object_name(lock.0);
+                let at = self.lock_site(site.0).short();
                 let mut v = vec![format!("{who} waits for {name} at {at}")];
                 if let Some(h) = b.holder {
                     let taken = b
                         .holder_site
-                        .map(|s| format!(", which took it at {}", self.lock_site(s).short()))
+                        .map(|s| format!(", which took it at {}", self.lock_site(s.0).short()))
                         .unwrap_or_default();
-                    v.push(format!("    held by {}{taken}", self.thread(h)));
+                    v.push(format!("    held by {}{taken}", self.thread(h.0)));
                 }
                 v
             }
@@ -676,11 +681,11 @@ impl<'a> StoryTeller<'a> {
                 match last {
                     Some(e) => {
                         let what = self.event_what(&e);
-                        let at = self.call_site(e.site).short();
+                        let at = self.call_site(e.site.0).short();
                         let _ = write!(line, ", in {what} at {at}");
                     }
                     None => {
-                        let _ = write!(line, " at {}", self.at(b.rip).short());
+                        let _ = write!(line, " at {}", self.at(b.rip.0).short());
                     }
                 }
                 vec![line]
@@ -712,11 +717,11 @@ impl<'a> StoryTeller<'a> {
             );
         }
         for d in &s.decisions[s.decisions.len().saturating_sub(SHOWN)..] {
-            let ev = self.events.iter().find(|e| e.step == d.step).copied();
+            let ev = self.events.iter().find(|e| e.step.0 == d.step).copied();
             let line = match ev {
-                Some(e) if e.thread != d.thread => {
+                Some(e) if e.thread.0 != d.thread => {
                     let what = self.event_what(&e);
-                    let at = self.call_site(e.site).short();
+                    let at = self.call_site(e.site.0).short();
                     // A pthread hint and a sync site are steps taken before
                     // the operation: the thread has not taken the lock yet.
                     let when = match e.op {
@@ -727,7 +732,7 @@ impl<'a> StoryTeller<'a> {
                         "after step {}: {} runs, preempting {} {when} its {what} at {at}",
                         d.step,
                         self.thread(d.thread),
-                        self.thread(e.thread)
+                        self.thread(e.thread.0)
                     )
                 }
                 _ => format!(
@@ -767,7 +772,7 @@ impl<'a> StoryTeller<'a> {
     /// function when it says more than the operation's name, else nothing
     /// (a system call inside a library without symbols).
     fn event_place(&mut self, e: &Event) -> String {
-        let l = self.call_site(e.site);
+        let l = self.call_site(e.site.0);
         file_line(&l)
             .or_else(|| l.function.clone().filter(|f| f != e.name()))
             .unwrap_or_default()
@@ -784,7 +789,7 @@ impl<'a> StoryTeller<'a> {
             return (0..n).collect();
         }
         let index_of = |events: &[Event], step: u64| {
-            let i = events.partition_point(|e| e.step < step);
+            let i = events.partition_point(|e| e.step.0 < step);
             (i < events.len()).then_some(i)
         };
         let mut picked = BTreeSet::new();
@@ -860,24 +865,28 @@ impl<'a> StoryTeller<'a> {
                 && i > l + 1
             {
                 flush(&mut rows, &mut run);
-                let skipped = self.events[i].step - self.events[l].step - 1;
+                let skipped = self.events[i].step.0 - self.events[l].step.0 - 1;
                 rows.push(LaneRow::Gap(skipped));
             }
             last = Some(i);
             let e = self.events[i];
             run.push(LaneCell {
-                step: e.step,
-                thread: e.thread,
+                step: e.step.0,
+                thread: e.thread.0,
                 what: self.event_what(&e),
                 place: self.event_place(&e),
                 blocked: e.result.is_none(),
-                preempted_after: decided.contains(&e.step),
+                preempted_after: decided.contains(&e.step.0),
                 times: 1,
             });
         }
         flush(&mut rows, &mut run);
         if let Some(l) = last {
-            let unseen = self.rwd.expected.steps.saturating_sub(self.events[l].step);
+            let unseen = self
+                .rwd
+                .expected
+                .steps
+                .saturating_sub(self.events[l].step.0);
             if unseen > 0 {
                 rows.push(LaneRow::Gap(unseen));
             }
