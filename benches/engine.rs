@@ -50,8 +50,8 @@ fn syscall_round_trip() -> Row {
     let us = t.as_secs_f64() * 1e6;
     Row {
         what: "system call round trip (getpid loop)".into(),
-        figure: format!("{:.1} µs/step", us / r.steps as f64),
-        steps: r.steps as f64,
+        figure: format!("{:.1} µs/step", us / r.steps.0 as f64),
+        steps: r.steps.0 as f64,
         exits: r.exits as f64,
         us_per_exit: us / r.exits as f64,
     }
@@ -64,7 +64,7 @@ fn whole_runs(name: &str, runs: u32) -> Row {
     for _ in 0..runs {
         let (r, d) = run_once(&c);
         assert!(r.outcome.is_success(), "{name}: {:?}", r.outcome);
-        steps += r.steps;
+        steps += r.steps.0;
         exits += r.exits;
         busy += d;
     }
@@ -85,7 +85,7 @@ fn mean_runs(c: &RunConfig, runs: u32) -> (f64, f64, f64, f64) {
     for _ in 0..runs {
         let (r, d) = run_once(c);
         assert!(r.outcome.is_success(), "{:?}", r.outcome);
-        steps += r.steps;
+        steps += r.steps.0;
         exits += r.exits;
         switches += r.address_space_switches;
         busy += d;

@@ -65,7 +65,7 @@ fn throughput(name: &str, snapshot: bool, runs: u64) -> Throughput {
         vm.set_strategy(Box::new(RandomWalk::new(seed)));
         let r = vm.run().unwrap();
         exits += r.exits;
-        steps += r.steps;
+        steps += r.steps.0;
     }
     Throughput {
         per_sec: runs as f64 / start.elapsed().as_secs_f64(),

@@ -89,7 +89,7 @@ fn row(name: &str, level: SyncPoints, path: Path, schedules: u64) {
     for i in 0..schedules {
         let s = StrategyKind::pct(3).build(schedule_seed(0, i), probe.decision_points);
         let r = runner.run(s).expect("run");
-        steps += r.steps;
+        steps += r.steps.0;
         exits += r.exits;
         busy_us += r.wall_us;
         buffered += r.buffered_sites;
@@ -319,8 +319,8 @@ fn channels_table() {
             r.steps,
             r.wall_us as f64 / 1e6,
             r.wall_us as f64 / base,
-            r.exits as f64 / r.steps.max(1) as f64,
-            cpu as f64 / r.steps.max(1) as f64,
+            r.exits as f64 / r.steps.0.max(1) as f64,
+            cpu as f64 / r.steps.0.max(1) as f64,
         );
     };
     line(SyncPoints::Calls, "default", (calls, 0));

@@ -245,7 +245,7 @@ fn an_endless_loop_of_getpid_hits_the_step_limit() {
         "{:?}",
         r.outcome
     );
-    assert_eq!(r.steps, 5000);
+    assert_eq!(r.steps.0, 5000);
 }
 
 #[test]

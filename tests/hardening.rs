@@ -1164,7 +1164,7 @@ fn work(exe: &Path, args: &[&str]) -> (u64, u64) {
         r.outcome,
         String::from_utf8_lossy(&r.stderr)
     );
-    (r.steps, r.looked_at)
+    (r.steps.0, r.looked_at)
 }
 
 /// What the run of `exe` with `more` takes beyond the one with `base`:

@@ -73,7 +73,7 @@ fn a_loop_stopped_by_alarm_ends_with_one_trace_hash() {
     let first = run_to_exit(&c);
     assert_eq!(String::from_utf8_lossy(&first.stdout), "rounds: many, 1\n");
     // A virtual second is about a thousand ticks, not a million steps.
-    assert!(first.steps < 5_000, "{} steps", first.steps);
+    assert!(first.steps.0 < 5_000, "{} steps", first.steps);
     for _ in 0..3 {
         let again = run_config(&c);
         assert_eq!(
@@ -145,7 +145,7 @@ fn computing_threads_are_preempted_at_ticks() {
             String::from_utf8_lossy(&r.stdout).trim().to_string(),
             r.trace_hash,
             r.decision_points,
-            r.steps,
+            r.steps.0,
         )
     };
     let switches = |o: &str| o.as_bytes().windows(2).filter(|w| w[0] != w[1]).count();

@@ -186,7 +186,7 @@ fn prepare(
         cfg,
         expect: (variant == Variant::Buggy).then(|| h.manifest.expect.clone()),
         decision_points,
-        steps: probe.steps.max(1),
+        steps: probe.steps.0.max(1),
     };
     Ok((target, runner))
 }

@@ -22,7 +22,7 @@ use std::time::{Duration, Instant};
 use crate::arch::abi::{HintOp, SHIM_PATH};
 use crate::arch::cpu::{ExtendedState, UserRegs};
 use crate::arch::layout::PAGE_SIZE;
-use crate::ids::Tid;
+use crate::ids::{Step, Tid};
 use crate::kernel::loader::LoadError;
 use crate::kernel::vfs::SharedSource;
 use crate::kernel::{FpuAccess, Kernel, KernelConfig};
@@ -132,8 +132,9 @@ pub struct RunReport {
     /// success and the lock-order cycles: `None` for a run that did not.
     #[serde(skip)]
     pub failure: Option<FailureKind>,
-    /// Steps taken (system calls).
-    pub steps: u64,
+    /// Steps taken: the number of the last step (system calls, pthread
+    /// calls and sync sites).
+    pub steps: Step,
     /// Hash over every step's thread, call, arguments and result.
     pub trace_hash: String,
     /// Threads the program had, the main one included.
@@ -410,7 +411,7 @@ impl Vm {
         RunReport {
             failure: FailureKind::of(&outcome, !potential_deadlocks.is_empty(), &self.ok_codes),
             outcome,
-            steps: obs.step().0,
+            steps: obs.step(),
             trace_hash: obs.trace().hash_hex(),
             threads: k.threads().len(),
             live_at_end: k.live_threads(),

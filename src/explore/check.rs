@@ -108,7 +108,7 @@ impl Checked {
     pub fn cost(&self) -> RunCost {
         let sum =
             |f: fn(&RunReport) -> u64| self.trials.iter().map(|t| f(&t.report)).sum::<u64>() as f64;
-        let (steps, exits, us) = (sum(|r| r.steps), sum(|r| r.exits), sum(|r| r.wall_us));
+        let (steps, exits, us) = (sum(|r| r.steps.0), sum(|r| r.exits), sum(|r| r.wall_us));
         RunCost {
             steps_per_schedule: steps / self.trials.len().max(1) as f64,
             exits_per_step: exits / steps.max(1.0),

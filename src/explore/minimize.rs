@@ -282,7 +282,7 @@ impl Search<'_> {
             Hit {
                 decisions,
                 anchors,
-                steps: report.steps,
+                steps: report.steps.0,
                 outcome: report.outcome.clone(),
                 points,
             }

@@ -74,7 +74,7 @@ impl VmExecutor {
     /// Counts a run's steps and machine exits.
     fn count(&self, report: &RunReport) {
         let p = &self.progress;
-        p.steps.fetch_add(report.steps, Ordering::Relaxed);
+        p.steps.fetch_add(report.steps.0, Ordering::Relaxed);
         p.exits.fetch_add(report.exits, Ordering::Relaxed);
     }
 

@@ -123,7 +123,7 @@ impl<EM, I, OT: MatchName, S: HasMetadata> Feedback<EM, I, OT, S> for LearnRunPr
             let first_step = report.schedule.decisions.first().map_or(0, |d| d.step);
             state.metadata_or_insert_with(RunProfile::default).learn(
                 first_step,
-                report.steps,
+                report.steps.0,
                 report.threads as u32,
             );
         }

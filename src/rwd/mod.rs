@@ -236,7 +236,7 @@ pub fn from_run(cfg: &RunConfig, vm: &Vm, report: &RunReport) -> Option<Rwd> {
         expected: Expected {
             outcome: WireOutcome::from_outcome(&report.outcome),
             signature,
-            steps: report.steps,
+            steps: report.steps.0,
             trace_hash: u64::from_str_radix(&report.trace_hash, 16).unwrap_or(0),
             potential_deadlocks: report
                 .potential_deadlocks
