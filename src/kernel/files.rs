@@ -8,6 +8,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
 use super::vfs::NodeKind;
+use crate::ids::Pid;
 
 /// What an open file is.
 #[derive(Clone, Debug)]
@@ -44,7 +45,7 @@ pub enum FileKind {
     /// An epoll instance (`sys_epoll`).
     Epoll { id: u64 },
     /// A process descriptor (`pidfd_open`): readable once the process ends.
-    PidFd { pid: u32 },
+    PidFd { pid: Pid },
     /// A timer descriptor (`timerfd_create`, in `sys_timer`).
     TimerFd { id: u64, realtime: bool },
     /// A signal descriptor (`signalfd`): reads the pending signals of `mask`.

@@ -48,7 +48,7 @@ use rand_core::{RngCore, SeedableRng};
 use crate::arch::abi::{self, HINT_SYSCALL, HintOp};
 use crate::arch::cpu::{ExtendedState, UserRegs};
 use crate::code::{SiteTable, SyncPoints};
-use crate::ids::GuestAddr;
+use crate::ids::{GuestAddr, Pid};
 use crate::memory::{Access, AddressSpace, MemError, PhysMemory};
 use crate::observe::Observer;
 use crate::observe::outcome::{BlockedThread, HungReason, Outcome, signal_name};
@@ -76,6 +76,8 @@ pub const MAX_STEPS: u64 = 100_000_000;
 pub const TSC_PER_NS: u64 = 1;
 /// Thread id of the main thread (and the process id).
 pub const MAIN_TID: Tid = Tid(1);
+/// The first process's id (its first thread's).
+const MAIN_PID: Pid = Pid(MAIN_TID.0);
 /// Bytes of each output stream a run keeps.
 pub const OUTPUT_CAP: usize = 16 << 20;
 
@@ -218,18 +220,18 @@ pub struct Kernel {
     pipes: file::pipe::Pipes,
     epolls: file::epoll::Instances,
     /// Every process, by pid, with what its threads share.
-    procs: BTreeMap<process::Pid, process::Process>,
+    procs: BTreeMap<Pid, process::Process>,
     /// The current process.
-    pid: process::Pid,
+    pid: Pid,
     /// The id of the address space in `mm`.
-    space: process::Pid,
+    space: Pid,
     /// The other address spaces, by id.
-    spaces: BTreeMap<process::Pid, AddressSpace>,
+    spaces: BTreeMap<Pid, AddressSpace>,
     /// Translations the guest cached may be wrong (set when a parked or
     /// dropped address space changed).
     invalidate: bool,
     /// The process the run started with: its end is the run's end.
-    first_pid: process::Pid,
+    first_pid: Pid,
     /// Timers of every process (`sys_timer`).
     timers: timers::Timers,
     /// Bound and listening sockets (`sys_net`).
@@ -240,9 +242,9 @@ pub struct Kernel {
     /// Shared memory objects (`shared`).
     shared: shared::SharedObjects,
     /// Each process's children (ended ones too, until reaped).
-    children: BTreeMap<process::Pid, std::collections::BTreeSet<process::Pid>>,
+    children: BTreeMap<Pid, std::collections::BTreeSet<Pid>>,
     /// The processes (ended ones too, until reaped) of each address space.
-    space_users: BTreeMap<process::Pid, std::collections::BTreeSet<process::Pid>>,
+    space_users: BTreeMap<Pid, std::collections::BTreeSet<Pid>>,
     /// What changed since the waiters last looked (`ready`).
     changes: ready::Changes,
     /// Whether the run still makes progress.
@@ -321,11 +323,11 @@ impl Kernel {
             pipes,
             epolls: Default::default(),
             procs: BTreeMap::new(),
-            pid: MAIN_TID.0,
-            space: MAIN_TID.0,
+            pid: MAIN_PID,
+            space: MAIN_PID,
             spaces: BTreeMap::new(),
             invalidate: false,
-            first_pid: MAIN_TID.0,
+            first_pid: MAIN_PID,
             timers: Default::default(),
             sockets: Default::default(),
             shared_files: BTreeMap::new(),
@@ -340,11 +342,11 @@ impl Kernel {
             frames: Default::default(),
         };
         let first = process::Process {
-            pid: MAIN_TID.0,
-            parent: 0,
-            pgid: MAIN_TID.0,
-            sid: MAIN_TID.0,
-            space: MAIN_TID.0,
+            pid: MAIN_PID,
+            parent: Pid(0),
+            pgid: MAIN_PID,
+            sid: MAIN_PID,
+            space: MAIN_PID,
             exe: k.config.exe.clone(),
             cmdline: k.config.argv.clone(),
             environ: k.config.env.clone(),

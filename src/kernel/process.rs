@@ -16,10 +16,8 @@ use super::files::FdTable;
 use super::futex::FutexKey;
 use super::signal::SignalTable;
 use super::thread::{ThreadState, Wait};
+use crate::ids::Pid;
 use crate::memory::AddressSpace;
-
-/// A process id (the thread id of its first thread).
-pub type Pid = u32;
 
 /// How a process ended, as `wait` reports it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -276,7 +274,7 @@ impl Kernel {
 
     /// Whether a live process runs in address space `id`.
     fn space_in_use(&self, id: Pid) -> bool {
-        self.space_used_by_another(id, 0)
+        self.space_used_by_another(id, Pid(0))
     }
 
     /// Runs `f` with `pid` as the current process (for acting on another
@@ -303,7 +301,7 @@ impl Kernel {
         match shared {
             Some((object, offset)) if !private => FutexKey::Shared { object, offset },
             _ => FutexKey::Private {
-                space: self.space,
+                space: self.space.0,
                 addr,
             },
         }
@@ -373,7 +371,7 @@ impl Kernel {
             self.collect_shared();
         }
         if let Some(t) = vfork_parent {
-            self.wake(t, pid as i64);
+            self.wake(t, pid.0 as i64);
         }
         // Orphans go to the nearest living ancestor that is a subreaper,
         // else to the first process, which reaps them if it waits.
@@ -442,7 +440,7 @@ impl Kernel {
                 signo: signal,
                 code: 1, // CLD_EXITED
                 addr: 0,
-                sender: self.pid,
+                sender: self.pid.0,
                 forced: false,
             };
             self.with_process(parent, |k| super::signal::send_to_process(k, s));

@@ -16,6 +16,7 @@ use serde::{Deserialize, Serialize};
 
 use super::Kernel;
 use super::files::Held;
+use crate::ids::Pid;
 
 /// An object a blocked call can wait on.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
@@ -29,9 +30,9 @@ pub enum Ready {
     /// Timer descriptor `id`.
     Timer(u64),
     /// The signals pending for process `pid` ([`ANY_PROCESS`]: for any).
-    Signals(u32),
+    Signals(Pid),
     /// Process `pid`'s end.
-    Ended(u32),
+    Ended(Pid),
     /// Epoll instance `id`: one of the descriptors it watches.
     Epoll(u64),
 }
@@ -39,7 +40,7 @@ pub enum Ready {
 /// The `pid` of [`Ready::Signals`] that every signal touches: what an
 /// epoll instance's signal descriptor watches, since the process that
 /// waits on the instance is the one whose signals count.
-pub const ANY_PROCESS: u32 = 0;
+pub const ANY_PROCESS: Pid = Pid(0);
 
 /// What changed since the waiters last looked, and how many tables hold
 /// each object.

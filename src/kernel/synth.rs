@@ -2,9 +2,10 @@
 //! `/proc/cpuinfo`, the CPU lists of `/sys` and the devices of `/dev`.
 
 use super::files::FileKind;
-use super::process::{Pid, Process};
+use super::process::Process;
 use super::{Kernel, Tid};
 use crate::arch::layout::PAGE_SIZE;
+use crate::ids::Pid;
 use crate::memory::Usage;
 
 /// The release string programs see.
@@ -39,7 +40,7 @@ pub(super) fn proc_path<'a>(k: &Kernel, path: &'a str) -> Option<ProcPath<'a>> {
         "self" => (k.pid, None),
         "thread-self" => (k.pid, Some(k.current)),
         n if n.bytes().all(|b| b.is_ascii_digit()) => {
-            let pid: Pid = n.parse().ok()?;
+            let pid = Pid(n.parse().ok()?);
             k.procs.contains_key(&pid).then_some((pid, None))?
         }
         _ => return None,
@@ -146,7 +147,7 @@ fn thread_of(k: &Kernel, p: ProcPath) -> Option<Tid> {
         return p.tid;
     }
     let live = |t: &Tid| k.threads.get(t).is_some_and(|t| t.is_alive());
-    let leader = Tid(p.pid);
+    let leader = p.pid.first_thread();
     if live(&leader) {
         return Some(leader);
     }
@@ -203,7 +204,7 @@ fn stat_text(k: &Kernel, proc: &Process, thread: Option<Tid>, name: &str) -> Str
     let n = threads_of(k, proc.pid);
     let (sigmask, id) = thread
         .and_then(|t| k.threads.get(&t))
-        .map_or((0, proc.pid), |t| (t.sigmask(), t.tid.0));
+        .map_or((0, proc.pid.0), |t| (t.sigmask(), t.tid.0));
     let rss_limit = u64::MAX;
     let exit = match proc.ended {
         Some(e) => e.wait_status(),

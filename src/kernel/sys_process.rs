@@ -13,11 +13,12 @@ use super::clone_args::{
     CLONE_PARENT_SETTID, CLONE_SETTLS, CLONE_THREAD, CLONE_VFORK, CLONE_VM, CloneArgs,
 };
 use super::loader::{self, Exec, LoadError};
-use super::process::{Ended, Pid, Process};
+use super::process::{Ended, Process};
 use super::sys_thread::clone_thread;
 use super::thread::{Thread, Wait};
 use super::{FpuAccess, Kernel, SysResult, err};
 use crate::arch::cpu::ExtendedState;
+use crate::ids::Pid;
 
 pub const CALLS: &[SyscallDef] = &[
     def(
@@ -112,7 +113,7 @@ fn spawn(k: &mut Kernel, cpu: &mut dyn FpuAccess, c: CloneArgs) -> SysResult {
         ));
     }
     let tid = k.alloc_tid();
-    let pid = tid.0;
+    let pid = Pid::from(tid);
     let space = if flags & CLONE_VM != 0 {
         k.space
     } else {
@@ -172,15 +173,15 @@ fn spawn(k: &mut Kernel, cpu: &mut dyn FpuAccess, c: CloneArgs) -> SysResult {
     });
     k.threads.insert(tid, child);
     if flags & CLONE_PARENT_SETTID != 0 {
-        let _ = k.write_u32(parent_tid, pid);
+        let _ = k.write_u32(parent_tid, pid.0);
     }
     if flags & CLONE_CHILD_SETTID != 0 {
-        let _ = k.with_process(pid, |k| k.write_u32(child_tid, pid));
+        let _ = k.with_process(pid, |k| k.write_u32(child_tid, pid.0));
     }
     if flags & CLONE_VFORK != 0 {
-        SysResult::Block(Wait::Vfork { child: pid })
+        SysResult::Block(Wait::Vfork { child: pid.0 })
     } else {
-        SysResult::Ret(pid as i64)
+        SysResult::Ret(pid.0 as i64)
     }
 }
 
@@ -332,7 +333,7 @@ fn exec(
         k.collect_shared();
     }
     if let Some(parent) = k.procs.get_mut(&pid).and_then(|p| p.vfork_parent.take()) {
-        k.wake(parent, pid as i64);
+        k.wake(parent, pid.0 as i64);
     }
     k.files_mut().close_on_exec();
     k.signals_mut().reset_for_exec();
@@ -421,8 +422,8 @@ fn sys_wait4(k: &mut Kernel, _: &mut dyn FpuAccess, a: [u64; 6]) -> SysResult {
     let which = match sel as i32 {
         -1 => Which::Any,
         0 => Which::Group(k.process_entry().pgid),
-        n if n > 0 => Which::Pid(n as Pid),
-        n => Which::Group(n.unsigned_abs()),
+        n if n > 0 => Which::Pid(Pid(n as u32)),
+        n => Which::Group(Pid(n.unsigned_abs())),
     };
     let found = children(k, which);
     if found.is_empty() {
@@ -443,16 +444,16 @@ fn sys_wait4(k: &mut Kernel, _: &mut dyn FpuAccess, a: [u64; 6]) -> SysResult {
         return err(libc::EFAULT);
     }
     reap(k, pid);
-    SysResult::Ret(pid as i64)
+    SysResult::Ret(pid.0 as i64)
 }
 
 fn sys_waitid(k: &mut Kernel, _: &mut dyn FpuAccess, a: [u64; 6]) -> SysResult {
     let [idtype, id, infop, options, ..] = a;
     let which = match idtype {
         0 => Which::Any,
-        1 => Which::Pid(id as Pid),
+        1 => Which::Pid(Pid(id as u32)),
         2 if id == 0 => Which::Group(k.process_entry().pgid),
-        2 => Which::Group(id as Pid),
+        2 => Which::Group(Pid(id as u32)),
         3 => match k.files().get(id as i32).map(|f| f.kind.clone()) {
             Some(super::files::FileKind::PidFd { pid }) => Which::Pid(pid),
             Some(_) => return err(libc::EINVAL),
@@ -485,7 +486,7 @@ fn sys_waitid(k: &mut Kernel, _: &mut dyn FpuAccess, a: [u64; 6]) -> SysResult {
     };
     info[0..4].copy_from_slice(&libc::SIGCHLD.to_le_bytes());
     info[8..12].copy_from_slice(&code.to_le_bytes());
-    info[16..20].copy_from_slice(&pid.to_le_bytes());
+    info[16..20].copy_from_slice(&pid.0.to_le_bytes());
     info[24..28].copy_from_slice(&value.to_le_bytes());
     if infop != 0 && k.write(infop, &info).is_err() {
         return err(libc::EFAULT);
@@ -501,11 +502,13 @@ fn sys_pidfd_open(k: &mut Kernel, _: &mut dyn FpuAccess, a: [u64; 6]) -> SysResu
     if flags & !libc::O_NONBLOCK != 0 || pid <= 0 {
         return err(libc::EINVAL);
     }
-    if !k.procs.contains_key(&(pid as Pid)) {
+    if !k.procs.contains_key(&Pid(pid as u32)) {
         return err(libc::ESRCH);
     }
     let f = super::files::OpenFile {
-        kind: super::files::FileKind::PidFd { pid: pid as Pid },
+        kind: super::files::FileKind::PidFd {
+            pid: Pid(pid as u32),
+        },
         path: "anon_inode:[pidfd]".into(),
         offset: 0,
         flags: libc::O_RDWR | flags,
@@ -518,29 +521,29 @@ fn sys_pidfd_open(k: &mut Kernel, _: &mut dyn FpuAccess, a: [u64; 6]) -> SysResu
 }
 
 fn sys_getppid(k: &mut Kernel, _: &mut dyn FpuAccess, _: [u64; 6]) -> SysResult {
-    SysResult::Ret(k.process_entry().parent as i64)
+    SysResult::Ret(k.process_entry().parent.0 as i64)
 }
 
 /// The live process `pid` names (0: the caller).
 fn target(k: &Kernel, pid: u64) -> Option<&Process> {
-    let pid = if pid == 0 { k.pid } else { pid as Pid };
+    let pid = if pid == 0 { k.pid } else { Pid(pid as u32) };
     k.procs.get(&pid).filter(|p| p.ended.is_none())
 }
 
 fn sys_getpgrp(k: &mut Kernel, _: &mut dyn FpuAccess, _: [u64; 6]) -> SysResult {
-    SysResult::Ret(k.process_entry().pgid as i64)
+    SysResult::Ret(k.process_entry().pgid.0 as i64)
 }
 
 fn sys_getpgid(k: &mut Kernel, _: &mut dyn FpuAccess, a: [u64; 6]) -> SysResult {
     match target(k, a[0]) {
-        Some(p) => SysResult::Ret(p.pgid as i64),
+        Some(p) => SysResult::Ret(p.pgid.0 as i64),
         None => err(libc::ESRCH),
     }
 }
 
 fn sys_getsid(k: &mut Kernel, _: &mut dyn FpuAccess, a: [u64; 6]) -> SysResult {
     match target(k, a[0]) {
-        Some(p) => SysResult::Ret(p.sid as i64),
+        Some(p) => SysResult::Ret(p.sid.0 as i64),
         None => err(libc::ESRCH),
     }
 }
@@ -557,7 +560,7 @@ fn sys_setpgid(k: &mut Kernel, _: &mut dyn FpuAccess, a: [u64; 6]) -> SysResult 
         return err(libc::ESRCH);
     }
     let pid = p.pid;
-    let pgid = if a[1] == 0 { pid } else { a[1] as Pid };
+    let pgid = if a[1] == 0 { pid } else { Pid(a[1] as u32) };
     k.procs.get_mut(&pid).expect("found").pgid = pgid;
     SysResult::Ret(0)
 }
@@ -570,7 +573,7 @@ fn sys_setsid(k: &mut Kernel, _: &mut dyn FpuAccess, _: [u64; 6]) -> SysResult {
     let p = k.procs.get_mut(&pid).expect("current");
     p.pgid = pid;
     p.sid = pid;
-    SysResult::Ret(pid as i64)
+    SysResult::Ret(pid.0 as i64)
 }
 
 fn sys_clone(k: &mut Kernel, cpu: &mut dyn FpuAccess, a: [u64; 6]) -> SysResult {

@@ -4,6 +4,7 @@ use super::call::{SyscallDef, def};
 use super::signal::{self, NSIG, SigAction, UNBLOCKABLE, bit};
 use super::thread::{AltStack, PendingSignal, Wait};
 use super::{FpuAccess, Kernel, SysResult, Tid, err};
+use crate::ids::Pid;
 
 pub const CALLS: &[SyscallDef] = &[
     def(libc::SYS_rt_sigaction, sys_rt_sigaction, ""),
@@ -258,11 +259,12 @@ fn sys_rt_sigtimedwait(k: &mut Kernel, _: &mut dyn FpuAccess, a: [u64; 6]) -> Sy
 }
 
 fn user_signal(k: &Kernel, signo: u32) -> PendingSignal {
+    let from_first_thread = Pid::from(k.current) == k.pid();
     PendingSignal {
         signo,
-        code: if k.current.0 == k.pid() { 0 } else { -6 }, // SI_USER / SI_TKILL
+        code: if from_first_thread { 0 } else { -6 }, // SI_USER / SI_TKILL
         addr: 0,
-        sender: k.pid(),
+        sender: k.pid().0,
         forced: false,
     }
 }
@@ -271,15 +273,15 @@ fn sys_kill(k: &mut Kernel, _: &mut dyn FpuAccess, a: [u64; 6]) -> SysResult {
     let sel = a[0] as i32;
     let me = k.pid();
     let group = k.processes()[&me].pgid;
-    let targets: Vec<u32> = k
+    let targets: Vec<Pid> = k
         .processes()
         .values()
         .filter(|p| p.ended.is_none())
         .filter(|p| match sel {
             0 => p.pgid == group,
             -1 => p.pid != k.first_pid || p.pid == me,
-            n if n > 0 => p.pid == n as u32,
-            n => p.pgid == n.unsigned_abs(),
+            n if n > 0 => p.pid == Pid(n as u32),
+            n => p.pgid == Pid(n.unsigned_abs()),
         })
         .map(|p| p.pid)
         .collect();
@@ -322,7 +324,7 @@ fn sys_tgkill(k: &mut Kernel, _: &mut dyn FpuAccess, a: [u64; 6]) -> SysResult {
     let in_group = k
         .threads
         .get(&Tid(a[1] as u32))
-        .is_some_and(|t| t.pid == a[0] as u32);
+        .is_some_and(|t| t.pid == Pid(a[0] as u32));
     if !in_group {
         return err(libc::ESRCH);
     }

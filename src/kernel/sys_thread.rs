@@ -184,7 +184,7 @@ fn sys_gettid(k: &mut Kernel, _: &mut dyn FpuAccess, _: [u64; 6]) -> SysResult {
 }
 
 fn sys_getpid(k: &mut Kernel, _: &mut dyn FpuAccess, _: [u64; 6]) -> SysResult {
-    SysResult::Ret(k.pid as i64)
+    SysResult::Ret(k.pid.0 as i64)
 }
 
 fn sys_sched_yield(_: &mut Kernel, _: &mut dyn FpuAccess, _: [u64; 6]) -> SysResult {

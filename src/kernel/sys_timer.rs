@@ -12,11 +12,11 @@ use super::call::{SyscallDef, def};
 use super::call::{read_timespec, read_timeval};
 use super::file::timerfd::timer_of;
 use super::files::{FileKind, OpenFile};
-use super::process::Pid;
 use super::signal;
 use super::thread::{Nanos, Tid};
 use super::timers::{Action, Slot, Timer, arm, current};
 use super::{FpuAccess, Kernel, SysResult, err};
+use crate::ids::Pid;
 
 pub const CALLS: &[SyscallDef] = &[
     def(libc::SYS_alarm, sys_alarm, "on virtual time"),

@@ -7,6 +7,7 @@ use serde::{Deserialize, Serialize};
 use super::ready::Ready;
 use crate::arch::cpu::{ExtendedState, UserRegs};
 use crate::code::Site;
+use crate::ids::Pid;
 pub use crate::ids::{Nanos, Tid};
 
 /// Why a thread cannot run.
@@ -150,7 +151,7 @@ pub struct PendingSignal {
 pub struct Thread {
     pub tid: Tid,
     /// The process the thread belongs to (its thread-group id).
-    pub pid: u32,
+    pub pid: Pid,
     pub regs: UserRegs,
     pub fs_base: u64,
     /// The extended register state while the thread is not loaded in the
@@ -217,7 +218,7 @@ impl Thread {
     pub fn new(tid: Tid, regs: UserRegs, name: String) -> Self {
         Thread {
             tid,
-            pid: tid.0,
+            pid: Pid::from(tid),
             regs,
             fs_base: 0,
             fpu: Some(ExtendedState::initial()),
@@ -302,16 +303,16 @@ struct Index {
     /// Threads in a poll or a read of a descriptor.
     polls: BTreeSet<Tid>,
     /// Live threads by process.
-    members: BTreeMap<u32, BTreeSet<Tid>>,
+    members: BTreeMap<Pid, BTreeSet<Tid>>,
     /// How many threads live.
     live: usize,
     /// Live threads by process and signal mask (a process's threads
     /// usually share a few masks): whom a process's signal goes to.
-    masks: BTreeMap<u32, BTreeMap<u64, BTreeSet<Tid>>>,
+    masks: BTreeMap<Pid, BTreeMap<u64, BTreeSet<Tid>>>,
     /// Threads in `wait4`/`waitid`, by process.
-    child_waits: BTreeMap<u32, BTreeSet<Tid>>,
+    child_waits: BTreeMap<Pid, BTreeSet<Tid>>,
     /// Threads with signals pending, by process.
-    pending: BTreeMap<u32, BTreeSet<Tid>>,
+    pending: BTreeMap<Pid, BTreeSet<Tid>>,
 }
 
 /// Adds `tid` to the set under `key`.
@@ -521,12 +522,12 @@ impl Threads {
     }
 
     /// Live threads of process `pid`, in id order.
-    pub fn members(&self, pid: u32) -> impl Iterator<Item = Tid> + '_ {
+    pub fn members(&self, pid: Pid) -> impl Iterator<Item = Tid> + '_ {
         self.index.members.get(&pid).into_iter().flatten().copied()
     }
 
     /// Live threads of process `pid`.
-    pub fn alive_in(&self, pid: u32) -> usize {
+    pub fn alive_in(&self, pid: Pid) -> usize {
         self.index.members.get(&pid).map_or(0, BTreeSet::len)
     }
 
@@ -538,7 +539,7 @@ impl Threads {
     /// The live thread of process `pid` that a signal `signo` sent to the
     /// process goes to: the lowest that does not block it, else the lowest;
     /// and how many masks it looked at to find it.
-    pub fn signal_target(&self, pid: u32, signo: u32) -> (Option<Tid>, u64) {
+    pub fn signal_target(&self, pid: Pid, signo: u32) -> (Option<Tid>, u64) {
         let bit = 1u64 << (signo - 1); // its bit in a mask
         let masks = self.index.masks.get(&pid);
         let target = masks
@@ -552,7 +553,7 @@ impl Threads {
     }
 
     /// Threads of process `pid` waiting for a child to change.
-    pub fn child_waiters(&self, pid: u32) -> impl Iterator<Item = Tid> + '_ {
+    pub fn child_waiters(&self, pid: Pid) -> impl Iterator<Item = Tid> + '_ {
         self.index
             .child_waits
             .get(&pid)
@@ -563,7 +564,7 @@ impl Threads {
 
     /// Threads of process `pid` with signals pending (live or not), in id
     /// order.
-    pub fn with_pending(&self, pid: u32) -> impl Iterator<Item = Tid> + '_ {
+    pub fn with_pending(&self, pid: Pid) -> impl Iterator<Item = Tid> + '_ {
         self.index.pending.get(&pid).into_iter().flatten().copied()
     }
 

@@ -9,10 +9,10 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use super::Kernel;
-use super::process::Pid;
 use super::ready::Ready;
 use super::signal;
 use super::thread::{Nanos, PendingSignal, Tid};
+use crate::ids::Pid;
 
 /// What a timer does when it fires.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

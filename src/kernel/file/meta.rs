@@ -158,7 +158,7 @@ pub(in crate::kernel) fn meta_of_fd(k: &mut Kernel, fd: i32) -> Result<Meta, i32
         // Anonymous inodes, as Linux's eventfd and epoll.
         FileKind::TimerFd { id, .. } => Ok(Meta::new(0o600, 0, 7000 + *id)),
         FileKind::SignalFd { .. } => Ok(Meta::new(0o600, 0, 8000 + fd as u64)),
-        FileKind::PidFd { pid } => Ok(Meta::new(0o600, 0, 6000 + u64::from(*pid))),
+        FileKind::PidFd { pid } => Ok(Meta::new(0o600, 0, 6000 + u64::from(pid.0))),
         FileKind::EventFd { id, .. } | FileKind::Epoll { id } => {
             Ok(Meta::new(0o600, 0, 4000 + *id))
         }

@@ -25,6 +25,7 @@ pub mod signalfd;
 pub mod socket;
 pub mod timerfd;
 
+use crate::ids::Pid;
 use crate::kernel::call::ret;
 use crate::kernel::files::{FileKind, Held, OpenFile};
 use crate::kernel::ready::Ready;
@@ -287,7 +288,7 @@ pub(in crate::kernel) fn readiness(k: &Kernel, fd: i32) -> Option<i16> {
 /// The objects whose change may make descriptor `fd` ready, a signal
 /// descriptor's being the signals of process `signals_of`. Descriptors
 /// whose readiness never changes have none.
-pub(in crate::kernel) fn ready_keys(k: &Kernel, fd: i32, signals_of: u32) -> Vec<Ready> {
+pub(in crate::kernel) fn ready_keys(k: &Kernel, fd: i32, signals_of: Pid) -> Vec<Ready> {
     let Some(f) = k.files().get(fd) else {
         return Vec::new();
     };

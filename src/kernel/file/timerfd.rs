@@ -1,8 +1,8 @@
 //! Timer descriptors (`timerfd`): reading the expirations of their timer
 //! (the timers are `kernel::timers`').
 
+use crate::ids::Pid;
 use crate::kernel::files::FileKind;
-use crate::kernel::process::Pid;
 use crate::kernel::ready::Ready;
 use crate::kernel::timers::Slot;
 use crate::kernel::{Kernel, SysResult, err};

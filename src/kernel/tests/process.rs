@@ -2,6 +2,7 @@
 //! with Linux's errors.
 
 use super::{Want, cases};
+use crate::ids::Pid;
 use libc::*;
 
 /// Forks the bench's process; the child's pid.
@@ -48,12 +49,12 @@ cases! {
     }, Want::Err(ECHILD);
     wait_into_a_bad_pointer_is_efault: SYS_wait4, |b| {
         let pid = fork(b);
-        b.k.with_process(pid as u32, |k| super::super::sys_thread::exit_process(k, 3));
+        b.k.with_process(Pid(pid as u32), |k| super::super::sys_thread::exit_process(k, 3));
         [pid, super::UNMAPPED, 0, 0, 0, 0]
     }, Want::Err(EFAULT);
     a_reaped_child_reports_its_exit_code: SYS_wait4, |b| {
         let pid = fork(b);
-        b.k.with_process(pid as u32, |k| super::super::sys_thread::exit_process(k, 3));
+        b.k.with_process(Pid(pid as u32), |k| super::super::sys_thread::exit_process(k, 3));
         [pid, super::SCRATCH + 8192, 0, 0, 0, 0]
     }, Want::Ret(2), then |b| {
         assert_eq!(b.read(super::SCRATCH + 8192, 4), 0x300u32.to_le_bytes());
@@ -66,7 +67,7 @@ cases! {
     }, Want::Err(EINVAL);
     waitid_on_a_bad_pidfd_is_ebadf: SYS_waitid, |b| [3, 99, b.buf(128), WEXITED as u64, 0, 0], Want::Err(EBADF);
     fork_returns_the_child_pid: SYS_fork, |b| [0; 6], Want::Ret(2), then |b| {
-        assert_eq!(b.k.processes()[&2].parent, 1);
+        assert_eq!(b.k.processes()[&Pid(2)].parent, Pid(1));
         assert_eq!(b.ret(SYS_getpid, [0; 6]), 1);
     };
     vfork_blocks_the_parent: SYS_vfork, |b| [0; 6], Want::Blocks;
@@ -118,7 +119,7 @@ cases! {
         let def = super::super::table::lookup(SYS_fcntl as u64).unwrap();
         let set = [3, F_SETFL as u64, O_NONBLOCK as u64, 0, 0, 0];
         let fpu = &mut b.fpu;
-        let r = b.k.with_process(pid as u32, |k| (def.handler)(k, fpu, set));
+        let r = b.k.with_process(Pid(pid as u32), |k| (def.handler)(k, fpu, set));
         assert!(matches!(r, super::super::SysResult::Ret(0)), "{r:?}");
         [3, F_GETFL as u64, 0, 0, 0, 0]
     }, Want::Ret((O_RDONLY | O_NONBLOCK) as i64);

@@ -1,6 +1,7 @@
 //! Metadata, access checks, listings, links and the working directory.
 
 use super::{UNMAPPED, Want, cases};
+use crate::ids::Pid;
 use libc::*;
 
 const FDCWD: u64 = AT_FDCWD as u64;
@@ -144,7 +145,7 @@ cases! {
     }, Want::Ret(1);
     readlink_of_an_exited_processs_exe_is_enoent: SYS_readlink, |b| {
         let pid = fork(b);
-        b.k.with_process(pid, |k| crate::kernel::sys_thread::exit_process(k, 0));
+        b.k.with_process(Pid(pid), |k| crate::kernel::sys_thread::exit_process(k, 0));
         [b.str(&format!("/proc/{pid}/exe")), b.buf(64), 64, 0, 0, 0]
     }, Want::Err(ENOENT);
     the_fd_directory_of_another_process_is_not_the_callers: SYS_readlink, |b| {

@@ -1,6 +1,7 @@
 //! Threads, futexes, scheduling calls and thread identity.
 
 use super::{UNMAPPED, Want, cases};
+use crate::ids::Pid;
 use libc::*;
 
 const WAIT: u64 = (FUTEX_WAIT | FUTEX_PRIVATE_FLAG) as u64;
@@ -90,7 +91,7 @@ cases! {
         b.k.switch_to(crate::kernel::Tid(grandchild));
         let great = b.ret(SYS_fork, [0; 6]) as u32;
         crate::kernel::sys_thread::exit_process(&mut b.k, 0);
-        assert_eq!(b.k.processes()[&great].parent, child, "the subreaper takes it");
+        assert_eq!(b.k.processes()[&Pid(great)].parent, Pid(child), "the subreaper takes it");
         b.k.switch_to(crate::kernel::Tid(1));
         [0; 6]
     }, Want::Ret(1);
