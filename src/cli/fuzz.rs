@@ -43,9 +43,24 @@ pub struct FuzzArgs {
     /// takes the others'.
     #[arg(long, value_name = "DIR")]
     pub sync_dir: Option<PathBuf>,
-    /// This fuzzer's name in the sync directory (default: host name and process id).
+    /// This fuzzer's name in the sync directory and to other nodes
+    /// (default: host name and process id).
     #[arg(long)]
     pub sync_id: Option<String>,
+    /// Make this session a node others can join (`--node-connect`) at
+    /// ADDR:PORT: nodes pass each other new corpus entries and findings'
+    /// signatures. A loopback address unless --node-listen-any-address.
+    #[arg(long, value_name = "ADDR:PORT")]
+    pub node_listen: Option<String>,
+    /// Let --node-listen take an address other hosts can reach. The node
+    /// protocol has no authentication: anyone who reaches the port can
+    /// send this session schedules and see its corpus.
+    #[arg(long)]
+    pub node_listen_any_address: bool,
+    /// Join the node at HOST:PORT (again whenever the connection breaks);
+    /// may be given more than once.
+    #[arg(long, value_name = "HOST:PORT")]
+    pub node_connect: Vec<String>,
     /// Continue the session in --out: its queue is the starting corpus.
     #[arg(long)]
     pub resume: bool,
@@ -70,6 +85,14 @@ pub struct FuzzArgs {
     #[arg(skip)]
     pub identity: Option<String>,
 }
+
+/// The node protocol's exposure, for `--node-listen`.
+const NODES: super::gdb::Exposure = super::gdb::Exposure {
+    protocol: "the node protocol",
+    lets_anyone: "let anyone who can reach it join the session",
+    server: "this node",
+    anyone_can: "send the session schedules and read its corpus and findings",
+};
 
 /// Reads schedule inputs from a directory; a file that is not one is
 /// skipped with a warning.
@@ -187,6 +210,12 @@ pub fn fuzz(a: FuzzArgs) -> Result<u8, UserError> {
         super::common::check_out_dir("--sync-dir", d)?;
     }
     if a.per_test {
+        if a.node_listen.is_some() || !a.node_connect.is_empty() {
+            return Err(UserError::bad_input(
+                "--node-listen and --node-connect join one session; --per-test runs one per \
+                 test: fuzz one test as a node instead",
+            ));
+        }
         return fuzz_each(a);
     }
     session(a).map(|(code, _)| code)
@@ -266,6 +295,12 @@ pub fn session(a: FuzzArgs) -> Result<(u8, Option<FuzzSummary>), UserError> {
     if a.jobs == Some(0) {
         return Err(UserError::bad_input("--jobs must be at least 1"));
     }
+    if a.jobs.is_some_and(|j| j > crate::fuzz::MAX_JOBS) {
+        return Err(UserError::bad_input(format!(
+            "--jobs must be at most {}: give fewer jobs",
+            crate::fuzz::MAX_JOBS
+        )));
+    }
     let fp = match &a.identity {
         Some(id) => fingerprint_of(id.as_bytes(), run.kernel.sync_points),
         None => fingerprint(&run.kernel.exe, run.kernel.sync_points),
@@ -299,6 +334,18 @@ pub fn session(a: FuzzArgs) -> Result<(u8, Option<FuzzSummary>), UserError> {
         }
         None => a.target.seed,
     };
+    let nodes = crate::fuzz::nodes::NodesConfig {
+        listen: match &a.node_listen {
+            Some(addr) => Some(std::sync::Arc::new(super::gdb::listen_exposed(
+                addr,
+                a.node_listen_any_address,
+                "--node-listen-any-address",
+                &NODES,
+            )?)),
+            None => None,
+        },
+        connect: a.node_connect.clone(),
+    };
     let cfg = FuzzConfig {
         run,
         target_fingerprint: fp,
@@ -306,9 +353,9 @@ pub fn session(a: FuzzArgs) -> Result<(u8, Option<FuzzSummary>), UserError> {
         run_words: a.target.run_words(),
         args: a.target.args.clone(),
         out: a.out.clone(),
-        jobs: a
-            .jobs
-            .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get())),
+        jobs: a.jobs.unwrap_or_else(|| {
+            std::thread::available_parallelism().map_or(1, |n| n.get().min(crate::fuzz::MAX_JOBS))
+        }),
         budget: Budget {
             time: a.time,
             execs: a.execs,
@@ -323,6 +370,8 @@ pub fn session(a: FuzzArgs) -> Result<(u8, Option<FuzzSummary>), UserError> {
         quiet: a.quiet,
         watch: None,
         resume: a.resume,
+        workers: crate::fuzz::WorkerKind::Processes,
+        nodes,
     };
     let _sync_lock = match &cfg.sync_dir {
         Some(dir) => Some(lock_dir(&dir.join(&cfg.sync_id), "the --sync-dir entry")?),

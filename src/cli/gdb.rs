@@ -57,11 +57,41 @@ pub fn gdb(a: GdbArgs) -> Result<u8, UserError> {
     serve(&cfg, source, schedule, a.at, listener, &symbols, Some(rwd))
 }
 
-/// The gdb server's socket on `addr`. An address other hosts can reach
-/// (one that is not loopback, as `0.0.0.0` or a host's name may be) is
-/// refused unless `any_address` (the option `flag`) allows it, and then
-/// comes with a warning: anyone who connects can read the run.
+/// What a server says when asked to listen where other hosts can reach it.
+pub struct Exposure {
+    /// The protocol, as in "the gdb protocol has no authentication".
+    pub protocol: &'static str,
+    /// What passing the flag lets anyone do.
+    pub lets_anyone: &'static str,
+    /// The server, as in "the gdb server listens on ...".
+    pub server: &'static str,
+    /// What anyone who reaches the port can do.
+    pub anyone_can: &'static str,
+}
+
+/// The gdb server's.
+pub const GDB: Exposure = Exposure {
+    protocol: "the gdb protocol",
+    lets_anyone: "let anyone who can reach it debug the run",
+    server: "the gdb server",
+    anyone_can: "read the run's memory and recorded files",
+};
+
+/// The gdb server's socket on `addr`: see [`listen_exposed`].
 pub fn listen(addr: &str, any_address: bool, flag: &str) -> Result<TcpListener, UserError> {
+    listen_exposed(addr, any_address, flag, &GDB)
+}
+
+/// A server's socket on `addr`. An address other hosts can reach (one
+/// that is not loopback, as `0.0.0.0` or a host's name may be) is refused
+/// unless `any_address` (the option `flag`) allows it, and then comes
+/// with a warning: the protocol (`what`) has no authentication.
+pub fn listen_exposed(
+    addr: &str,
+    any_address: bool,
+    flag: &str,
+    what: &Exposure,
+) -> Result<TcpListener, UserError> {
     let cannot =
         |e: &dyn std::fmt::Display| UserError::bad_input(format!("cannot listen on {addr}: {e}"));
     let addrs: Vec<SocketAddr> = addr.to_socket_addrs().map_err(|e| cannot(&e))?.collect();
@@ -72,8 +102,9 @@ pub fn listen(addr: &str, any_address: bool, flag: &str) -> Result<TcpListener, 
     let open = addrs.iter().any(|a| !a.ip().to_canonical().is_loopback());
     if open && !any_address {
         return Err(UserError::bad_input(format!(
-            "{addr} is not a loopback address and the gdb protocol has no authentication; \
-             pass {flag} to let anyone who can reach it debug the run"
+            "{addr} is not a loopback address and {} has no authentication; \
+             pass {flag} to {}",
+            what.protocol, what.lets_anyone
         )));
     }
     // The addresses resolved above, not the name again: what was checked
@@ -84,9 +115,9 @@ pub fn listen(addr: &str, any_address: bool, flag: &str) -> Result<TcpListener, 
             .local_addr()
             .map_or_else(|_| addr.to_string(), |a| a.to_string());
         eprintln!(
-            "rewind-fuzz: warning: the gdb server listens on {bound}, which is not loopback; \
-             the gdb protocol has no authentication: anyone who can reach the port can read \
-             the run's memory and recorded files"
+            "rewind-fuzz: warning: {} listens on {bound}, which is not loopback; \
+             {} has no authentication: anyone who can reach the port can {}",
+            what.server, what.protocol, what.anyone_can
         );
     }
     Ok(listener)

@@ -130,7 +130,7 @@ where
             return Ok(ExitKind::Ok);
         }
         *state.executions_mut() += 1;
-        self.progress.per_worker[self.worker].fetch_add(1, Ordering::Relaxed);
+        self.progress.per_worker()[self.worker].fetch_add(1, Ordering::Relaxed);
         let report = self.run_input(input)?;
         self.count(&report);
         self.report(report);

@@ -23,17 +23,21 @@ use super::input::ScheduleInput;
 use super::mutators::{Lineages, RunProfile};
 use super::observers::{FeatureKind, Run, RunObserver, feature_id};
 use super::{Progress, Watch};
-use crate::engine::RunReport;
 use crate::observe::failure::FailureKind;
 use crate::observe::outcome::Outcome;
 use crate::report::signature::Signature;
-use crate::sched::Decision;
+use crate::sched::{Decision, Schedule};
+use serde::{Deserialize, Serialize};
 
-/// A failing run whose signature no earlier run had.
-#[derive(Clone, Debug)]
+/// A failing run whose signature no earlier run had: what recording it
+/// again needs (it travels between worker processes).
+#[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct NewFailure {
     pub input: ScheduleInput,
-    pub report: RunReport,
+    /// The run's decisions, and its trace hash (its recording must have
+    /// the same).
+    pub schedule: Schedule,
+    pub trace_hash: String,
     pub kind: FailureKind,
     pub signature: Signature,
     /// Executions (all workers) when it was found.
@@ -44,9 +48,41 @@ pub struct NewFailure {
 #[derive(Default)]
 pub struct FeaturesSeen {
     seen: BTreeSet<(FeatureKind, u64)>,
+    /// In a worker process: the features its own runs reached first, not
+    /// yet told to the session (`None` where every worker shares this).
+    untold: Option<Vec<(FeatureKind, u64)>>,
 }
 
 impl FeaturesSeen {
+    /// A worker process's view, which keeps what it must tell the others.
+    pub fn telling() -> Self {
+        FeaturesSeen {
+            seen: BTreeSet::new(),
+            untold: Some(Vec::new()),
+        }
+    }
+
+    /// Adds the features of a run made here.
+    pub fn add(&mut self, features: &[(FeatureKind, u64)]) {
+        for f in features {
+            if self.seen.insert(*f) {
+                if let Some(untold) = &mut self.untold {
+                    untold.push(*f);
+                }
+            }
+        }
+    }
+
+    /// Adds features another worker reached.
+    pub fn merge(&mut self, features: &[(FeatureKind, u64)]) {
+        self.seen.extend(features.iter().copied());
+    }
+
+    /// The features reached here since the last call.
+    pub fn take_untold(&mut self) -> Vec<(FeatureKind, u64)> {
+        self.untold.as_mut().map(std::mem::take).unwrap_or_default()
+    }
+
     /// How many features of `kind` were seen.
     pub fn count(&self, kind: FeatureKind) -> usize {
         self.seen.iter().filter(|(k, _)| *k == kind).count()
@@ -180,7 +216,7 @@ impl<EM, OT: MatchName, S: HasMetadata> Feedback<EM, ScheduleInput, OT, S> for S
                 new_switches,
             );
         }
-        seen.seen.extend(run.features.iter().copied());
+        seen.add(&run.features);
         Ok(false)
     }
 }
@@ -236,7 +272,8 @@ impl<EM, OT: MatchName, S> Feedback<EM, ScheduleInput, OT, S> for NewSignature {
         }
         failures.pending.push(NewFailure {
             input: input.clone(),
-            report: run.report.clone(),
+            schedule: run.report.schedule.clone(),
+            trace_hash: run.report.trace_hash.clone(),
             kind: kind.clone(),
             signature: signature.clone(),
             execs: self.progress.execs.load(Ordering::Relaxed),

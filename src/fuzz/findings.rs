@@ -273,12 +273,11 @@ pub fn record_finding(
     dir: &Path,
     base: &str,
 ) -> Result<Written, String> {
-    let mut schedule = f.report.schedule.clone();
+    let mut schedule = f.schedule.clone();
     schedule.origin = format!("rewind-fuzz finding {base}");
     match crate::rwd::record(&recorder.run, recorder.source.clone(), &schedule) {
         Ok((rwd, report)) => {
-            let stable =
-                (!f.kind.depends_on_the_host()).then(|| report.trace_hash == f.report.trace_hash);
+            let stable = (!f.kind.depends_on_the_host()).then(|| report.trace_hash == f.trace_hash);
             let (path, headline) = write_reproducer(cfg, &rwd, dir, base)?;
             Ok(Written {
                 path,
@@ -465,6 +464,8 @@ mod tests {
             quiet: true,
             watch: None,
             resume: false,
+            workers: crate::fuzz::WorkerKind::Threads,
+            nodes: Default::default(),
         };
         let text = finding_commands(&cfg, Path::new("/o/my findings/deadlocked-1.schedule.json"));
         assert_eq!(

@@ -1,32 +1,37 @@
 //! The fuzzer: coverage-guided search of the schedule space, one machine
 //! per core, findings deduplicated by failure signature.
 //!
-//! Workers (threads, one machine each; see `worker`) run LibAFL's loop over
-//! schedule inputs. They share new corpus entries through an in-process
-//! hub. The main thread does everything else: it writes the corpus and the
-//! findings to the output directory, exchanges entries with other machines
-//! through a sync directory, keeps the statistics files and shows progress.
-//!
-//! Threads rather than LibAFL's fork-based launcher: every worker needs its
-//! own KVM machine anyway, and one process keeps the failure signatures, the
-//! feature counts and the status screen in one place without a broker.
+//! Workers (one machine each; see `worker`) run LibAFL's loop over
+//! schedule inputs. On the command line they are processes joined by an
+//! LLMP broker (`pool`): a worker that dies is started again and the
+//! session goes on. Sessions that only measure (bench trials) run one
+//! worker as a thread, with no process to start. Either way the session's
+//! main thread sees the same state (the hub of corpus entries, the
+//! features, the failures with new signatures, the counters) and does
+//! everything else: it writes the corpus and the findings to the output
+//! directory, exchanges entries with other machines through a sync
+//! directory, keeps the statistics files and shows progress.
 
 pub mod executor;
 mod feedbacks;
 mod findings;
 pub mod input;
 pub mod mutators;
+pub mod nodes;
 pub mod observers;
 mod output;
+mod pool;
+mod progress;
 mod sync;
 
 pub use findings::{PENDING_FILE, SEARCH_RUNS_PER_MINIMIZE_RUN};
 pub use output::Prior;
+pub use progress::{MAX_JOBS, Progress};
 mod worker;
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -35,7 +40,7 @@ pub use input::{ScheduleInput, Tail};
 pub use observers::FeatureKind;
 
 use crate::engine::{RunConfig, RunReport, VmError};
-use crate::kernel::vfs::FileSource;
+use crate::kernel::vfs::{FileSource, SharedSource};
 use crate::observe::failure::FailureKind;
 use crate::observe::outcome::Outcome;
 use crate::sched::StrategyKind;
@@ -140,6 +145,10 @@ pub struct FuzzConfig {
     pub watch: Option<Watch>,
     /// Continue the session in `out`: counts go on, its findings are known.
     pub resume: bool,
+    /// Where the workers run.
+    pub workers: WorkerKind,
+    /// Other machines' sessions this one joins.
+    pub nodes: nodes::NodesConfig,
 }
 
 /// A condition on runs that ends a session when met, remembering when.
@@ -165,50 +174,9 @@ pub enum FuzzError {
     Vm(#[from] crate::engine::VmError),
     #[error("fuzzing engine: {0}")]
     Engine(String),
-}
-
-/// Shared progress counters and the stop flag.
-pub struct Progress {
-    pub stop: AtomicBool,
-    pub execs: AtomicU64,
-    pub per_worker: Vec<AtomicU64>,
-    /// Steps and machine exits of every run, so a rate measured on one
-    /// machine projects to another (exits are the unit of cost).
-    pub steps: AtomicU64,
-    pub exits: AtomicU64,
-    /// Runs and time minimization spent beside the search.
-    pub minimize_execs: AtomicU64,
-    pub minimize_us: AtomicU64,
-    limit: Option<u64>,
-}
-
-impl Progress {
-    fn new(jobs: usize, limit: Option<u64>) -> Self {
-        Progress {
-            stop: AtomicBool::new(false),
-            execs: AtomicU64::new(0),
-            per_worker: (0..jobs).map(|_| AtomicU64::new(0)).collect(),
-            steps: AtomicU64::new(0),
-            exits: AtomicU64::new(0),
-            minimize_execs: AtomicU64::new(0),
-            minimize_us: AtomicU64::new(0),
-            limit,
-        }
-    }
-
-    /// Counts one execution if the budget allows it.
-    pub fn take_exec(&self) -> bool {
-        if self.stop.load(Ordering::Relaxed) {
-            return false;
-        }
-        let n = self.execs.fetch_add(1, Ordering::Relaxed);
-        if self.limit.is_some_and(|l| n >= l) {
-            self.execs.fetch_sub(1, Ordering::Relaxed);
-            self.stop.store(true, Ordering::Relaxed);
-            return false;
-        }
-        true
-    }
+    /// A worker process could not go on.
+    #[error("{0}")]
+    Worker(String),
 }
 
 /// The in-process exchange of corpus entries between workers (and with the
@@ -269,6 +237,124 @@ pub struct FuzzSummary {
     pub prior_execs: u64,
 }
 
+/// Joins the other nodes, if the session has any, and takes what those it
+/// joins have before its own search starts: their corpus to start from,
+/// their findings' signatures not to report again.
+fn start_nodes(
+    cfg: &FuzzConfig,
+    hub: &Hub,
+    shared: &feedbacks::Shared,
+    out: &mut output::Output,
+) -> Option<nodes::Nodes> {
+    if cfg.nodes.is_empty() {
+        return None;
+    }
+    let me = nodes::Hello {
+        protocol: nodes::PROTOCOL,
+        node: cfg.sync_id.clone(),
+        target: cfg.target_fingerprint,
+        sync_points: cfg.run.kernel.sync_points.as_str().into(),
+    };
+    let mut n = nodes::Nodes::start(&cfg.nodes, me);
+    let joining = cfg.nodes.connect.len();
+    for note in n.catch_up(joining, hub, &shared.failures, nodes::CATCH_UP_LIMIT) {
+        out.note(note);
+    }
+    out.set_node_counts(n.counts);
+    Some(n)
+}
+
+/// Passes entries and findings between this session and the other
+/// nodes, and says what happened.
+fn tick_nodes(
+    n: &mut nodes::Nodes,
+    hub: &Hub,
+    shared: &feedbacks::Shared,
+    out: &mut output::Output,
+) {
+    for note in n.tick(hub, &shared.failures, out.findings()) {
+        out.note(note);
+    }
+    out.set_node_counts(n.counts);
+}
+
+/// Where a session's workers run.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum WorkerKind {
+    /// Threads of the session's process, sharing its state directly: no
+    /// process to start, for sessions that measure (a bench trial is a
+    /// session of one worker, started thousands of times).
+    Threads,
+    /// Processes joined by LLMP: a worker that dies is started again and
+    /// the session goes on.
+    Processes,
+}
+
+/// The running workers, of either kind.
+enum Workers<'scope> {
+    Threads(Vec<std::thread::ScopedJoinHandle<'scope, Result<(), FuzzError>>>),
+    Processes(pool::Pool<'scope>),
+}
+
+impl Workers<'_> {
+    fn finished(&mut self, progress: &Progress) -> bool {
+        match self {
+            Workers::Threads(handles) => handles.iter().all(|h| h.is_finished()),
+            Workers::Processes(pool) => pool.finished(progress),
+        }
+    }
+
+    /// What happened to the workers, for people.
+    fn notes(&mut self, out: &std::path::Path) -> Vec<String> {
+        match self {
+            Workers::Threads(_) => Vec::new(),
+            Workers::Processes(pool) => pool.notes(out),
+        }
+    }
+
+    /// Waits for every worker; the first failure, if any.
+    fn join(self, out: &std::path::Path) -> Option<FuzzError> {
+        match self {
+            Workers::Threads(handles) => handles
+                .into_iter()
+                .filter_map(|h| h.join().ok().and_then(Result::err))
+                .next(),
+            Workers::Processes(pool) => pool.join(out),
+        }
+    }
+}
+
+/// Starts one worker thread per job.
+fn spawn_threads<'scope, 'env>(
+    scope: &'scope std::thread::Scope<'scope, 'env>,
+    cfg: &'env FuzzConfig,
+    (source, steps): (SharedSource, u64),
+    shared: &feedbacks::Shared,
+    hub: &'env Hub,
+    progress: &Arc<Progress>,
+) -> Vec<std::thread::ScopedJoinHandle<'scope, Result<(), FuzzError>>> {
+    (0..cfg.jobs)
+        .map(|id| {
+            let (source, shared, progress) = (source.clone(), shared.clone(), progress.clone());
+            std::thread::Builder::new()
+                .name(format!("fuzz-{id}"))
+                .spawn_scoped(scope, move || {
+                    let r = match worker::run(id, cfg, source, steps, shared, hub, progress.clone())
+                    {
+                        // The session ended in the middle of a run.
+                        Err(FuzzError::Vm(VmError::Cancelled)) => Ok(()),
+                        r => r,
+                    };
+                    if r.is_err() {
+                        progress.stop.store(true, Ordering::Relaxed);
+                    }
+                    r
+                })
+                .expect("spawn a worker")
+        })
+        .collect()
+}
+
 /// How many schedules coverage-guided fuzzing runs until one is accepted by
 /// `accept`, within `budget` executions (and `time`, when given): one
 /// worker, so the answer depends on `seed` alone (within the time, on the
@@ -308,6 +394,8 @@ pub fn schedules_to_bug(
             hit: hit.clone(),
         }),
         resume: false,
+        workers: WorkerKind::Threads,
+        nodes: nodes::NodesConfig::default(),
     };
     fuzz(cfg, crate::machine::Cancel::new())?;
     let n = hit.load(Ordering::Relaxed);
@@ -375,39 +463,56 @@ pub fn fuzz(mut cfg: FuzzConfig, cancel: crate::machine::Cancel) -> Result<FuzzS
     // Findings of the sessions before a --resume are not new.
     shared.failures.lock().unwrap().signatures = out.prior_signatures();
     let hub = Hub::default();
+    let mut nodes = start_nodes(&cfg, &hub, &shared, &mut out);
     let start = Instant::now();
     let mut failure: Option<FuzzError> = None;
 
     std::thread::scope(|scope| {
-        let mut handles = Vec::new();
-        for id in 0..cfg.jobs {
-            let (cfg, source, shared, hub, progress) =
-                (&cfg, source.clone(), shared.clone(), &hub, progress.clone());
-            handles.push(
-                std::thread::Builder::new()
-                    .name(format!("fuzz-{id}"))
-                    .spawn_scoped(scope, move || {
-                        let r = match worker::run(
-                            id,
-                            cfg,
-                            source,
-                            steps,
-                            shared,
-                            hub,
-                            progress.clone(),
-                        ) {
-                            // The session ended in the middle of a run.
-                            Err(FuzzError::Vm(VmError::Cancelled)) => Ok(()),
-                            r => r,
-                        };
-                        if r.is_err() {
-                            progress.stop.store(true, Ordering::Relaxed);
-                        }
-                        r
-                    })
-                    .expect("spawn a worker"),
-            );
-        }
+        let started = match cfg.workers {
+            WorkerKind::Threads => Ok(Workers::Threads(spawn_threads(
+                scope,
+                &cfg,
+                (source.clone(), steps),
+                &shared,
+                &hub,
+                &progress,
+            ))),
+            WorkerKind::Processes => match pool::Pool::start(
+                scope,
+                &cfg,
+                (source.clone(), steps),
+                &shared,
+                &hub,
+                &progress,
+            ) {
+                Ok(pool) => Ok(Workers::Processes(pool)),
+                // Shared memory may be out of reach (a file size limit, a
+                // full /dev/shm): the session runs, with its workers as
+                // threads.
+                Err(FuzzError::Setup(why)) => {
+                    out.note(format!(
+                        "warning: worker processes cannot start ({why}); the workers are \
+                         threads of this process, and one that fails ends the session"
+                    ));
+                    Ok(Workers::Threads(spawn_threads(
+                        scope,
+                        &cfg,
+                        (source.clone(), steps),
+                        &shared,
+                        &hub,
+                        &progress,
+                    )))
+                }
+                Err(e) => Err(e),
+            },
+        };
+        let mut workers = match started {
+            Ok(w) => w,
+            Err(e) => {
+                failure = Some(e);
+                return;
+            }
+        };
         // Minimization, beside the search (not for a session that only
         // measures).
         let minimizer = (cfg.minimize_execs > 0 && cfg.watch.is_none()).then(|| {
@@ -431,9 +536,15 @@ pub fn fuzz(mut cfg: FuzzConfig, cancel: crate::machine::Cancel) -> Result<FuzzS
         // The main thread: findings, files, status, sync.
         let mut hub_cursor = 0;
         loop {
-            let done = handles.iter().all(|h| h.is_finished());
+            let done = workers.finished(&progress);
             if cancel.is_cancelled() {
                 progress.stop.store(true, Ordering::Relaxed);
+            }
+            for note in workers.notes(&cfg.out) {
+                out.note(note);
+            }
+            if let Some(n) = &mut nodes {
+                tick_nodes(n, &hub, &shared, &mut out);
             }
             out.tick(&cfg, &shared, (&hub, &mut hub_cursor), &progress, start);
             if done {
@@ -442,14 +553,12 @@ pub fn fuzz(mut cfg: FuzzConfig, cancel: crate::machine::Cancel) -> Result<FuzzS
             // A tick every 100 ms, or sooner when the workers are done (a
             // short session, such as a bench trial, should not wait).
             let next_tick = Instant::now() + Duration::from_millis(100);
-            while Instant::now() < next_tick && !handles.iter().all(|h| h.is_finished()) {
+            while Instant::now() < next_tick && !workers.finished(&progress) {
                 std::thread::sleep(Duration::from_millis(2));
             }
         }
-        for h in handles {
-            if let Ok(Err(e)) = h.join() {
-                failure.get_or_insert(e);
-            }
+        if let Some(e) = workers.join(&cfg.out) {
+            failure.get_or_insert(e);
         }
         progress.stop.store(true, Ordering::Relaxed);
         // The last failures the workers found are recorded and handed to
@@ -477,6 +586,10 @@ pub fn fuzz(mut cfg: FuzzConfig, cancel: crate::machine::Cancel) -> Result<FuzzS
         let _ = writer.join();
         // Findings the workers reported last, and the final files.
         out.tick(&cfg, &shared, (&hub, &mut hub_cursor), &progress, start);
+        if let Some(n) = &mut nodes {
+            tick_nodes(n, &hub, &shared, &mut out);
+            n.finish();
+        }
     });
     if let Some(e) = failure {
         return Err(e);

@@ -7,7 +7,7 @@
 use super::outcome::{HungReason, Outcome};
 
 /// How a run failed.
-#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+#[derive(Clone, Debug, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
 pub enum FailureKind {
     /// It exited with an accepted code, but its lock-order graph has a
     /// cycle: another schedule could deadlock.

@@ -95,7 +95,7 @@ impl Found {
             self.stability_checks += 1;
             self.stability_same += u64::from(same);
         }
-        if w.recorded && cfg.minimize_execs > 0 && !f.report.schedule.decisions.is_empty() {
+        if w.recorded && cfg.minimize_execs > 0 && !f.schedule.decisions.is_empty() {
             self.to_minimize(&f, base);
         }
         let (path, summary) = (w.path, w.headline);
@@ -135,7 +135,7 @@ impl Found {
 
     /// Puts a recorded finding in the minimizer's queue.
     fn to_minimize(&self, f: &NewFailure, base: String) {
-        let schedule = f.report.schedule.clone();
+        let schedule = f.schedule.clone();
         self.desk.lock().unwrap().waiting.push_back(MinimizeTask {
             base,
             found_with: schedule.decisions.len(),

@@ -36,6 +36,8 @@ pub struct Output {
     found: Found,
     stats: Stats,
     screen: Screen,
+    /// What the other nodes gave, when there are any.
+    node_counts: Option<crate::fuzz::nodes::NodeCounts>,
 }
 
 impl Output {
@@ -53,6 +55,7 @@ impl Output {
             found: Found::new(cfg),
             stats: Stats::new(),
             screen: Screen::new(cfg),
+            node_counts: None,
             dir,
         })
     }
@@ -85,6 +88,17 @@ impl Output {
     /// Failures found whose reproducer could not be written, with why.
     pub fn unsaved(&self) -> &[String] {
         &self.found.unsaved
+    }
+
+    /// Tells people what happened to the session (a worker restarted),
+    /// above the status.
+    pub fn note(&mut self, msg: String) {
+        self.screen.say(&msg);
+    }
+
+    /// What the other nodes gave so far, for the statistics.
+    pub fn set_node_counts(&mut self, counts: crate::fuzz::nodes::NodeCounts) {
+        self.node_counts = Some(counts);
     }
 
     /// Everything the main thread does between checks of the workers.
@@ -163,6 +177,7 @@ impl Output {
             found: &self.found,
             prior: &self.prior,
             imported: self.corpus.imported(),
+            nodes: self.node_counts,
         });
         self.dir
             .update("fuzzer_stats", text.as_bytes(), &mut self.screen);

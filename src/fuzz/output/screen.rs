@@ -59,6 +59,13 @@ impl Screen {
         }
     }
 
+    /// Says what happened to the session (a worker restarted, a node
+    /// joined), above the status.
+    pub fn say(&mut self, msg: &str) {
+        self.erase();
+        eprintln!("rewind-fuzz: {msg}");
+    }
+
     /// Notes the count of features, for "last new feature".
     pub fn saw_features(&mut self, total: usize) {
         if total > self.features {

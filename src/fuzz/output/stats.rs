@@ -149,6 +149,8 @@ pub struct StatsView<'a> {
     pub prior: &'a Prior,
     /// Corpus entries taken from the sync directory.
     pub imported: usize,
+    /// What the other nodes gave, when there are any.
+    pub nodes: Option<crate::fuzz::nodes::NodeCounts>,
 }
 
 type Lines = Vec<(&'static str, String)>;
@@ -172,6 +174,10 @@ impl StatsView<'_> {
             ("time_wo_finds", format!("{time_without_finds:.0}")),
             ("target", self.cfg.target_name.clone()),
             ("jobs", self.cfg.jobs.to_string()),
+            (
+                "worker_restarts",
+                self.progress.restarts.load(Ordering::Relaxed).to_string(),
+            ),
         ]
     }
 
@@ -181,7 +187,7 @@ impl StatsView<'_> {
         let steps = p.steps.load(Ordering::Relaxed);
         let exits = p.exits.load(Ordering::Relaxed);
         let per_job: Vec<String> = p
-            .per_worker
+            .per_worker()
             .iter()
             .map(|e| e.load(Ordering::Relaxed).to_string())
             .collect();
@@ -209,18 +215,28 @@ impl StatsView<'_> {
     /// The corpus and its features.
     fn corpus(&self) -> Lines {
         let s = self.sample;
-        vec![
+        let from_nodes = self.nodes.map_or(0, |n| n.imported as usize);
+        let imported = self.imported + from_nodes;
+        let mut lines = vec![
             ("corpus_count", s.corpus.to_string()),
             (
                 "corpus_found",
-                s.corpus.saturating_sub(self.imported).to_string(),
+                s.corpus.saturating_sub(imported).to_string(),
             ),
-            ("corpus_imported", self.imported.to_string()),
+            ("corpus_imported", imported.to_string()),
             ("features_lock_order", s.features[0].to_string()),
             ("features_interleavings", s.features[1].to_string()),
             ("features_handoffs", s.features[2].to_string()),
             ("features_reads_from", s.features[3].to_string()),
-        ]
+        ];
+        if let Some(n) = self.nodes {
+            lines.extend([
+                ("nodes_connected", n.peers.to_string()),
+                ("node_entries_imported", n.imported.to_string()),
+                ("node_findings", n.findings.to_string()),
+            ]);
+        }
+        lines
     }
 
     /// The findings by kind, and AFL++'s crashes and hangs: a run that

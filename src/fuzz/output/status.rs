@@ -62,7 +62,7 @@ impl Screen {
         let (cfg, x, progress) = (s.cfg, s.sample, s.progress);
         let findings = &s.found.findings;
         let per_job: Vec<String> = progress
-            .per_worker
+            .per_worker()
             .iter()
             .map(|e| per_sec(x, e.load(Ordering::Relaxed)))
             .collect();
@@ -74,10 +74,11 @@ impl Screen {
                 budget_text(cfg)
             ),
             format!(
-                "   execs     {:>10}      per sec {} (jobs: {}){}",
+                "   execs     {:>10}      per sec {} (jobs: {}){}{}",
                 x.execs,
                 per_sec(x, x.execs),
                 per_job.join(" "),
+                restarts(progress),
                 all_sessions(s)
             ),
             format!(
@@ -112,6 +113,15 @@ impl Screen {
         }
         lines.push(format!("   output    {}", s.out.display()));
         lines
+    }
+}
+
+/// How often workers were started again, when they were.
+fn restarts(p: &Progress) -> String {
+    match p.restarts.load(Ordering::Relaxed) {
+        0 => String::new(),
+        1 => ", 1 restart".into(),
+        n => format!(", {n} restarts"),
     }
 }
 
