@@ -255,6 +255,11 @@ fn start_nodes(
         target: cfg.target_fingerprint,
         sync_points: cfg.run.kernel.sync_points.as_str().into(),
     };
+    if let Some(addr) = cfg.nodes.listen.as_ref().and_then(|l| l.local_addr().ok()) {
+        out.note(format!(
+            "this node listens on {addr}: other sessions join it with --node-connect {addr}"
+        ));
+    }
     let mut n = nodes::Nodes::start(&cfg.nodes, me);
     let joining = cfg.nodes.connect.len();
     for note in n.catch_up(joining, hub, &shared.failures, nodes::CATCH_UP_LIMIT) {
