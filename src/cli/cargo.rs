@@ -209,6 +209,7 @@ fn fuzz_args(a: &CargoArgs, binary: &Path, out: PathBuf) -> FuzzArgs {
         node_listen: None,
         node_listen_any_address: false,
         node_connect: Vec::new(),
+        worker_threads: false,
         resume: a.resume,
         minimize_execs: a.minimize_execs.unwrap_or(MINIMIZE_EXECS),
         quiet: a.quiet,

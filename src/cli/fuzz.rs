@@ -61,6 +61,11 @@ pub struct FuzzArgs {
     /// may be given more than once.
     #[arg(long, value_name = "HOST:PORT")]
     pub node_connect: Vec<String>,
+    /// Run the workers as threads of this process instead of processes
+    /// (for measuring what processes cost; a thread that fails ends the
+    /// session).
+    #[arg(long, hide = true)]
+    pub worker_threads: bool,
     /// Continue the session in --out: its queue is the starting corpus.
     #[arg(long)]
     pub resume: bool,
@@ -370,7 +375,11 @@ pub fn session(a: FuzzArgs) -> Result<(u8, Option<FuzzSummary>), UserError> {
         quiet: a.quiet,
         watch: None,
         resume: a.resume,
-        workers: crate::fuzz::WorkerKind::Processes,
+        workers: if a.worker_threads {
+            crate::fuzz::WorkerKind::Threads
+        } else {
+            crate::fuzz::WorkerKind::Processes
+        },
         nodes,
     };
     let _sync_lock = match &cfg.sync_dir {
