@@ -236,3 +236,53 @@ fn listening_where_other_hosts_reach_needs_its_flag() {
         "{err}"
     );
 }
+
+#[test]
+fn a_node_shares_with_a_sync_directory_too() {
+    let dir = tempfile::tempdir().unwrap();
+    let sync = dir.path().join("sync");
+    std::fs::create_dir(&sync).unwrap();
+    let home = Node::start(
+        "home",
+        "harness:prodcons",
+        "10m",
+        dir.path().join("home"),
+        &[
+            "--node-listen",
+            "127.0.0.1:0",
+            "--sync-dir",
+            sync.to_str().unwrap(),
+        ],
+    );
+    let addr = home.address();
+    let visitor = Node::start(
+        "visitor",
+        "harness:prodcons",
+        "5s",
+        dir.path().join("visitor"),
+        &["--node-connect", &addr, "--seed", "9"],
+    );
+    let (code, said) = visitor.end();
+    assert_eq!(code, Some(0), "{said}");
+    let out = home.out.clone();
+    wait_until("the visitor's entries never came", || {
+        std::fs::read_to_string(out.join("fuzzer_stats")).is_ok_and(|s| {
+            s.lines()
+                .any(|l| l.starts_with("node_entries_imported") && !l.ends_with(": 0"))
+        })
+    });
+    home.interrupt();
+    let (code, said) = home.end();
+    assert_eq!(code, Some(0), "{said}");
+    assert!(stat(&out, "node_entries_imported") > 0, "{said}");
+    // What came from the other node goes on to the sync directory, with
+    // everything else in the queue.
+    let queue = names(&out.join("queue"));
+    let published = names(&sync.join("home").join("queue"));
+    assert!(!queue.is_empty());
+    assert!(
+        queue.is_subset(&published),
+        "{:?}",
+        queue.difference(&published).collect::<Vec<_>>()
+    );
+}
