@@ -5,21 +5,13 @@
 mod common;
 
 use std::collections::BTreeSet;
+
+use common::names;
 use std::io::{BufRead, BufReader, Write};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
-
-fn names(dir: &Path) -> BTreeSet<String> {
-    std::fs::read_dir(dir)
-        .map(|d| {
-            d.flatten()
-                .map(|e| e.file_name().to_string_lossy().into_owned())
-                .collect()
-        })
-        .unwrap_or_default()
-}
 
 fn stat(out: &Path, key: &str) -> u64 {
     let text = std::fs::read_to_string(out.join("fuzzer_stats")).unwrap_or_default();

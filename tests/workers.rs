@@ -5,7 +5,7 @@
 
 mod common;
 
-use std::collections::BTreeSet;
+use common::names;
 use std::path::Path;
 use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
@@ -14,16 +14,6 @@ fn cli() -> Command {
     let mut c = Command::new(env!("CARGO_BIN_EXE_rewind-fuzz"));
     c.arg("fuzz");
     c
-}
-
-fn names(dir: &Path) -> BTreeSet<String> {
-    std::fs::read_dir(dir)
-        .map(|d| {
-            d.flatten()
-                .map(|e| e.file_name().to_string_lossy().into_owned())
-                .collect()
-        })
-        .unwrap_or_default()
 }
 
 fn stats(out: &Path) -> String {

@@ -473,44 +473,42 @@ pub fn fuzz(mut cfg: FuzzConfig, cancel: crate::machine::Cancel) -> Result<FuzzS
     let mut failure: Option<FuzzError> = None;
 
     std::thread::scope(|scope| {
-        let started = match cfg.workers {
-            WorkerKind::Threads => Ok(Workers::Threads(spawn_threads(
-                scope,
-                &cfg,
-                (source.clone(), steps),
-                &shared,
-                &hub,
-                &progress,
-            ))),
-            WorkerKind::Processes => match pool::Pool::start(
-                scope,
-                &cfg,
-                (source.clone(), steps),
-                &shared,
-                &hub,
-                &progress,
-            ) {
-                Ok(pool) => Ok(Workers::Processes(pool)),
-                // Shared memory may be out of reach (a file size limit, a
-                // full /dev/shm): the session runs, with its workers as
-                // threads.
-                Err(FuzzError::Setup(why)) => {
-                    out.note(format!(
-                        "warning: worker processes cannot start ({why}); the workers are \
-                         threads of this process, and one that fails ends the session"
-                    ));
-                    Ok(Workers::Threads(spawn_threads(
-                        scope,
-                        &cfg,
-                        (source.clone(), steps),
-                        &shared,
-                        &hub,
-                        &progress,
-                    )))
+        // Shared memory may be out of reach (a file size limit, a full
+        // /dev/shm): the session runs, with its workers as threads.
+        let pool = match cfg.workers {
+            WorkerKind::Threads => Ok(None),
+            WorkerKind::Processes => {
+                match pool::Pool::start(
+                    scope,
+                    &cfg,
+                    (source.clone(), steps),
+                    &shared,
+                    &hub,
+                    &progress,
+                ) {
+                    Ok(pool) => Ok(Some(pool)),
+                    Err(FuzzError::Setup(why)) => {
+                        out.note(format!(
+                            "warning: worker processes cannot start ({why}); the workers are \
+                             threads of this process, and one that fails ends the session"
+                        ));
+                        Ok(None)
+                    }
+                    Err(e) => Err(e),
                 }
-                Err(e) => Err(e),
-            },
+            }
         };
+        let started = pool.map(|pool| match pool {
+            Some(pool) => Workers::Processes(pool),
+            None => Workers::Threads(spawn_threads(
+                scope,
+                &cfg,
+                (source.clone(), steps),
+                &shared,
+                &hub,
+                &progress,
+            )),
+        });
         let mut workers = match started {
             Ok(w) => w,
             Err(e) => {

@@ -24,6 +24,17 @@ pub fn require_kvm() {
     }
 }
 
+/// The names of the entries of `dir` (none when it cannot be read).
+pub fn names(dir: &std::path::Path) -> std::collections::BTreeSet<String> {
+    std::fs::read_dir(dir)
+        .map(|d| {
+            d.flatten()
+                .map(|e| e.file_name().to_string_lossy().into_owned())
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
 /// Builds a bundled harness (once per process, safely across processes).
 pub fn harness(name: &str) -> PathBuf {
     harness_variant(name, Variant::Buggy)
