@@ -203,6 +203,7 @@ impl Output {
             prior_execs: self.prior.execs,
             found: &self.found,
             imported: self.corpus.imported(),
+            nodes: self.node_counts,
             out: self.dir.path(),
         };
         self.screen.show(&status, last);

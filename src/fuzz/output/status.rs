@@ -26,6 +26,8 @@ pub struct Status<'a> {
     pub found: &'a Found,
     /// Corpus entries taken from the sync directory.
     pub imported: usize,
+    /// What the other nodes gave, when there are any.
+    pub nodes: Option<crate::fuzz::nodes::NodeCounts>,
     pub out: &'a Path,
 }
 
@@ -106,6 +108,12 @@ impl Screen {
                 pending
             ),
         ];
+        if let Some(n) = s.nodes {
+            lines.push(format!(
+                "   nodes     {:>10}      entries in {}, findings made elsewhere {}",
+                n.peers, n.imported, n.findings
+            ));
+        }
         // The latest finding in the program's words.
         if let Some(f) = findings.last() {
             let summary: String = f.summary.chars().take(100).collect();
