@@ -156,6 +156,7 @@ fn check_counting(a: CheckArgs) -> Result<Counted, Stop> {
             .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get())),
         seed: a.target.seed,
         time: a.time,
+        fork: None,
     };
     let checked = check_showing_progress(&a, &cfg, &source, &plan)?;
     let first = checked.first_failure();
@@ -184,10 +185,21 @@ fn check_showing_progress(
     source: &crate::kernel::vfs::SharedSource,
     plan: &Plan,
 ) -> Result<check::Checked, Stop> {
-    let bar = if a.json {
+    Ok(with_progress_bar(a.json, cfg, source, plan)?)
+}
+
+/// Runs `plan` with a progress bar on stderr (hidden when `hidden`)
+/// counting schedules and failures.
+pub(super) fn with_progress_bar(
+    hidden: bool,
+    cfg: &crate::engine::RunConfig,
+    source: &crate::kernel::vfs::SharedSource,
+    plan: &Plan,
+) -> Result<check::Checked, CheckError> {
+    let bar = if hidden {
         ProgressBar::hidden()
     } else {
-        ProgressBar::new(a.schedules)
+        ProgressBar::new(plan.schedules)
     };
     bar.set_style(
         ProgressStyle::with_template(
@@ -210,7 +222,7 @@ fn check_showing_progress(
         }
         Err(e) => {
             bar.abandon();
-            Err(e.into())
+            Err(e)
         }
     }
 }

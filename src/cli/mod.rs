@@ -4,6 +4,7 @@ mod bench;
 mod cargo;
 mod check;
 mod common;
+mod fork;
 mod fuzz;
 mod gdb;
 mod install;
@@ -42,6 +43,8 @@ enum Command {
     Minimize(minimize::MinimizeArgs),
     /// Run a reproducer (.rwd) again from the files inside it; exit 0 when it does the same.
     Replay(replay::ReplayArgs),
+    /// Fork a reproducer's run at a step: many schedules from there, and how they end.
+    Fork(fork::ForkArgs),
     /// Debug a reproducer (.rwd) with gdb at any step, forward and backward.
     Gdb(gdb::GdbArgs),
     /// Tell the story of a reproducer: the failure, the preemptions, the last steps per thread.
@@ -129,6 +132,7 @@ pub fn main() -> ExitCode {
         Command::Check(a) => check::check(a),
         Command::Minimize(a) => minimize::minimize(a),
         Command::Replay(a) => replay::replay(a),
+        Command::Fork(a) => fork::fork(a),
         Command::Show(a) => show::show(a),
         Command::Gdb(a) => gdb::gdb(a),
         Command::Bench(a) => bench::bench(a),

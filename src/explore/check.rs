@@ -10,7 +10,7 @@ use super::{probe, run_schedules, schedule_seed};
 use crate::engine::{RunConfig, RunReport, VmError};
 use crate::kernel::vfs::SharedSource;
 use crate::observe::failure::table_row;
-use crate::sched::StrategySpec;
+use crate::sched::{Decision, Prefixed, StrategySpec};
 
 /// What a check runs.
 #[derive(Clone, Debug)]
@@ -23,6 +23,20 @@ pub struct Plan {
     /// Stop after this long: a schedule still running then is stopped and
     /// the results are those finished by then.
     pub time: Option<Duration>,
+    /// Run each schedule from this point of a recorded run (a fork), not
+    /// from the start.
+    pub fork: Option<ForkPoint>,
+}
+
+/// A point of a recorded run that schedules start from.
+#[derive(Clone, Debug)]
+pub struct ForkPoint {
+    /// The recorded run's decisions.
+    pub decisions: Vec<Decision>,
+    /// The last step taken as recorded.
+    pub at: u64,
+    /// The recorded run, for people (its file).
+    pub from: String,
 }
 
 /// Why a check gave no results.
@@ -174,12 +188,23 @@ pub fn check(
         plan.schedules,
         plan.seed,
         |seed| {
-            spec.build(seed, steps)
-                .map_err(|e| Stopped::Strategy(e.to_string()))
+            let tail = spec
+                .build(seed, steps)
+                .map_err(|e| Stopped::Strategy(e.to_string()))?;
+            Ok(match &plan.fork {
+                Some(f) => Box::new(Prefixed::until(&f.decisions, f.at, tail)),
+                None => tail,
+            })
         },
         |index, mut report| {
             let seed = schedule_seed(plan.seed, index);
-            report.schedule.origin = format!("{spec} seed {seed}");
+            report.schedule.origin = match &plan.fork {
+                Some(f) => format!(
+                    "a fork of {} at step {}, then {spec} seed {seed}",
+                    f.from, f.at
+                ),
+                None => format!("{spec} seed {seed}"),
+            };
             let t = Trial { index, report };
             each(&t);
             trials.push(t);

@@ -20,6 +20,7 @@
 //!   into the run configuration the sessions start from.
 
 pub mod check;
+pub mod fork;
 pub mod minimize;
 pub mod per_test;
 pub mod pool;

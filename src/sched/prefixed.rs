@@ -16,6 +16,22 @@ pub struct Prefixed {
 }
 
 impl Prefixed {
+    /// The run `decisions` make up to step `until` (their decision points
+    /// the recorded run's, the others the default's), then `tail`: a fork
+    /// of a recorded run at that step.
+    pub fn until(decisions: &[Decision], until: u64, tail: Box<dyn Strategy>) -> Self {
+        let kept: Vec<Decision> = decisions
+            .iter()
+            .filter(|d| d.step <= until)
+            .copied()
+            .collect();
+        Prefixed {
+            replay: Replay::new(Schedule::new("prefix", kept)),
+            last: until,
+            tail,
+        }
+    }
+
     pub fn new(decisions: &[Decision], tail: Box<dyn Strategy>) -> Self {
         let last = decisions.iter().map(|d| d.step).max().unwrap_or(0);
         Prefixed {
