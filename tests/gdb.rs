@@ -689,15 +689,31 @@ fn between<'a>(text: &'a str, from: &str, to: &str) -> &'a str {
     &rest[..rest.find(to).unwrap_or(rest.len())]
 }
 
-/// The lines of a `monitor locks` output that say `what`.
-fn lock_lines<'a>(text: &'a str, what: &str) -> Vec<&'a str> {
+/// The rows of a `monitor locks` or `monitor threads` table whose first
+/// cell starts with `first`, split into cells (two spaces or more apart).
+fn rows<'a>(text: &'a str, first: &str) -> Vec<Vec<&'a str>> {
     text.lines()
-        .filter(|l| l.starts_with("thread ") && l.contains(what))
+        .filter(|l| l.starts_with(first))
+        .map(|l| {
+            l.split("  ")
+                .map(str::trim)
+                .filter(|c| !c.is_empty())
+                .collect()
+        })
         .collect()
 }
 
+/// The thread id in `thread 3 (name)` or `thread 3`.
+fn thread_id(cell: &str) -> &str {
+    cell.strip_prefix("thread ")
+        .unwrap_or_else(|| panic!("no thread in {cell:?}"))
+        .split(' ')
+        .next()
+        .unwrap()
+}
+
 #[test]
-fn monitor_locks_names_the_philosophers_forks_their_holders_and_their_waiters() {
+fn monitor_locks_and_threads_show_the_philosophers_cycle_fork_by_fork() {
     let (cfg, schedule) =
         failing_schedule("philosophers", |o| matches!(o, Outcome::Deadlocked { .. }));
     let dir = tempfile::tempdir().unwrap();
@@ -713,6 +729,7 @@ fn monitor_locks_names_the_philosophers_forks_their_holders_and_their_waiters() 
             "monitor locks",
             "monitor goto end",
             "monitor locks",
+            "monitor threads",
             "monitor help",
         ],
     );
@@ -720,46 +737,70 @@ fn monitor_locks_names_the_philosophers_forks_their_holders_and_their_waiters() 
         out.split("now at step")
             .next()
             .unwrap()
-            .contains("no thread holds or waits for a lock here"),
+            .contains("the run knows no lock here"),
         "at the first instruction: {out}"
     );
     let end = between(&out, "now at step", "rewind-fuzz monitor commands:");
-    let end = between(end, "\nthread ", "rewind-fuzz monitor commands:");
-    // Each philosopher holds its left fork and waits for its right one.
-    let holds = lock_lines(end, " holds forks[");
-    assert_eq!(holds.len(), 5, "{end}");
-    for h in &holds {
-        assert!(
-            h.contains("(taken at ") && h.contains("philosophers.c:"),
-            "{h}"
-        );
-    }
-    let waits = lock_lines(end, " waits for forks[");
-    assert_eq!(waits.len(), 5, "{end}");
-    for w in &waits {
-        assert!(
-            w.contains("philosophers.c:") && w.contains(", held by thread "),
-            "{w}"
-        );
-        // The holder named is the thread that says it holds that fork.
-        let fork = w
-            .split(" waits for ")
+    let locks = between(end, "\nlock ", "\nthread ");
+    assert!(
+        locks
+            .lines()
             .nth(1)
             .unwrap()
-            .split(' ')
-            .next()
-            .unwrap();
-        let holder = w.rsplit("held by thread ").next().unwrap().trim();
+            .split_whitespace()
+            .eq(["lock", "kind", "holder", "taken", "at", "waiters"]),
+        "{locks}"
+    );
+    // Each fork is held by one philosopher, which took it in
+    // philosopher(), and waited for by the next one.
+    let forks = rows(locks, "forks[");
+    assert_eq!(forks.len(), 5, "{locks}");
+    let mut holders = std::collections::BTreeSet::new();
+    let mut waiters = std::collections::BTreeSet::new();
+    let mut held_by = std::collections::BTreeMap::new();
+    for f in &forks {
+        let [name, kind, holder, taken, waiter] = f[..] else {
+            panic!("five cells: {f:?} in {locks}");
+        };
+        assert_eq!(kind, "pthread mutex", "{f:?}");
+        assert!(taken.starts_with("philosopher (philosophers.c:"), "{f:?}");
+        let (h, w) = (thread_id(holder), thread_id(waiter));
+        assert!(!waiter.contains(','), "one waiter: {f:?}");
+        assert_ne!(h, w, "{f:?}");
+        holders.insert(h);
+        waiters.insert(w);
+        held_by.insert(name, (h, w));
+    }
+    assert_eq!(holders.len(), 5, "each philosopher holds a fork: {locks}");
+    assert_eq!(holders, waiters, "and waits for the next: {locks}");
+    assert!(!locks.contains(" 0x"), "every lock has its name: {locks}");
+
+    // Each waiter is blocked on the fork, held by its holder.
+    let threads = between(end, "\nthread ", "rewind-fuzz monitor commands:");
+    assert!(
+        threads
+            .lines()
+            .nth(1)
+            .unwrap()
+            .split_whitespace()
+            .eq(["thread", "name", "state", "waits", "on"]),
+        "{threads}"
+    );
+    for (fork, (h, w)) in &held_by {
+        let row = rows(threads, w)
+            .into_iter()
+            .find(|r| r[0] == *w)
+            .unwrap_or_else(|| panic!("no thread {w} in {threads}"));
+        assert_eq!(row[2], "blocked", "{row:?}");
+        let wants = format!("{fork} (pthread mutex) at philosopher (philosophers.c:");
         assert!(
-            holds
-                .iter()
-                .any(|h| h.starts_with(&format!("thread {holder} holds {fork} "))),
-            "{w}: not held by thread {holder} in {end}"
+            row[3].starts_with(&wants) && row[3].ends_with(&format!(", held by thread {h}")),
+            "{row:?}"
         );
     }
-    assert!(!end.contains(" 0x"), "every lock has its name: {end}");
+    let help = between(&out, "rewind-fuzz monitor commands:", "\n\n");
     assert!(
-        between(&out, "rewind-fuzz monitor commands:", "\n\n").contains("monitor locks"),
+        help.contains("monitor locks") && help.contains("monitor threads"),
         "{out}"
     );
 }
@@ -796,19 +837,45 @@ fn monitor_locks_names_rust_locks_on_the_heap_by_where_the_program_made_them() {
 
     let mut server = Server::start(&["gdb", &file.to_string_lossy(), "--at", "0"]);
     let attach = server.attach_command();
-    let out = gdb(&attach, &["monitor goto end", "monitor locks"]);
+    let out = gdb(
+        &attach,
+        &["monitor goto end", "monitor locks", "monitor threads"],
+    );
     let end = between(&out, "now at step", "\n\n");
-    let end = between(end, "\nthread ", "\n\n");
-    let holds = lock_lines(end, " holds ");
-    let waits = lock_lines(end, " waits for ");
-    assert_eq!(holds.len(), 2, "each thread holds one account: {end}");
-    assert_eq!(waits.len(), 2, "and waits for the other: {end}");
-    for l in holds.iter().chain(&waits) {
-        assert!(l.contains("Arc made at mutex_inversions.rs:3"), "{l}");
-        assert!(!l.contains(" 0x"), "named, not an address: {l}");
+    let locks = between(end, "\nlock ", "\nthread ");
+    // The two accounts' std mutexes, inferred from their atomics: each held
+    // by one thread and waited for by the other.
+    let accounts: Vec<_> = rows(locks, "")
+        .into_iter()
+        .filter(|r| {
+            r.first()
+                .is_some_and(|c| c.contains("Arc made at mutex_inversions.rs:3"))
+        })
+        .collect();
+    assert_eq!(accounts.len(), 2, "{locks}");
+    let mut cycle = Vec::new();
+    for a in &accounts {
+        let [_, kind, holder, _, waiter] = a[..] else {
+            panic!("five cells: {a:?} in {locks}");
+        };
+        assert_eq!(kind, "inferred lock word", "{a:?}");
+        cycle.push((thread_id(holder), thread_id(waiter)));
     }
-    for w in &waits {
-        assert!(w.contains(", held by thread "), "{w}");
+    assert_eq!(cycle[0].0, cycle[1].1, "{locks}");
+    assert_eq!(cycle[1].0, cycle[0].1, "{locks}");
+    assert!(!locks.contains(" 0x"), "named, not addresses: {locks}");
+    let threads = between(end, "\nthread ", "\n\n");
+    for (h, w) in &cycle {
+        let row = rows(threads, w)
+            .into_iter()
+            .find(|r| r[0] == *w)
+            .unwrap_or_else(|| panic!("no thread {w} in {threads}"));
+        assert_eq!(row[2], "blocked", "{row:?}");
+        assert!(
+            row[3].contains("Arc made at mutex_inversions.rs:3")
+                && row[3].ends_with(&format!(", held by thread {h}")),
+            "{row:?}"
+        );
     }
 }
 

@@ -1,14 +1,16 @@
-//! `monitor locks`: at the timeline's position, the locks each live thread
-//! holds and the one it waits for or spins on, named as the program names
-//! them: a global by its symbol, a lock on the heap by where the program
-//! made it (one more replay of the run, the first time one is asked for).
+//! `monitor locks` and `monitor threads`: at the timeline's position, every
+//! lock the run knows (its kind, holder, where the holder took it, its
+//! waiters) and every thread (its state, what it waits on), locks named as
+//! the program names them: a global by its symbol, a lock on the heap by
+//! where the program made it (one more replay of the run, the first time
+//! one is asked for).
 
 use std::collections::{BTreeMap, BTreeSet};
 
 use crate::engine::{RunConfig, Vm};
 use crate::ids::Tid;
-use crate::kernel::ThreadState;
 use crate::kernel::vfs::SharedSource;
+use crate::kernel::{Kernel, Thread, ThreadState, Wait};
 use crate::observe::outcome::Outcome;
 use crate::report::{Symbols, mappings};
 use crate::rwd::Rwd;
@@ -121,26 +123,22 @@ impl HeapNames {
     }
 }
 
-/// What one thread does with one lock.
-enum Fact {
-    Holds {
-        tid: Tid,
-        lock: u64,
-        site: u64,
-        shared: bool,
-    },
-    Wants {
-        tid: Tid,
-        lock: u64,
-        site: u64,
-        blocked: bool,
-        holders: Vec<Tid>,
-    },
+/// The most free locks `monitor locks` names: a program may make
+/// thousands, and the ones held or waited for are the point.
+const MAX_FREE_LISTED: usize = 20;
+
+/// A lock a thread does not hold and wants.
+#[derive(Clone, Copy)]
+struct Want {
+    lock: u64,
+    /// Where it asked.
+    site: u64,
+    /// Asleep in the kernel for it (else spinning, or on its way to take it).
+    blocked: bool,
 }
 
-/// The lines `monitor locks` prints for the run where `vm` stands.
-pub fn lines(vm: &Vm, heap: &mut HeapNames) -> Vec<String> {
-    let k = vm.debug_kernel();
+/// The lock each live thread wants, where it stands.
+fn wants(k: &Kernel) -> BTreeMap<Tid, Want> {
     let locks = k.observer().locks();
     // Where a blocked thread's futex wait is for a lock it asked for (and
     // not, say, a condition variable's word).
@@ -149,52 +147,36 @@ pub fn lines(vm: &Vm, heap: &mut HeapNames) -> Vec<String> {
         .into_iter()
         .filter_map(|b| Some((b.thread, (b.lock?.0, b.site?.0))))
         .collect();
-    let mut facts = Vec::new();
-    for t in k.threads().values().filter(|t| t.is_alive()) {
-        for h in locks.held(t.tid) {
-            if locks.taken_as_lock(h.lock) {
-                facts.push(Fact::Holds {
-                    tid: t.tid,
-                    lock: h.lock,
-                    site: h.site,
-                    shared: h.shared,
-                });
-            }
-        }
-        let blocked = matches!(t.state(), ThreadState::Blocked(_));
-        let wanted = if blocked {
-            blocked_on.get(&t.tid).copied()
-        } else {
-            locks.acquiring(t.tid)
-        };
-        if let Some((lock, site)) = wanted {
-            let holders = locks
-                .holders(lock)
-                .into_iter()
-                .map(|(h, _)| h)
-                .filter(|h| *h != t.tid)
-                .collect();
-            facts.push(Fact::Wants {
-                tid: t.tid,
-                lock,
-                site,
-                blocked,
-                holders,
-            });
-        }
-    }
-    if facts.is_empty() {
-        return vec!["no thread holds or waits for a lock here".into()];
-    }
-
-    let mut sym = Symbols::from_mappings(mappings(k.mm()));
-    let addrs: BTreeSet<u64> = facts
-        .iter()
-        .map(|f| match f {
-            Fact::Holds { lock, .. } | Fact::Wants { lock, .. } => *lock,
+    k.threads()
+        .values()
+        .filter(|t| t.is_alive())
+        .filter_map(|t| {
+            let blocked = matches!(t.state(), ThreadState::Blocked(_));
+            let (lock, site) = if blocked {
+                blocked_on.get(&t.tid).copied()?
+            } else {
+                locks.acquiring(t.tid)?
+            };
+            Some((
+                t.tid,
+                Want {
+                    lock,
+                    site,
+                    blocked,
+                },
+            ))
         })
-        .collect();
-    let mut names: BTreeMap<u64, String> = BTreeMap::new();
+        .collect()
+}
+
+/// Names of the locks at `addrs`: a global's symbol, a heap lock's maker,
+/// else the address.
+fn lock_names(
+    sym: &mut Symbols,
+    heap: &mut HeapNames,
+    addrs: impl IntoIterator<Item = u64>,
+) -> BTreeMap<u64, String> {
+    let mut names = BTreeMap::new();
     let mut on_heap = Vec::new();
     for a in addrs {
         match sym.data_name(a) {
@@ -204,51 +186,256 @@ pub fn lines(vm: &Vm, heap: &mut HeapNames) -> Vec<String> {
             None => on_heap.push(a),
         }
     }
-    names.extend(heap.names(&on_heap));
-    let name = |a: u64| names.get(&a).cloned().unwrap_or_else(|| format!("{a:#x}"));
+    let found = heap.names(&on_heap);
+    for a in on_heap {
+        let name = found.get(&a).cloned().unwrap_or_else(|| format!("{a:#x}"));
+        names.insert(a, name);
+    }
+    names
+}
 
-    facts
-        .iter()
-        .map(|f| match f {
-            Fact::Holds {
-                tid,
-                lock,
-                site,
-                shared,
-            } => {
-                let how = if *shared { " for reading" } else { "" };
-                format!(
-                    "thread {tid} holds {}{how} (taken at {})",
-                    name(*lock),
-                    sym.lock_site(*site).short()
-                )
+/// `thread 2 (philosophers)`.
+fn thread_name(k: &Kernel, tid: Tid) -> String {
+    match k.threads().get(&tid) {
+        Some(t) => format!("thread {tid} ({})", t.name),
+        None => format!("thread {tid}"),
+    }
+}
+
+/// `rows` as columns two spaces apart, each as wide as its widest cell.
+fn table(rows: &[Vec<String>]) -> Vec<String> {
+    let cols = rows.iter().map(Vec::len).max().unwrap_or(0);
+    let widths: Vec<usize> = (0..cols)
+        .map(|c| {
+            rows.iter()
+                .filter_map(|r| r.get(c))
+                .map(|s| s.chars().count())
+                .max()
+                .unwrap_or(0)
+        })
+        .collect();
+    rows.iter()
+        .map(|r| {
+            let mut line = String::new();
+            for (c, cell) in r.iter().enumerate() {
+                line.push_str(cell);
+                let pad = widths[c] - cell.chars().count();
+                line.extend(std::iter::repeat_n(' ', pad + 2));
             }
-            Fact::Wants {
-                tid,
-                lock,
-                site,
-                blocked,
-                holders,
-            } => {
-                let how = match (blocked, holders.is_empty()) {
-                    (true, _) => "waits for",
-                    (false, false) => "spins on",
-                    (false, true) => "is taking",
-                };
-                let by = match holders.as_slice() {
-                    [] => "which no other thread holds".to_string(),
-                    [h] => format!("held by thread {h}"),
-                    hs => {
-                        let hs: Vec<String> = hs.iter().map(|h| h.to_string()).collect();
-                        format!("held by threads {}", hs.join(", "))
-                    }
-                };
-                format!(
-                    "thread {tid} {how} {} at {}, {by}",
-                    name(*lock),
-                    sym.lock_site(*site).short()
-                )
-            }
+            line.trim_end().to_string()
         })
         .collect()
+}
+
+/// The lines `monitor locks` prints for the run where `vm` stands: a row
+/// a lock, those held or wanted first, then the free ones.
+pub fn lines(vm: &Vm, heap: &mut HeapNames) -> Vec<String> {
+    let k = vm.debug_kernel();
+    let locks = k.observer().locks();
+    let mut known = locks.known();
+    let wants = wants(k);
+    // A lock a thread waits for is one, whatever the tracker filed it as.
+    for w in wants.values() {
+        known
+            .entry(w.lock)
+            .or_insert(crate::observe::locks::LockKind::Inferred);
+    }
+    if known.is_empty() {
+        return vec!["the run knows no lock here".into()];
+    }
+    let holders: BTreeMap<u64, Vec<(Tid, u64, bool)>> = known
+        .keys()
+        .map(|l| {
+            let hs = k
+                .threads()
+                .values()
+                .filter(|t| t.is_alive())
+                .flat_map(|t| {
+                    locks
+                        .held(t.tid)
+                        .iter()
+                        .filter(|h| h.lock == *l)
+                        .map(|h| (t.tid, h.site, h.shared))
+                        .collect::<Vec<_>>()
+                })
+                .collect();
+            (*l, hs)
+        })
+        .collect();
+    let busy = |l: &u64| !holders[l].is_empty() || wants.values().any(|w| w.lock == *l);
+    let (busy_locks, free): (Vec<u64>, Vec<u64>) = known.keys().copied().partition(busy);
+    let listed_free = &free[..free.len().min(MAX_FREE_LISTED)];
+
+    let mut sym = Symbols::from_mappings(mappings(k.mm()));
+    let names = lock_names(
+        &mut sym,
+        heap,
+        busy_locks.iter().chain(listed_free).copied(),
+    );
+    let mut rows = vec![
+        ["lock", "kind", "holder", "taken at", "waiters"]
+            .map(String::from)
+            .to_vec(),
+    ];
+    let mut ordered = busy_locks.clone();
+    ordered.sort_by_key(|l| (names[l].clone(), *l));
+    for l in ordered.iter().chain(listed_free) {
+        let waiters: Vec<String> = wants
+            .iter()
+            .filter(|(_, w)| w.lock == *l)
+            .map(|(t, w)| {
+                let how = match (w.blocked, holders[l].iter().any(|(h, ..)| h != t)) {
+                    (true, _) => "",
+                    (false, true) => " (spinning)",
+                    (false, false) => " (taking it)",
+                };
+                format!("thread {t}{how}")
+            })
+            .collect();
+        let hs = &holders[l];
+        let first = |c: &str| vec![names[l].clone(), known[l].describe().to_string(), c.into()];
+        if hs.is_empty() {
+            let mut row = first("free");
+            row.extend(["".into(), waiters.join(", ")]);
+            rows.push(row);
+        }
+        // A lock held for reading by several: a row a holder.
+        for (i, (h, site, shared)) in hs.iter().enumerate() {
+            let read = if *shared { " for reading" } else { "" };
+            let mut row = if i == 0 {
+                first(&format!("{}{read}", thread_name(k, *h)))
+            } else {
+                vec![
+                    String::new(),
+                    String::new(),
+                    format!("{}{read}", thread_name(k, *h)),
+                ]
+            };
+            row.push(sym.lock_site(*site).short());
+            row.push(if i == 0 {
+                waiters.join(", ")
+            } else {
+                String::new()
+            });
+            rows.push(row);
+        }
+    }
+    let mut out = table(&rows);
+    if free.len() > listed_free.len() {
+        out.push(format!(
+            "and {} more free locks",
+            free.len() - listed_free.len()
+        ));
+    }
+    out
+}
+
+/// What a blocked thread waits for, when it is no lock.
+fn wait_text(w: &Wait) -> String {
+    match w {
+        Wait::Futex { addr, .. } => format!("futex {addr:#x}"),
+        Wait::Sleep { .. } => "a sleep to end".into(),
+        Wait::Poll { .. } => "poll".into(),
+        Wait::Signal | Wait::SigWait { .. } => "a signal".into(),
+        Wait::Pipe { write: false, .. } => "data in an empty pipe".into(),
+        Wait::Pipe { write: true, .. } => "room in a full pipe".into(),
+        Wait::Child { .. } => "a child process".into(),
+        Wait::Readable { fd, .. } => format!("descriptor {fd} to be readable"),
+        Wait::Vfork { child } => format!("vfork child {child}"),
+    }
+}
+
+/// A thread's state: running, runnable, blocked or exited.
+fn state_word(k: &Kernel, t: &Thread) -> &'static str {
+    match t.state() {
+        ThreadState::Runnable if t.tid == k.current() && k.outcome().is_none() => "running",
+        ThreadState::Runnable => "runnable",
+        ThreadState::Blocked(_) => "blocked",
+        ThreadState::Exited => "exited",
+    }
+}
+
+/// A thread's state as gdb's thread list shows it: `blocked on futex
+/// 0x7f..`, `blocked, waiting for a signal`.
+pub fn state_text(k: &Kernel, t: &Thread) -> String {
+    match t.state() {
+        ThreadState::Blocked(w @ Wait::Futex { .. }) => format!("blocked on {}", wait_text(w)),
+        ThreadState::Blocked(w) => format!("blocked, waiting for {}", wait_text(w)),
+        _ => state_word(k, t).into(),
+    }
+}
+
+/// The lines `monitor threads` prints for the run where `vm` stands: a
+/// row a thread, with what it waits on, a lock by its name.
+pub fn thread_lines(vm: &Vm, heap: &mut HeapNames) -> Vec<String> {
+    let k = vm.debug_kernel();
+    let locks = k.observer().locks();
+    let wants = wants(k);
+    let mut sym = Symbols::from_mappings(mappings(k.mm()));
+    let names = lock_names(&mut sym, heap, wants.values().map(|w| w.lock));
+    let kinds = locks.known();
+    let mut rows = vec![
+        ["thread", "name", "state", "waits on"]
+            .map(String::from)
+            .to_vec(),
+    ];
+    for t in k.threads().values() {
+        let waits = match (wants.get(&t.tid), t.state()) {
+            (Some(w), _) => {
+                let kind = kinds.get(&w.lock).map_or("lock", |k| k.describe());
+                let how = if w.blocked { "" } else { "spinning on " };
+                let holders: Vec<String> = locks
+                    .holders(w.lock)
+                    .into_iter()
+                    .map(|(h, _)| h)
+                    .filter(|h| *h != t.tid)
+                    .map(|h| h.to_string())
+                    .collect();
+                let by = match holders.len() {
+                    0 => String::new(),
+                    1 => format!(", held by thread {}", holders[0]),
+                    _ => format!(", held by threads {}", holders.join(", ")),
+                };
+                format!(
+                    "{how}{} ({kind}) at {}{by}",
+                    names[&w.lock],
+                    sym.lock_site(w.site).short()
+                )
+            }
+            (None, ThreadState::Blocked(w)) => wait_text(w),
+            (None, _) => String::new(),
+        };
+        rows.push(vec![
+            t.tid.to_string(),
+            t.name.clone(),
+            state_word(k, t).into(),
+            waits,
+        ]);
+    }
+    table(&rows)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_table_aligns_its_columns_and_trims_its_lines() {
+        let rows: Vec<Vec<String>> = [
+            vec!["lock", "holder", "waiters"],
+            vec!["forks[0]", "thread 2", "thread 6"],
+            vec!["a", "free", ""],
+        ]
+        .into_iter()
+        .map(|r| r.into_iter().map(String::from).collect())
+        .collect();
+        assert_eq!(
+            table(&rows),
+            [
+                "lock      holder    waiters",
+                "forks[0]  thread 2  thread 6",
+                "a         free",
+            ]
+        );
+    }
 }

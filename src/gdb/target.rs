@@ -48,7 +48,6 @@ use super::timeline::{Halt, Position, Timeline};
 use crate::engine::VmError;
 use crate::ids::Tid;
 use crate::kernel::vfs::{HostNode, SharedSource};
-use crate::kernel::{ThreadState, Wait};
 use crate::observe::outcome::Outcome;
 
 /// What gdb asked the run to do next.
@@ -484,28 +483,7 @@ impl ThreadExtraInfo for Session {
         let Some(t) = k.threads().get(&tid) else {
             return Ok(0);
         };
-        let state = match t.state() {
-            ThreadState::Runnable if tid == k.current() && k.outcome().is_none() => {
-                "running".into()
-            }
-            ThreadState::Runnable => "runnable".into(),
-            ThreadState::Blocked(Wait::Futex { addr, .. }) => format!("blocked on futex {addr:#x}"),
-            ThreadState::Blocked(Wait::Sleep { .. }) => "sleeping".into(),
-            ThreadState::Blocked(Wait::Poll { .. }) => "blocked in poll".into(),
-            ThreadState::Blocked(Wait::Signal | Wait::SigWait { .. }) => {
-                "waiting for a signal".into()
-            }
-            ThreadState::Blocked(Wait::Pipe { write: false, .. }) => "reading an empty pipe".into(),
-            ThreadState::Blocked(Wait::Pipe { write: true, .. }) => "writing a full pipe".into(),
-            ThreadState::Blocked(Wait::Child { .. }) => "waiting for a child process".into(),
-            ThreadState::Blocked(Wait::Readable { fd, .. }) => {
-                format!("reading descriptor {fd}")
-            }
-            ThreadState::Blocked(Wait::Vfork { child }) => {
-                format!("waiting for vfork child {child}")
-            }
-            ThreadState::Exited => "exited".into(),
-        };
+        let state = super::locks::state_text(k, t);
         let text = format!("{}, {state}", t.name);
         let n = text.len().min(buf.len());
         buf[..n].copy_from_slice(&text.as_bytes()[..n]);
@@ -549,6 +527,11 @@ impl MonitorCmd for Session {
                     gdbstub::outputln!(out, "{line}");
                 }
             }
+            ["threads"] => {
+                for line in super::locks::thread_lines(self.tl.vm(), &mut self.heap) {
+                    gdbstub::outputln!(out, "{line}");
+                }
+            }
             _ => {
                 gdbstub::outputln!(out, "rewind-fuzz monitor commands:");
                 gdbstub::outputln!(
@@ -562,7 +545,11 @@ impl MonitorCmd for Session {
                 gdbstub::outputln!(out, "  monitor goto end   jump to the end of the run");
                 gdbstub::outputln!(
                     out,
-                    "  monitor locks      the locks each thread holds and the one it waits for"
+                    "  monitor locks      every lock the run knows: kind, holder, where taken, waiters"
+                );
+                gdbstub::outputln!(
+                    out,
+                    "  monitor threads    every thread: state, and the lock or other thing it waits on"
                 );
             }
         }

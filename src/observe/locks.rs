@@ -30,6 +30,43 @@ pub struct Held {
     pub shared: bool,
 }
 
+/// What a lock is, as the run knows it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum LockKind {
+    /// A pthread mutex the shim reported (a condition variable's too).
+    Mutex,
+    /// A pthread reader-writer lock the shim reported.
+    Rwlock,
+    /// A pthread spinlock the shim reported.
+    Spinlock,
+    /// A word the program's atomics take as a lock (futex-word lock
+    /// inference: a Rust `Mutex`, a hand-rolled spinlock).
+    Inferred,
+}
+
+impl LockKind {
+    /// The kind of the lock `op` acquires.
+    fn of(op: HintOp) -> LockKind {
+        use HintOp::*;
+        match op {
+            RwlockRdlock | RwlockWrlock | RwlockTryrdlock | RwlockTrywrlock | RwlockTimedrdlock
+            | RwlockTimedwrlock => LockKind::Rwlock,
+            SpinLock | SpinTrylock => LockKind::Spinlock,
+            _ => LockKind::Mutex,
+        }
+    }
+
+    /// For people.
+    pub fn describe(self) -> &'static str {
+        match self {
+            LockKind::Mutex => "pthread mutex",
+            LockKind::Rwlock => "pthread rwlock",
+            LockKind::Spinlock => "pthread spinlock",
+            LockKind::Inferred => "inferred lock word",
+        }
+    }
+}
+
 /// An acquisition in progress.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 struct Pending {
@@ -394,8 +431,8 @@ struct Attempt {
 pub struct LockTracker {
     threads: BTreeMap<Tid, ThreadLocks>,
     order: OrderGraph,
-    /// Locks the shim reported (locks by their API).
-    reported: BTreeSet<u64>,
+    /// Locks the shim reported (locks by their API), with their kind.
+    reported: BTreeMap<u64, LockKind>,
     /// Words atomics treat as locks (futex-word lock inference).
     words: BTreeMap<u64, Word>,
     /// The word each thread last failed to take, and where: what it waits
@@ -467,7 +504,7 @@ impl LockTracker {
     }
 
     fn acquired(&mut self, tid: Tid, p: Pending) {
-        self.reported.insert(p.lock);
+        self.reported.insert(p.lock, LockKind::of(p.op));
         let shared = matches!(
             p.op,
             HintOp::RwlockRdlock | HintOp::RwlockTryrdlock | HintOp::RwlockTimedrdlock
@@ -526,7 +563,7 @@ impl LockTracker {
     /// it set it free. A word seen free while held was released by a store
     /// no site saw (a C11 release store is a plain move).
     pub fn on_word(&mut self, tid: Tid, site: u64, addr: u64, a: &WordAccess) {
-        if self.reported.contains(&addr) {
+        if self.reported.contains_key(&addr) {
             return;
         }
         let word = self.words.get(&addr).copied();
@@ -712,13 +749,13 @@ impl LockTracker {
     /// Whether `lock` is known to be a lock (reported by the shim, or an
     /// inferred word seen to behave as one).
     pub fn is_lock(&self, lock: u64) -> bool {
-        self.reported.contains(&lock) || self.words.get(&lock).is_some_and(Word::is_lock)
+        self.reported.contains_key(&lock) || self.words.get(&lock).is_some_and(Word::is_lock)
     }
 
     /// Whether lock-order edges from and to `lock` count (see
     /// [`Word::orders`]); any lock counts as a gate.
     fn orders(&self, lock: u64) -> bool {
-        self.reported.contains(&lock) || self.words.get(&lock).is_some_and(Word::orders)
+        self.reported.contains_key(&lock) || self.words.get(&lock).is_some_and(Word::orders)
     }
 
     /// Whether a hold or wait on `lock` is one on a lock: reported by the
@@ -726,7 +763,7 @@ impl LockTracker {
     /// before its holder first released it (a deadlock's locks may never
     /// be released).
     pub fn taken_as_lock(&self, lock: u64) -> bool {
-        self.reported.contains(&lock) || self.words.get(&lock).is_some_and(Word::is_waited_for)
+        self.reported.contains_key(&lock) || self.words.get(&lock).is_some_and(Word::is_waited_for)
     }
 
     fn release(&mut self, tid: Tid, lock: u64) {
@@ -787,6 +824,22 @@ impl LockTracker {
     /// Locks `tid` holds.
     pub fn held(&self, tid: Tid) -> &[Held] {
         self.threads.get(&tid).map_or(&[], |t| &t.held)
+    }
+
+    /// Every lock the run knows, with its kind: those the shim reported,
+    /// words taken as locks (as [`LockTracker::taken_as_lock`] counts
+    /// them), and those a thread is asking for that no one took yet.
+    pub fn known(&self) -> BTreeMap<u64, LockKind> {
+        let mut known = self.reported.clone();
+        for (a, w) in &self.words {
+            if w.is_waited_for() {
+                known.insert(*a, LockKind::Inferred);
+            }
+        }
+        for p in self.threads.values().filter_map(|t| t.pending) {
+            known.entry(p.lock).or_insert(LockKind::of(p.op));
+        }
+        known
     }
 
     /// Cycles in the lock-order graph (see [`OrderGraph::inversions`]).
@@ -857,6 +910,31 @@ mod tests {
     }
 
     const LOCK: Option<LockRole> = Some(LockRole::Exclusive);
+
+    #[test]
+    fn known_locks_keep_their_kind_after_release() {
+        let mut t = LockTracker::default();
+        lock(&mut t, 1, 0x10, 1);
+        unlock(&mut t, 1, 0x10);
+        t.on_hint(Tid(1), HintOp::RwlockRdlock, 0x20, 2, 0);
+        t.on_step(Tid(1), false);
+        // Asked for, not taken yet.
+        t.on_hint(Tid(3), HintOp::SpinLock, 0x30, 3, 0);
+        // A word a compare-and-swap of a lock's code takes.
+        t.on_word(Tid(2), 4, 0x40, &cas(0, 0, 1, LOCK));
+        // A word nothing shows to be a lock.
+        t.on_word(Tid(2), 5, 0x50, &cas(0, 0, 1, None));
+        let known = t.known();
+        assert_eq!(
+            known.into_iter().collect::<Vec<_>>(),
+            [
+                (0x10, LockKind::Mutex),
+                (0x20, LockKind::Rwlock),
+                (0x30, LockKind::Spinlock),
+                (0x40, LockKind::Inferred),
+            ]
+        );
+    }
 
     /// Two threads take words `a` and `b` in opposite orders with the
     /// acquisitions `take` and release them with `release`.
