@@ -101,7 +101,7 @@ pub fn fork(a: ForkArgs) -> Result<u8, UserError> {
     std::fs::create_dir_all(&a.out).map_err(|e| {
         UserError::bad_input(format!("cannot create --out {}: {e}", a.out.display()))
     })?;
-    let rows = save_firsts(&a, &rwd, at, &checked)?;
+    let rows = save_firsts(&a, (&rwd, &cfg), at, &checked)?;
     let want = recorded_kind(&rwd);
     let hits = rows.get(want).map_or(0, |r| r.count);
     let verdict = Verdict::of(hits, checked.trials.len() as u64);
@@ -162,7 +162,7 @@ fn recorded_kind(rwd: &Rwd) -> &'static str {
     table_row(FailureKind::of(&rwd.outcome(), inversions, &rwd.ok_codes).as_ref())
 }
 
-/// The file's name without its directory and `.rwd`.
+/// The file's name, without its directory.
 fn file_name(path: &Path) -> String {
     path.file_name().map_or_else(
         || path.display().to_string(),
@@ -174,11 +174,10 @@ fn file_name(path: &Path) -> String {
 /// it as `OUT/NAME-at-STEP-KIND.rwd`.
 fn save_firsts<'t>(
     a: &ForkArgs,
-    rwd: &Rwd,
+    (rwd, cfg): (&Rwd, &crate::engine::RunConfig),
     at: u64,
     checked: &'t Checked,
 ) -> Result<BTreeMap<&'static str, Row<'t>>, UserError> {
-    let cfg = rwd.run_config();
     let stem = file_name(&a.file);
     let stem = stem.strip_suffix(".rwd").unwrap_or(&stem);
     let mut rows: BTreeMap<&'static str, Row<'t>> = BTreeMap::new();
@@ -196,7 +195,7 @@ fn save_firsts<'t>(
             .out
             .join(format!("{stem}-at-{at}-{}.rwd", slug.trim_end_matches('-')));
         let (made, _) =
-            crate::rwd::record(&cfg, rwd.source(), &t.report.schedule).map_err(vm_error)?;
+            crate::rwd::record(cfg, rwd.source(), &t.report.schedule).map_err(vm_error)?;
         super::common::save_rwd(&made, &path, !cfg.exclude_files.is_empty())?;
         rows.insert(
             t.kind(),
