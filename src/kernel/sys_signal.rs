@@ -1,6 +1,7 @@
 //! Signals: dispositions, masks, sending, and returning from handlers.
 
 use super::call::{SyscallDef, def};
+use super::process::Process;
 use super::signal::{self, NSIG, SigAction, UNBLOCKABLE, bit};
 use super::thread::{AltStack, PendingSignal, Wait};
 use super::{FpuAccess, Kernel, SysResult, Tid, err};
@@ -273,21 +274,23 @@ fn sys_kill(k: &mut Kernel, _: &mut dyn FpuAccess, a: [u64; 6]) -> SysResult {
     let sel = a[0] as i32;
     let me = k.pid();
     let group = k.processes()[&me].pgid;
+    let chosen = |p: &Process| match sel {
+        0 => p.pgid == group,
+        -1 => p.pid != k.first_pid || p.pid == me,
+        n if n > 0 => p.pid == Pid(n as u32),
+        n => p.pgid == Pid(n.unsigned_abs()),
+    };
+    // A zombie (ended, not yet waited for) is found, as Linux finds it,
+    // and the signal does nothing to it.
+    if !k.processes().values().any(chosen) {
+        return err(libc::ESRCH);
+    }
     let targets: Vec<Pid> = k
         .processes()
         .values()
-        .filter(|p| p.ended.is_none())
-        .filter(|p| match sel {
-            0 => p.pgid == group,
-            -1 => p.pid != k.first_pid || p.pid == me,
-            n if n > 0 => p.pid == Pid(n as u32),
-            n => p.pgid == Pid(n.unsigned_abs()),
-        })
+        .filter(|p| p.ended.is_none() && chosen(p))
         .map(|p| p.pid)
         .collect();
-    if targets.is_empty() {
-        return err(libc::ESRCH);
-    }
     if a[1] == 0 {
         return SysResult::Ret(0);
     }
