@@ -189,9 +189,20 @@ fn open(k: &mut Kernel, path: &str, flags: i32, mode: u32) -> Result<i64, i32> {
 
 fn openat(k: &mut Kernel, dirfd: i32, ptr: u64, flags: u64, mode: u64) -> SysResult {
     match path_at(k, dirfd, ptr) {
+        // The host's would be the monitor's terminals: the machine has
+        // none, and says so rather than pretend the device is missing.
+        Ok(p) if is_pseudoterminal(&p) => {
+            SysResult::Unsupported(format!("pseudoterminals (open of {p})"))
+        }
         Ok(p) => ret(open(k, &p, flags as i32, mode as u32)),
         Err(e) => err(e),
     }
+}
+
+/// Whether `path` is a pseudoterminal device: the multiplexer or a pair's
+/// end.
+fn is_pseudoterminal(path: &str) -> bool {
+    path == "/dev/ptmx" || path == "/dev/pts/ptmx" || path.starts_with("/dev/pts/")
 }
 
 fn sys_open(k: &mut Kernel, _: &mut dyn FpuAccess, a: [u64; 6]) -> SysResult {
