@@ -213,6 +213,10 @@ pub struct Kernel {
     now: Nanos,
     rng: ChaCha20Rng,
     next_tid: u32,
+    /// Working directories threads hold apart from their process's
+    /// (`unshare(CLONE_FS)`), by id: threads made with `CLONE_FS` by such
+    /// a thread share its id.
+    own_cwds: BTreeMap<u32, String>,
     /// What the engine sees of the run.
     obs: Observer,
     /// Things the user should know about how the run was made.
@@ -318,6 +322,7 @@ impl Kernel {
             now: 0,
             rng,
             next_tid: MAIN_TID.0 + 1,
+            own_cwds: BTreeMap::new(),
             obs: Observer::new(OUTPUT_CAP),
             notes: Vec::new(),
             pipes,

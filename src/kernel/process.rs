@@ -202,9 +202,34 @@ impl Kernel {
         &mut self.process_entry_mut().signals
     }
 
-    /// The current process's working directory.
+    /// The current thread's working directory: its process's, or its own
+    /// once it has one (`unshare(CLONE_FS)`).
     pub(super) fn cwd(&self) -> &str {
-        &self.process_entry().cwd
+        let own = self.threads().get(&self.current).and_then(|t| t.own_cwd);
+        match own.and_then(|id| self.own_cwds.get(&id)) {
+            Some(own) => own,
+            None => &self.process_entry().cwd,
+        }
+    }
+
+    /// Changes the current thread's working directory (its process's,
+    /// unless it has its own).
+    pub(super) fn set_cwd(&mut self, path: String) {
+        match self.cur().own_cwd {
+            Some(id) => {
+                self.own_cwds.insert(id, path);
+            }
+            None => self.process_entry_mut().cwd = path,
+        }
+    }
+
+    /// A working directory apart from the process's, starting as the
+    /// current thread's: its id.
+    pub(super) fn new_own_cwd(&mut self) -> u32 {
+        let id = self.own_cwds.keys().next_back().map_or(0, |k| k + 1);
+        let cwd = self.cwd().to_string();
+        self.own_cwds.insert(id, cwd);
+        id
     }
 
     /// `path` made absolute against the current process's working

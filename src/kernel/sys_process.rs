@@ -22,6 +22,11 @@ use crate::ids::Pid;
 
 pub const CALLS: &[SyscallDef] = &[
     def(
+        libc::SYS_unshare,
+        sys_unshare,
+        "a mount namespace (the machine mounts nothing); a working directory of the thread's own; the descriptor table of a process with one thread; other namespaces are unsupported",
+    ),
+    def(
         libc::SYS_clone,
         sys_clone,
         "threads, and processes as fork and vfork do; not CLONE_FILES, CLONE_SIGHAND or namespaces for processes",
@@ -146,6 +151,7 @@ fn spawn(k: &mut Kernel, cpu: &mut dyn FpuAccess, c: CloneArgs) -> SysResult {
     }
     k.share_descriptions();
     k.sync_files();
+    let cwd = k.cwd().to_string();
     let me = k.process_entry().clone();
     k.copied_files(&me.files);
     let mut signals = me.signals;
@@ -169,7 +175,7 @@ fn spawn(k: &mut Kernel, cpu: &mut dyn FpuAccess, c: CloneArgs) -> SysResult {
         files: me.files,
         signals,
         limits: me.limits,
-        cwd: me.cwd,
+        cwd,
     });
     k.threads.insert(tid, child);
     if flags & CLONE_PARENT_SETTID != 0 {
@@ -574,6 +580,38 @@ fn sys_setsid(k: &mut Kernel, _: &mut dyn FpuAccess, _: [u64; 6]) -> SysResult {
     p.pgid = pid;
     p.sid = pid;
     SysResult::Ret(pid.0 as i64)
+}
+
+/// What `unshare` can give: a mount namespace of its own changes nothing
+/// the guest can see (the machine has one tree and no mount calls); a
+/// working directory of its own is the thread's `own_cwd`; the
+/// descriptor table and the semaphore undo list are already the caller's
+/// own when it is its process's only thread.
+const UNSHARE_NAMESPACE: u64 = libc::CLONE_NEWNS as u64;
+const UNSHARE_FS: u64 = libc::CLONE_FS as u64;
+const UNSHARE_ALONE: u64 = (libc::CLONE_FILES | libc::CLONE_SYSVSEM) as u64;
+
+fn sys_unshare(k: &mut Kernel, _: &mut dyn FpuAccess, a: [u64; 6]) -> SysResult {
+    let flags = a[0];
+    let known = UNSHARE_NAMESPACE | UNSHARE_FS | UNSHARE_ALONE;
+    if flags & !known != 0 {
+        return SysResult::Unsupported(format!("unshare of namespaces {:#x}", flags & !known));
+    }
+    // A descriptor table shared with other threads would have to be split
+    // from theirs: not modelled, so said rather than pretended.
+    if flags & UNSHARE_ALONE != 0 && k.threads.alive_in(k.pid) > 1 {
+        return SysResult::Unsupported(format!(
+            "unshare {:#x} by a thread of a process with other threads",
+            flags & UNSHARE_ALONE
+        ));
+    }
+    // A directory of its own even when it had one shared with threads it
+    // made: unsharing parts it from them too.
+    if flags & UNSHARE_FS != 0 {
+        let id = k.new_own_cwd();
+        k.cur().own_cwd = Some(id);
+    }
+    SysResult::Ret(0)
 }
 
 fn sys_clone(k: &mut Kernel, cpu: &mut dyn FpuAccess, a: [u64; 6]) -> SysResult {

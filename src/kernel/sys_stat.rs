@@ -345,7 +345,7 @@ fn sys_getcwd(k: &mut Kernel, _: &mut dyn FpuAccess, a: [u64; 6]) -> SysResult {
 fn chdir_to(k: &mut Kernel, p: String) -> SysResult {
     match meta_of_path(k, &p, true) {
         Ok(m) if m.mode & S_IFDIR != 0 => {
-            k.process_entry_mut().cwd = p;
+            k.set_cwd(p);
             SysResult::Ret(0)
         }
         Ok(_) => err(libc::ENOTDIR),

@@ -98,6 +98,13 @@ pub(super) fn clone_thread(k: &mut Kernel, cpu: &mut dyn FpuAccess, c: CloneArgs
     };
     child.mempolicy = parent.mempolicy;
     child.timer_slack = parent.timer_slack;
+    // Without CLONE_FS the thread starts from a copy of its creator's
+    // working directory; with it, the two share one.
+    child.own_cwd = if c.flags & CLONE_FS == 0 {
+        Some(k.new_own_cwd())
+    } else {
+        parent.own_cwd
+    };
     child.fpu = Some(cpu.save());
     if c.flags & CLONE_CHILD_CLEARTID != 0 {
         child.clear_child_tid = c.child_tid;

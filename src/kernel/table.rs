@@ -67,7 +67,7 @@ pub const UNSUPPORTED: &[(&str, &str)] = &[
         "debugging other processes: use rewind-fuzz gdb on the run instead",
     ),
     (
-        "mount, umount2, pivot_root, unshare, setns, chroot",
+        "mount, umount2, pivot_root, setns, chroot",
         "namespaces and mounts: the guest sees one fixed file system",
     ),
     (

@@ -197,6 +197,10 @@ pub struct Thread {
     /// `PR_SET_PDEATHSIG`: the signal the thread gets when its parent
     /// process ends (0: none).
     pub parent_death_signal: u32,
+    /// A working directory apart from its process's (an id in the
+    /// kernel's `own_cwds`): after `unshare(CLONE_FS)`, made by `clone`
+    /// without `CLONE_FS`, or shared with the thread that made it.
+    pub own_cwd: Option<u32>,
 }
 
 /// Linux's default timer slack (50 µs), which `PR_GET_TIMERSLACK` reports.
@@ -238,6 +242,7 @@ impl Thread {
             mempolicy: (0, 0),
             timer_slack: DEFAULT_TIMER_SLACK,
             parent_death_signal: 0,
+            own_cwd: None,
         }
     }
 

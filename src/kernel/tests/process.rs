@@ -34,6 +34,32 @@ fn script(b: &mut super::Bench, path: &str, contents: &str) -> u64 {
 }
 
 cases! {
+    unshare_of_a_mount_namespace_is_granted: SYS_unshare, |_b| [CLONE_NEWNS as u64, 0, 0, 0, 0, 0], Want::Ret(0);
+    unshare_of_a_lone_threads_context_is_granted: SYS_unshare, |_b| [(CLONE_FS | CLONE_FILES) as u64, 0, 0, 0, 0, 0], Want::Ret(0);
+    unshare_of_other_namespaces_is_unsupported: SYS_unshare, |_b| [CLONE_NEWUSER as u64, 0, 0, 0, 0, 0], Want::Unsupported;
+    unshare_of_a_descriptor_table_other_threads_share_is_unsupported: SYS_unshare, |b| {
+        let flags = CLONE_VM | CLONE_FS | CLONE_FILES | CLONE_SIGHAND | CLONE_THREAD | CLONE_SYSVSEM;
+        let stack = b.buf(4096) + 4096;
+        assert!(b.ret(SYS_clone, [flags as u64, stack, 0, 0, 0, 0]) > 1);
+        [CLONE_FILES as u64, 0, 0, 0, 0, 0]
+    }, Want::Unsupported;
+    a_thread_that_unshares_its_working_directory_changes_only_its_own: SYS_unshare, |b| {
+        let flags = CLONE_VM | CLONE_FS | CLONE_FILES | CLONE_SIGHAND | CLONE_THREAD | CLONE_SYSVSEM;
+        let stack = b.buf(4096) + 4096;
+        assert!(b.ret(SYS_clone, [flags as u64, stack, 0, 0, 0, 0]) > 1);
+        [CLONE_FS as u64, 0, 0, 0, 0, 0]
+    }, Want::Ret(0), then |b| {
+        let tmp = b.str("/tmp");
+        assert_eq!(b.ret(SYS_chdir, [tmp, 0, 0, 0, 0, 0]), 0);
+        let buf = b.buf(64);
+        assert_eq!(b.ret(SYS_getcwd, [buf, 64, 0, 0, 0, 0]), 5);
+        assert_eq!(b.read(buf, 5), b"/tmp\0");
+        // The process's other thread keeps the directory it had.
+        let other = *b.k.threads().keys().find(|t| **t != b.k.current()).unwrap();
+        assert!(b.k.threads()[&b.k.current()].own_cwd.is_some());
+        assert!(b.k.threads()[&other].own_cwd.is_none());
+        assert_ne!(b.k.process_entry().cwd, "/tmp");
+    };
     wait_without_children_is_echild: SYS_wait4, |b| [u64::MAX, 0, 0, 0, 0, 0], Want::Err(ECHILD);
     wait_for_a_running_child_blocks: SYS_wait4, |b| {
         fork(b);
@@ -111,6 +137,16 @@ cases! {
         let pid = fork(b);
         [pid, 0, 0, 0, 0, 0]
     }, Want::Ret(0);
+    kill_of_a_zombie_child_finds_it_and_does_nothing: SYS_kill, |b| {
+        let pid = fork(b);
+        b.k.with_process(Pid(pid as u32), |k| super::super::sys_thread::exit_process(k, 3));
+        [pid, SIGKILL as u64, 0, 0, 0, 0]
+    }, Want::Ret(0), then |b| {
+        // Still there to be waited for, with its own exit code.
+        let status = b.buf(4);
+        assert!(b.ret(SYS_wait4, [u64::MAX, status, 0, 0, 0, 0]) > 1);
+        assert_eq!(b.read(status, 4), 0x300u32.to_le_bytes());
+    };
     kill_with_a_bad_signal_is_einval: SYS_kill, |b| [1, 99, 0, 0, 0, 0], Want::Err(EINVAL);
     a_childs_status_flags_are_its_parents: SYS_fcntl, |b| {
         let ends = b.buf(8);
