@@ -17,28 +17,28 @@ pub const TAG: Tag = Tag(0x5257_4446);
 const MAX_MESSAGE: usize = 4 << 20;
 
 /// Who sent a message: a worker's number, or the session.
-pub type From = u32;
+pub type Origin = u32;
 
 /// The session itself (entries taken from the sync directory).
-pub const SESSION: From = u32::MAX;
+pub const SESSION: Origin = u32::MAX;
 
 #[derive(Clone, Debug, Serialize, Deserialize)]
 pub enum Message {
     /// A new corpus entry.
-    Entry { from: From, input: ScheduleInput },
+    Entry { from: Origin, input: ScheduleInput },
     /// Features a worker's runs reached before any other run it knew of.
     Features {
-        from: From,
+        from: Origin,
         features: Vec<(FeatureKind, u64)>,
     },
     /// A failure whose signature the worker had not seen; the session
     /// passes it on when nobody had.
-    Failure { from: From, failure: NewFailure },
+    Failure { from: Origin, failure: NewFailure },
     /// A run stopped for want of a system call the monitor lacks.
-    Unsupported { from: From, summary: String },
+    Unsupported { from: Origin, summary: String },
     /// A worker could not go on (not a crash: starting it again would
     /// fail the same way); the session ends with this error.
-    Error { from: From, message: String },
+    Error { from: Origin, message: String },
 }
 
 impl Message {
