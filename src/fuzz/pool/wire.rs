@@ -19,7 +19,8 @@ const MAX_MESSAGE: usize = 4 << 20;
 /// Who sent a message: a worker's number, or the session.
 pub type Origin = u32;
 
-/// The session itself (entries taken from the sync directory).
+/// The session itself (entries taken from the sync directory or other
+/// nodes).
 pub const SESSION: Origin = u32::MAX;
 
 #[derive(Clone, Debug, Serialize, Deserialize)]
