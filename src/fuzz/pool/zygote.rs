@@ -45,15 +45,15 @@ impl Event {
     fn parse(line: &str) -> Option<Event> {
         let mut w = line.split(' ');
         let (kind, worker) = (w.next()?, w.next()?.parse().ok()?);
-        let value = || w.clone().next().and_then(|v| v.parse().ok());
+        let value = w.next().and_then(|v| v.parse().ok());
         Some(match kind {
             "spawned" => Event::Spawned {
                 worker,
-                pid: value()?,
+                pid: value?,
             },
             "died" => Event::Died {
                 worker,
-                status: value()?,
+                status: value?,
             },
             "given-up" => Event::GivenUp { worker },
             _ => return None,
