@@ -96,6 +96,20 @@ pub struct TargetArgs {
     pub args: Vec<String>,
 }
 
+/// What a reproducer may need of this host, agreed to on the command
+/// line (`replay`, `fork`).
+#[derive(clap::Args, Debug, Clone, Copy)]
+pub struct Consent {
+    /// Run the host command the reproducer judges its output with
+    /// (`--oracle`); without it, such a reproducer is refused.
+    #[arg(long)]
+    pub run_oracle: bool,
+    /// Read the files the reproducer left out (`--exclude-files`) from
+    /// this host; without it, such a reproducer is refused.
+    #[arg(long)]
+    pub read_host_files: bool,
+}
+
 /// Refuses to replay `rwd` when it judges its runs with a host command
 /// the user has not agreed to run (`--run-oracle`): a reproducer from
 /// elsewhere must not run commands on this host unasked.

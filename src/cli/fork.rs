@@ -50,12 +50,8 @@ pub struct ForkArgs {
     /// Print one JSON object with the table on stdout.
     #[arg(long)]
     pub json: bool,
-    /// Run the host command the reproducer judges its output with.
-    #[arg(long)]
-    pub run_oracle: bool,
-    /// Read the files the reproducer left out from this host.
-    #[arg(long)]
-    pub read_host_files: bool,
+    #[command(flatten)]
+    pub consent: super::common::Consent,
 }
 
 /// One row of the table: an outcome, how many continuations ended so,
@@ -70,8 +66,8 @@ pub fn fork(a: ForkArgs) -> Result<u8, UserError> {
     check_out_dir("--out", &a.out)?;
     let name = a.file.display().to_string();
     let rwd = load_rwd(&a.file)?;
-    consent_to_oracle(&rwd, &name, a.run_oracle)?;
-    consent_to_host_files(&rwd, &name, a.read_host_files)?;
+    consent_to_oracle(&rwd, &name, a.consent.run_oracle)?;
+    consent_to_host_files(&rwd, &name, a.consent.read_host_files)?;
     let recorded = rwd.schedule();
     let steps = rwd.expected.steps;
     let at =

@@ -19,14 +19,8 @@ pub struct ReplayArgs {
     /// Print one JSON object with the result on stdout.
     #[arg(long)]
     pub json: bool,
-    /// Run the host command the reproducer judges its output with
-    /// (`--oracle`); without it, such a reproducer is refused.
-    #[arg(long)]
-    pub run_oracle: bool,
-    /// Read the files the reproducer left out (`--exclude-files`) from
-    /// this host; without it, such a reproducer is refused.
-    #[arg(long)]
-    pub read_host_files: bool,
+    #[command(flatten)]
+    pub consent: super::common::Consent,
     /// Re-test a fix: run the recorded schedule (with the recorded
     /// arguments, environment and oracle) against this build instead of
     /// the recorded program, with this host's files. Exit code 0 when the
@@ -44,11 +38,15 @@ macro_rules! say {
 
 pub fn replay(a: ReplayArgs) -> Result<u8, UserError> {
     let rwd = load_rwd(&a.file)?;
-    consent_to_oracle(&rwd, &a.file.display().to_string(), a.run_oracle)?;
+    consent_to_oracle(&rwd, &a.file.display().to_string(), a.consent.run_oracle)?;
     if let Some(target) = &a.target {
         return retest(&a, &rwd, target);
     }
-    consent_to_host_files(&rwd, &a.file.display().to_string(), a.read_host_files)?;
+    consent_to_host_files(
+        &rwd,
+        &a.file.display().to_string(),
+        a.consent.read_host_files,
+    )?;
     if let Some(note) = rwd.for_display().host_files_note() {
         eprintln!("rewind-fuzz: note: {note}");
     }
