@@ -11,6 +11,7 @@ mod install;
 mod minimize;
 mod replay;
 mod run;
+mod shell;
 mod show;
 
 use std::process::ExitCode;
@@ -45,6 +46,8 @@ enum Command {
     Replay(replay::ReplayArgs),
     /// Fork a reproducer's run at a step: many schedules from there, and how they end.
     Fork(fork::ForkArgs),
+    /// A shell inside a reproducer's run at a step: its files, /proc and environment; the run stays as it was.
+    Shell(shell::ShellArgs),
     /// Debug a reproducer (.rwd) with gdb at any step, forward and backward.
     Gdb(gdb::GdbArgs),
     /// Tell the story of a reproducer: the failure, the preemptions, the last steps per thread.
@@ -134,6 +137,7 @@ pub fn main() -> ExitCode {
         Command::Replay(a) => replay::replay(a),
         Command::Fork(a) => fork::fork(a),
         Command::Show(a) => show::show(a),
+        Command::Shell(a) => shell::shell(a),
         Command::Gdb(a) => gdb::gdb(a),
         Command::Bench(a) => bench::bench(a),
         Command::Cargo(a) => cargo::cargo(a),

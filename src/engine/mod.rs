@@ -14,6 +14,7 @@
 pub mod debug;
 pub mod exits;
 mod ring;
+mod visit;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
@@ -476,7 +477,7 @@ impl Vm {
 
     /// Whether the run has ended.
     fn ended(&self) -> bool {
-        self.kernel.observer().ended()
+        self.kernel.observer().ended() || self.kernel.visit_end().is_some()
     }
 
     /// Hands one exit to the kernel (after the steps buffered before it).

@@ -84,7 +84,19 @@ pub fn prepare(
         Some(rwd) => HeapNames::of_reproducer(rwd),
         None => HeapNames::of_run(cfg, source.clone(), schedule.clone()),
     };
-    let mut vm = Vm::new(&debug_config(cfg), source.clone())?;
+    let tl = paused(cfg, source.clone(), schedule, at)?;
+    Ok(Session::new(tl, source, cfg.kernel.exe.clone(), heap))
+}
+
+/// Loads the program and replays `schedule` to `at`, where the run then
+/// stands as the debugger sees it.
+pub fn paused(
+    cfg: &RunConfig,
+    source: SharedSource,
+    schedule: Schedule,
+    at: StartAt,
+) -> Result<Timeline, VmError> {
+    let mut vm = Vm::new(&debug_config(cfg), source)?;
     vm.set_strategy(Box::new(Replay::new(schedule)));
     let mut tl = Timeline::new(vm)?;
     match at {
@@ -93,7 +105,7 @@ pub fn prepare(
         }
         StartAt::End => tl.goto_end()?,
     }
-    Ok(Session::new(tl, source, cfg.kernel.exe.clone(), heap))
+    Ok(tl)
 }
 
 /// The command that attaches gdb: the program's own file for symbols, the

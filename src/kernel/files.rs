@@ -25,6 +25,9 @@ pub enum FileKind {
     Stdin,
     /// Standard output or error (1 or 2).
     Output(u32),
+    /// A standard stream of the host's own (0, 1 or 2), a visitor's
+    /// (`kernel::visit`): what is read and written passes through.
+    HostStream(u32),
     /// `/dev/null`.
     Null,
     /// `/dev/zero`.
@@ -169,16 +172,29 @@ fn is_pipe_end(f: &OpenFile) -> bool {
 impl FdTable {
     /// A table with standard input, output and error open.
     pub fn with_stdio() -> Self {
+        Self::with_streams([
+            (FileKind::Stdin, libc::O_RDONLY),
+            (FileKind::Output(1), libc::O_WRONLY),
+            (FileKind::Output(2), libc::O_WRONLY),
+        ])
+    }
+
+    /// A table whose standard streams are the host's (a visitor's, see
+    /// `kernel::visit`).
+    pub fn with_host_streams() -> Self {
+        Self::with_streams([
+            (FileKind::HostStream(0), libc::O_RDONLY),
+            (FileKind::HostStream(1), libc::O_WRONLY),
+            (FileKind::HostStream(2), libc::O_WRONLY),
+        ])
+    }
+
+    fn with_streams(streams: [(FileKind, i32); 3]) -> Self {
         let mut t = FdTable {
             limit: 1024,
             ..Default::default()
         };
-        let std = [
-            (FileKind::Stdin, libc::O_RDONLY),
-            (FileKind::Output(1), libc::O_WRONLY),
-            (FileKind::Output(2), libc::O_WRONLY),
-        ];
-        for (kind, flags) in std {
+        for (kind, flags) in streams {
             let f = OpenFile {
                 kind,
                 path: String::new(),
@@ -189,6 +205,11 @@ impl FdTable {
             t.install(f, false, 0).expect("room for stdio");
         }
         t
+    }
+
+    /// The open descriptors' numbers, lowest first.
+    pub fn numbers(&self) -> impl Iterator<Item = i32> + '_ {
+        self.fds.keys().copied()
     }
 
     /// Adds a description and a descriptor for it at the lowest free

@@ -38,6 +38,7 @@ mod sys_time;
 mod sys_timer;
 mod sys_tree;
 mod timers;
+pub mod visit;
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -255,6 +256,8 @@ pub struct Kernel {
     progress: crate::observe::progress::ProgressWatch,
     /// What the code says of the frames sync sites unwind through.
     frames: Arc<std::sync::Mutex<sync::FrameCache>>,
+    /// A process visiting the paused run (`visit`), if one is.
+    visit: Option<visit::Visit>,
 }
 
 /// What processes sharing an open file description share besides the
@@ -345,6 +348,7 @@ impl Kernel {
                 busy_can_be_stuck,
             ),
             frames: Default::default(),
+            visit: None,
         };
         let first = process::Process {
             pid: MAIN_PID,
@@ -738,7 +742,9 @@ impl Kernel {
         let yielded = self.threads.get(&tid).is_some_and(|t| t.yielded);
         let woken_waits = self.config.step_rules.woken_waits_are_work();
         let work = crate::observe::progress::work_of(&event, yielded, woken_waits);
-        let stuck = self.progress.stuck_after(&event, clock, timer, work);
+        // A visitor's steps are no part of the run: they neither make it
+        // progress nor count against its budget.
+        let stuck = self.progress.stuck_after(&event, clock, timer, work) && !self.visiting();
         self.obs.record(event);
         self.expire_timers();
         if stuck && !self.obs.ended() {
@@ -754,7 +760,7 @@ impl Kernel {
             }
             return;
         }
-        if !self.obs.ended() && self.step() >= self.config.max_steps {
+        if !self.obs.ended() && !self.visiting() && self.step() >= self.config.max_steps {
             let spin_cycle = (!self.config.runtime_caller_sites)
                 .then(|| self.spin_cycle())
                 .flatten();
@@ -978,7 +984,8 @@ impl Kernel {
 
     /// Threads that can run now, in thread-id order.
     pub fn runnable(&self) -> Vec<Tid> {
-        self.threads.runnable().iter().copied().collect()
+        let all = self.threads.runnable().iter().copied();
+        all.filter(|t| self.may_run(*t)).collect()
     }
 
     /// Makes `tid` the running thread.
@@ -1042,6 +1049,7 @@ impl Kernel {
             .threads
             .due(self.now)
             .into_iter()
+            .filter(|t| self.may_run(*t))
             .filter_map(|tid| match self.threads[&tid].state() {
                 ThreadState::Blocked(w) => Some((tid, w.timeout_result())),
                 _ => None,
@@ -1056,6 +1064,9 @@ impl Kernel {
     /// and fires it. Returns false (and ends the run as deadlocked) when no
     /// timer is pending.
     pub fn idle(&mut self) -> bool {
+        if self.visiting() {
+            return self.idle_in_visit();
+        }
         let next = self
             .threads
             .next_deadline()

@@ -250,7 +250,7 @@ impl Kernel {
 
     /// The address space process `pid` runs in (the kernel's own when it
     /// is the current one's).
-    pub(super) fn space_of(&self, pid: Pid) -> Option<&AddressSpace> {
+    pub fn space_of(&self, pid: Pid) -> Option<&AddressSpace> {
         let id = self.procs.get(&pid)?.space;
         if id == self.space {
             Some(&self.mm)

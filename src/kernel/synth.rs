@@ -3,7 +3,8 @@
 
 use super::files::FileKind;
 use super::process::Process;
-use super::{Kernel, Tid};
+use super::vfs::NodeKind;
+use super::{Kernel, ThreadState, Tid, Wait};
 use crate::arch::layout::PAGE_SIZE;
 use crate::ids::Pid;
 use crate::memory::Usage;
@@ -41,7 +42,14 @@ pub(super) fn proc_path<'a>(k: &Kernel, path: &'a str) -> Option<ProcPath<'a>> {
         "thread-self" => (k.pid, Some(k.current)),
         n if n.bytes().all(|b| b.is_ascii_digit()) => {
             let pid = Pid(n.parse().ok()?);
-            k.procs.contains_key(&pid).then_some((pid, None))?
+            if k.procs.contains_key(&pid) {
+                (pid, None)
+            } else {
+                // Linux's hidden thread directories: `/proc/TID` of a
+                // thread that leads no process is that thread's own.
+                let tid = Tid(pid.0);
+                (k.threads.get(&tid)?.pid, Some(tid))
+            }
         }
         _ => return None,
     };
@@ -69,6 +77,57 @@ pub(super) fn exe_link(k: &mut Kernel, pid: Pid) -> Option<String> {
 /// The directories of `/proc/PID` (besides the process's own).
 pub(super) fn is_proc_dir(rest: &str) -> bool {
     matches!(rest, "" | "/task" | "/fd")
+}
+
+/// The files of a process's (or a thread's) directory in `/proc`.
+/// (A visitor sees `stack` too.)
+const PROCESS_FILES: [&str; 9] = [
+    "cgroup", "cmdline", "comm", "environ", "maps", "stat", "statm", "status", "wchan",
+];
+
+/// What a directory of `/proc` lists: the processes, a process's files,
+/// its threads, its descriptors. Other virtual directories list nothing.
+pub(super) fn listing(k: &Kernel, path: &str) -> Vec<(String, NodeKind)> {
+    let file = |n: &str| (n.to_string(), NodeKind::File);
+    if path == "/proc" {
+        let mut out = vec![
+            ("self".to_string(), NodeKind::Symlink),
+            ("thread-self".to_string(), NodeKind::Symlink),
+        ];
+        out.extend(["cpuinfo", "meminfo", "stat"].map(file));
+        out.push(("sys".to_string(), NodeKind::Dir));
+        out.extend(k.procs.keys().map(|p| (p.to_string(), NodeKind::Dir)));
+        return out;
+    }
+    let Some(p) = proc_path(k, path) else {
+        return Vec::new();
+    };
+    match p.rest {
+        "" => {
+            let mut out: Vec<_> = PROCESS_FILES.map(file).into();
+            if k.visiting() {
+                out.push(file("stack"));
+                out.sort();
+            }
+            out.push(("exe".to_string(), NodeKind::Symlink));
+            out.push(("fd".to_string(), NodeKind::Dir));
+            if p.tid.is_none() {
+                out.push(("task".to_string(), NodeKind::Dir));
+            }
+            out
+        }
+        "/task" => k
+            .threads
+            .members(p.pid)
+            .map(|t| (t.to_string(), NodeKind::Dir))
+            .collect(),
+        "/fd" => k.procs[&p.pid]
+            .files
+            .numbers()
+            .map(|n| (n.to_string(), NodeKind::Symlink))
+            .collect(),
+        _ => Vec::new(),
+    }
 }
 
 /// The contents of a file the monitor makes up, if `path` is one.
@@ -125,7 +184,11 @@ fn process_file(k: &mut Kernel, p: ProcPath) -> Option<Vec<u8>> {
         "/cmdline" => nul_separated(&proc.cmdline),
         "/environ" => nul_separated(&proc.environ),
         "/comm" => format!("{name}\n").into_bytes(),
-        "/status" => status_text(k, &proc, &name).into_bytes(),
+        "/status" => status_text(k, &proc, thread, &name).into_bytes(),
+        "/wchan" => wchan(k, thread).as_bytes().to_vec(),
+        // The user's stack, named: what a visitor looks at (Linux's is
+        // the kernel's, and root's only).
+        "/stack" => k.visit_stack(thread?)?.into_bytes(),
         "/stat" => stat_text(k, &proc, thread, &name).into_bytes(),
         "/statm" => {
             let u = usage(k, p.pid);
@@ -165,18 +228,63 @@ fn threads_of(k: &Kernel, pid: Pid) -> usize {
     k.threads.alive_in(pid)
 }
 
-fn status_text(k: &Kernel, proc: &Process, name: &str) -> String {
+/// A thread's state as Linux's `stat` (a letter) and `status` (with a
+/// word) give it. During a visit the run's threads that could run are
+/// stopped, as under a tracer.
+fn state_of(k: &Kernel, proc: &Process, thread: Option<Tid>) -> (char, &'static str) {
+    if proc.ended.is_some() {
+        return ('Z', "zombie");
+    }
+    match thread.and_then(|t| k.threads.get(&t)) {
+        Some(t) => match t.state() {
+            ThreadState::Blocked(_) => ('S', "sleeping"),
+            ThreadState::Exited => ('X', "dead"),
+            ThreadState::Runnable if !k.may_run(t.tid) => ('t', "tracing stop"),
+            ThreadState::Runnable => ('R', "running"),
+        },
+        None => ('R', "running"),
+    }
+}
+
+/// `/proc/PID/wchan`: where in the kernel a blocked thread sleeps, by the
+/// name of Linux's function for the wait; `0` for one that can run.
+fn wchan(k: &Kernel, thread: Option<Tid>) -> &'static str {
+    let state = thread.and_then(|t| k.threads.get(&t)).map(|t| t.state());
+    let Some(ThreadState::Blocked(w)) = state else {
+        return "0";
+    };
+    match w {
+        Wait::Futex { .. } => "futex_wait_queue",
+        Wait::Sleep { .. } => "hrtimer_nanosleep",
+        Wait::Poll { .. } | Wait::Readable { .. } => "do_sys_poll",
+        Wait::Pipe { write: false, .. } => "pipe_read",
+        Wait::Pipe { write: true, .. } => "pipe_write",
+        Wait::Signal => "sigsuspend",
+        Wait::SigWait { .. } => "do_sigtimedwait",
+        Wait::Child { .. } => "do_wait",
+        Wait::Vfork { .. } => "wait_for_vfork_done",
+    }
+}
+
+fn status_text(k: &Kernel, proc: &Process, thread: Option<Tid>, name: &str) -> String {
     let n = threads_of(k, proc.pid);
     let cpus = k.config.cpus;
     let u = usage(k, proc.pid);
     let kb = |pages: u64| pages * PAGE_SIZE / 1024;
-    let state = if proc.ended.is_some() {
-        "Z (zombie)"
-    } else {
-        "R (running)"
+    let (letter, word) = state_of(k, proc, thread);
+    let state = format!("{letter} ({word})");
+    // What a blocked thread waits on, for a visitor (Linux has no such
+    // line; the run's own processes never see it).
+    let waits = match thread.filter(|_| k.visiting()) {
+        Some(t) => k
+            .blocked_threads()
+            .into_iter()
+            .find(|b| b.thread == t)
+            .map_or_else(String::new, |b| format!("Waits:\t{}\n", b.waits_on)),
+        None => String::new(),
     };
     format!(
-        "Name:\t{name}\nState:\t{state}\nTgid:\t{pid}\nPid:\t{pid}\nPPid:\t{ppid}\nUid:\t0\t0\t0\t0\nGid:\t0\t0\t0\t0\nVmSize:\t{} kB\nVmRSS:\t{} kB\nVmData:\t{} kB\nVmExe:\t{} kB\nThreads:\t{n}\nCpus_allowed:\t{:x}\nCpus_allowed_list:\t0-{}\nMems_allowed:\t00000001\nMems_allowed_list:\t0\n",
+        "Name:\t{name}\nState:\t{state}\nTgid:\t{pid}\nPid:\t{id}\nPPid:\t{ppid}\nUid:\t0\t0\t0\t0\nGid:\t0\t0\t0\t0\nVmSize:\t{} kB\nVmRSS:\t{} kB\nVmData:\t{} kB\nVmExe:\t{} kB\nThreads:\t{n}\nCpus_allowed:\t{:x}\nCpus_allowed_list:\t0-{}\nMems_allowed:\t00000001\nMems_allowed_list:\t0\n{waits}",
         kb(u.size),
         kb(u.resident),
         kb(u.data),
@@ -184,6 +292,8 @@ fn status_text(k: &Kernel, proc: &Process, name: &str) -> String {
         (1u128 << cpus.min(127)) - 1,
         cpus.saturating_sub(1),
         pid = proc.pid,
+        // A thread's own directory names it (Linux's task/TID/status).
+        id = thread.map_or(proc.pid.0, |t| t.0),
         ppid = proc.parent,
     )
 }
@@ -198,7 +308,7 @@ fn ticks(ns: u64) -> u64 {
 /// process's user time is all of it since it started, system time none.
 fn stat_text(k: &Kernel, proc: &Process, thread: Option<Tid>, name: &str) -> String {
     let u = usage(k, proc.pid);
-    let state = if proc.ended.is_some() { 'Z' } else { 'R' };
+    let (state, _) = state_of(k, proc, thread);
     let utime = ticks(k.now.saturating_sub(proc.started));
     let start = ticks(proc.started);
     let n = threads_of(k, proc.pid);

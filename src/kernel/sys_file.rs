@@ -8,7 +8,7 @@ use super::call::{AT_FDCWD, SyscallDef, def, path_at, ret, sys_zero};
 use super::file::meta::{S_IFDIR, meta_of_path};
 use super::file::{self, data};
 use super::files::{FileKind, OpenFile};
-use super::synth::{device, exe_link, is_virtual_tree, proc_path, synthetic};
+use super::synth::{device, exe_link, is_virtual_tree, listing, proc_path, synthetic};
 use super::thread::Wait;
 use super::vfs::{Resolved, parent_of};
 use super::{FpuAccess, Kernel, SysResult, err};
@@ -101,11 +101,14 @@ fn open(k: &mut Kernel, path: &str, flags: i32, mode: u32) -> Result<i64, i32> {
     if is_virtual_tree(path) {
         let m = meta_of_path(k, path, true)?;
         if m.mode & S_IFDIR != 0 {
-            let entries = Arc::new(Vec::new());
-            return k
+            let fd = k
                 .files_mut()
-                .install(file(FileKind::Dir(entries)), cloexec, 0)
-                .map(i64::from);
+                .install(file(FileKind::Dir(Default::default())), cloexec, 0)?;
+            // Listed once open: a process's own `fd` directory lists the
+            // descriptor that reads it, as on Linux.
+            let entries = Arc::new(listing(k, path));
+            k.files_mut().set_kind(fd, FileKind::Dir(entries));
+            return Ok(i64::from(fd));
         }
         if writes {
             return Err(libc::EACCES);

@@ -5,7 +5,7 @@
 use super::call::{AT_EMPTY_PATH, AT_FDCWD, AT_SYMLINK_NOFOLLOW, path_at, sys_no_xattr, sys_zero};
 use super::call::{SyscallDef, def};
 use super::file::meta::{Meta, S_IFDIR, meta_of_fd, meta_of_path, times_and_owner};
-use super::files::FileKind;
+use super::files::{FileKind, OpenFile};
 use super::synth::{exe_link, is_virtual_tree, proc_path};
 use super::vfs::{NodeKind, Resolved, inode_of};
 use super::{FpuAccess, Kernel, SysResult, err};
@@ -279,6 +279,25 @@ fn sys_getdents64(k: &mut Kernel, _: &mut dyn FpuAccess, a: [u64; 6]) -> SysResu
     SysResult::Ret(out.len() as i64)
 }
 
+/// What `/proc/PID/fd/N` links to, as Linux names it: a file by its path,
+/// the rest by kind and number.
+fn descriptor_text(f: &OpenFile, n: i32) -> String {
+    match f.kind {
+        FileKind::Stdin | FileKind::Output(_) => format!("pipe:[{}]", 1000 + n),
+        FileKind::Pipe { id, .. } => format!("pipe:[{}]", 3000 + id),
+        FileKind::HostStream(_) => "/dev/pts/0".into(),
+        FileKind::Socket { .. } | FileKind::BoundSocket { .. } | FileKind::SocketPair { .. } => {
+            format!("socket:[{}]", 2000 + n)
+        }
+        FileKind::EventFd { .. } => "anon_inode:[eventfd]".into(),
+        FileKind::Epoll { .. } => "anon_inode:[eventpoll]".into(),
+        FileKind::TimerFd { .. } => "anon_inode:[timerfd]".into(),
+        FileKind::SignalFd { .. } => "anon_inode:[signalfd]".into(),
+        FileKind::PidFd { .. } => "anon_inode:[pidfd]".into(),
+        _ => f.path.clone(),
+    }
+}
+
 fn readlink(k: &mut Kernel, dirfd: i32, ptr: u64, buf: u64, size: u64) -> SysResult {
     let p = match path_at(k, dirfd, ptr) {
         Ok(p) => p,
@@ -295,19 +314,15 @@ fn readlink(k: &mut Kernel, dirfd: i32, ptr: u64, buf: u64, size: u64) -> SysRes
             Some(exe) => exe,
             None => return err(libc::ENOENT),
         }
-    } else if let Some(n) = proc
-        .filter(|pp| pp.is_own(k))
-        .and_then(|pp| pp.rest.strip_prefix("/fd/"))
+    } else if let Some((pp, n)) =
+        proc.and_then(|pp| Some((pp, pp.rest.strip_prefix("/fd/")?.parse::<i32>().ok()?)))
     {
-        let Some(f) = n.parse::<i32>().ok().and_then(|n| k.files().get(n)) else {
+        // Any process's descriptors: a visitor looks at the run's.
+        let files = &k.processes()[&pp.pid].files;
+        let Some(f) = files.get(n) else {
             return err(libc::ENOENT);
         };
-        match f.kind {
-            FileKind::Stdin | FileKind::Output(_) => {
-                format!("pipe:[{}]", 1000 + n.parse::<u32>().unwrap_or(0))
-            }
-            _ => f.path.clone(),
-        }
+        descriptor_text(f, n)
     } else {
         match k.vfs.resolve(&p, false) {
             Resolved::Symlink { target } => target,

@@ -498,6 +498,12 @@ impl Threads {
         self.index.deadlines.first().map(|(d, _)| *d)
     }
 
+    /// The earliest time a wait of a thread `which` picks ends.
+    pub fn next_deadline_of(&self, which: impl Fn(Tid) -> bool) -> Option<Nanos> {
+        let mut all = self.index.deadlines.iter();
+        all.find(|(_, t)| which(*t)).map(|(d, _)| *d)
+    }
+
     /// Threads whose waits end by `now`, in id order.
     pub fn due(&self, now: Nanos) -> Vec<Tid> {
         let mut due: Vec<Tid> = self

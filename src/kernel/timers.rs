@@ -76,6 +76,12 @@ impl Timers {
         self.due.first().map(|(d, _)| *d)
     }
 
+    /// The earliest deadline of an armed timer of a process `which` picks.
+    pub fn next_deadline_of(&self, which: impl Fn(Pid) -> bool) -> Option<Nanos> {
+        let mut all = self.due.iter();
+        all.find(|(_, (pid, _))| which(*pid)).map(|(d, _)| *d)
+    }
+
     /// Timer `key`, if it exists.
     pub(super) fn get(&self, key: &(Pid, Slot)) -> Option<&Timer> {
         self.timers.get(key)
@@ -177,6 +183,7 @@ impl Kernel {
             .iter()
             .take_while(|(d, _)| *d <= now)
             .map(|(_, k)| *k)
+            .filter(|(pid, _)| self.may_fire(*pid))
             .collect();
         if due.is_empty() {
             return false;

@@ -85,6 +85,9 @@ pub struct FileSource {
     /// Lookups a recording left to the host (files kept out of a
     /// reproducer): made live, the first time they are needed.
     from_host: std::collections::BTreeSet<String>,
+    /// Whether lookups a recording lacks go to the host (a visitor's
+    /// programs, see `kernel::visit`: a shell is no part of the run).
+    host_beyond: bool,
 }
 
 /// A source shared by every run of one target (host lookups are cached, so
@@ -99,6 +102,7 @@ impl FileSource {
             nodes: BTreeMap::new(),
             stats: BTreeMap::new(),
             from_host: Default::default(),
+            host_beyond: false,
         }))
     }
 
@@ -119,7 +123,20 @@ impl FileSource {
             nodes,
             stats,
             from_host,
+            host_beyond: false,
         }))
+    }
+
+    /// From now on, looks up on the host what the recording lacks: what
+    /// the run looked up stays as recorded, the rest of the host's files
+    /// are there for a visitor's programs.
+    pub fn reach_beyond_recording(&mut self) {
+        self.host_beyond = true;
+    }
+
+    /// Whether a lookup the recording lacks goes to the host.
+    fn to_host(&self, key: &str) -> bool {
+        self.live || self.host_beyond || self.from_host.contains(key)
     }
 
     /// Provides a file the monitor itself supplies (the shim), recorded
@@ -174,7 +191,7 @@ impl FileSource {
         }
         let (node, stat) = if let Some(node) = made_up_dev(path) {
             (node, None)
-        } else if self.live || self.from_host.contains(&key) {
+        } else if self.to_host(&key) {
             read_host(path, follow)
         } else {
             (HostNode::Missing, None)
@@ -197,7 +214,7 @@ impl FileSource {
         if let Some(d) = data {
             return Some(d);
         }
-        if !(self.live || self.from_host.contains(&key)) {
+        if !self.to_host(&key) {
             return None;
         }
         let real = host_real(path, follow)?;
@@ -225,7 +242,7 @@ impl FileSource {
                 mode,
                 entries: None,
             } => {
-                if !self.live {
+                if !(self.live || self.host_beyond) {
                     return Some(Vec::new());
                 }
                 let mut entries = Vec::new();

@@ -155,6 +155,12 @@ impl Observer {
         }
     }
 
+    /// Takes the run's ending back out (a visit keeps it aside while it
+    /// runs, see `kernel::visit`).
+    pub fn take_outcome(&mut self) -> Option<Outcome> {
+        self.outcome.take()
+    }
+
     // ----- what the engine and the front ends read
 
     /// Steps taken so far.

@@ -6,6 +6,7 @@ use std::collections::BTreeMap;
 use crate::code::unwind;
 use crate::engine::{RunReport, Vm};
 use crate::ids::Tid;
+use crate::kernel::Kernel;
 use crate::observe::outcome::Outcome;
 use crate::report::signature::{self, Naming, Signature};
 use crate::report::symbols::{Mapping, Symbolizer};
@@ -99,4 +100,30 @@ pub fn stacks(
 /// [`Location::object`]: crate::report::symbols::Location::object
 pub fn base_name(p: &str) -> &str {
     p.rsplit('/').next().unwrap_or(p)
+}
+
+/// Thread `tid`'s stack as a debugger prints it, a frame a line,
+/// innermost first: `#0  0x401136 in lock_b (abba.c:20)`, a frame the
+/// symbols cannot name by its object and offset. Empty for a thread that
+/// has ended.
+pub fn stack_text(k: &Kernel, tid: Tid, sym: &mut Symbolizer) -> String {
+    let Some(t) = k.threads().get(&tid).filter(|t| t.is_alive()) else {
+        return String::new();
+    };
+    let Some(space) = k.space_of(t.pid) else {
+        return String::new();
+    };
+    let maps = crate::report::mappings(space);
+    let regs = unwind::Regs {
+        rip: t.regs.rip,
+        rsp: t.regs.rsp,
+        rbp: t.regs.rbp,
+    };
+    let frames = unwind::backtrace(&maps, regs, &mut |a| space.peek_u64(k.mem(), a));
+    let mut out = String::new();
+    for (i, addr) in frames.into_iter().enumerate() {
+        let at = sym.locate_frame(&maps, addr, i > 0);
+        out.push_str(&format!("#{i:<2} {addr:#014x} in {}\n", at.short()));
+    }
+    out
 }

@@ -7,7 +7,7 @@ pub mod signature;
 pub mod symbols;
 mod varnames;
 
-pub use facts::{RunFacts, base_name};
+pub use facts::{RunFacts, base_name, stack_text};
 
 use std::collections::BTreeMap;
 

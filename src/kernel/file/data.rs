@@ -35,6 +35,7 @@ pub(in crate::kernel) fn read_bytes(
         }
         FileKind::Dir(_) => return Err(libc::EISDIR),
         FileKind::Stdin | FileKind::Null => Vec::new(),
+        FileKind::HostStream(_) => host_read(len)?,
         FileKind::Zero => vec![0; len],
         FileKind::Random => {
             let mut v = vec![0; len];
@@ -96,6 +97,7 @@ pub(in crate::kernel) fn write(
             Ok(data.len())
         }
         FileKind::Null | FileKind::Zero | FileKind::Random => Ok(data.len()),
+        FileKind::HostStream(n) => host_write(*n, data),
         FileKind::Overlay => {
             let current = k.offset_of(&f);
             let append = k.flags_of(&f) & libc::O_APPEND != 0;
@@ -117,6 +119,35 @@ pub(in crate::kernel) fn write(
         FileKind::Socket { .. } => Err(libc::ENOTCONN),
         _ => Err(libc::EBADF),
     }
+}
+
+/// Reads the host's standard input, waiting for it as the host would: a
+/// visitor's (`kernel::visit`) is the only process running meanwhile.
+fn host_read(len: usize) -> Result<Vec<u8>, i32> {
+    use std::io::Read;
+    let mut buf = vec![0; len.min(64 << 10)];
+    let n = std::io::stdin()
+        .lock()
+        .read(&mut buf)
+        .map_err(|_| libc::EIO)?;
+    buf.truncate(n);
+    Ok(buf)
+}
+
+/// Writes to the host's standard output (`n` 1) or error.
+fn host_write(n: u32, data: &[u8]) -> Result<usize, i32> {
+    use std::io::Write;
+    let written = if n == 2 {
+        let mut e = std::io::stderr().lock();
+        e.write_all(data).and_then(|()| e.flush())
+    } else {
+        let mut o = std::io::stdout().lock();
+        o.write_all(data).and_then(|()| o.flush())
+    };
+    written.map(|()| data.len()).map_err(|e| match e.kind() {
+        std::io::ErrorKind::BrokenPipe => libc::EPIPE,
+        _ => libc::EIO,
+    })
 }
 
 /// Whether description `f` is a file with contents to copy from

@@ -155,6 +155,8 @@ pub(in crate::kernel) fn meta_of_fd(k: &mut Kernel, fd: i32) -> Result<Meta, i32
             Ok(Meta::new(0o010000 | 0o600, 0, 1000 + fd as u64))
         }
         FileKind::Null | FileKind::Zero | FileKind::Random => meta_of_path(k, &f.path, true),
+        // The host's terminal, or what stands for it.
+        FileKind::HostStream(_) => Ok(Meta::new(libc::S_IFCHR | 0o620, 0, 1100 + fd as u64)),
         // Anonymous inodes, as Linux's eventfd and epoll.
         FileKind::TimerFd { id, .. } => Ok(Meta::new(0o600, 0, 7000 + *id)),
         FileKind::SignalFd { .. } => Ok(Meta::new(0o600, 0, 8000 + fd as u64)),
