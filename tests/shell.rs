@@ -164,6 +164,13 @@ fn mid_run_the_runs_threads_stand_stopped_and_the_shells_status_is_its_own() {
         text(&out.stdout),
         "State:\tt (tracing stop)\nState:\tR (running)\n1\n"
     );
+    // A visit is a run too: the same one every time.
+    let look = "cat /proc/1/task/*/stat /proc/1/maps /proc/self/stat; ls -l /proc/1/fd";
+    let first = shell(&rwd, "decision:1", look);
+    assert_eq!(first.status.code(), Some(0), "{}", text(&first.stderr));
+    for _ in 0..3 {
+        assert_eq!(shell(&rwd, "decision:1", look).stdout, first.stdout);
+    }
 }
 
 #[test]
