@@ -85,6 +85,12 @@ fn a_shell_at_the_end_of_a_deadlock_sees_both_threads_waiting_on_their_locks() {
         );
     }
     assert_eq!(waiting, 2, "{stdout}");
+    // The main thread joins the first of them.
+    let joined = threads[1].split_whitespace().next().unwrap();
+    assert!(
+        threads[0].contains(&format!("Waits:\tthread {joined} to end (a join)\n")),
+        "{stdout}"
+    );
     // Nothing of the shell stays: the reproducer and its replay are as before.
     assert_eq!(std::fs::read(&rwd).unwrap(), before);
     assert_eq!(replayed_hash(&rwd), hash);

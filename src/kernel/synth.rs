@@ -266,6 +266,22 @@ fn wchan(k: &Kernel, thread: Option<Tid>) -> &'static str {
     }
 }
 
+/// What blocked thread `t` waits on, as the kernel tells it, a join by
+/// the thread it waits for (the futex word that thread's end clears).
+fn waits_text(k: &Kernel, t: Tid) -> Option<String> {
+    let b = k.blocked_threads().into_iter().find(|b| b.thread == t)?;
+    let pid = k.threads.get(&t)?.pid;
+    let joined = b.object.and_then(|word| {
+        k.threads
+            .members(pid)
+            .find(|o| *o != t && k.threads[o].clear_child_tid == word)
+    });
+    Some(match joined {
+        Some(o) => format!("thread {o} to end (a join)"),
+        None => b.waits_on,
+    })
+}
+
 fn status_text(k: &Kernel, proc: &Process, thread: Option<Tid>, name: &str) -> String {
     let n = threads_of(k, proc.pid);
     let cpus = k.config.cpus;
@@ -276,11 +292,7 @@ fn status_text(k: &Kernel, proc: &Process, thread: Option<Tid>, name: &str) -> S
     // What a blocked thread waits on, for a visitor (Linux has no such
     // line; the run's own processes never see it).
     let waits = match thread.filter(|_| k.visiting()) {
-        Some(t) => k
-            .blocked_threads()
-            .into_iter()
-            .find(|b| b.thread == t)
-            .map_or_else(String::new, |b| format!("Waits:\t{}\n", b.waits_on)),
+        Some(t) => waits_text(k, t).map_or_else(String::new, |w| format!("Waits:\t{w}\n")),
         None => String::new(),
     };
     format!(
