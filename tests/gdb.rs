@@ -783,7 +783,7 @@ fn monitor_locks_and_threads_show_the_philosophers_cycle_fork_by_fork() {
             .nth(1)
             .unwrap()
             .split_whitespace()
-            .eq(["thread", "name", "state", "waits", "on"]),
+            .eq(["thread", "process", "name", "state", "waits", "on"]),
         "{threads}"
     );
     for (fork, (h, w)) in &held_by {
@@ -791,10 +791,11 @@ fn monitor_locks_and_threads_show_the_philosophers_cycle_fork_by_fork() {
             .into_iter()
             .find(|r| r[0] == *w)
             .unwrap_or_else(|| panic!("no thread {w} in {threads}"));
-        assert_eq!(row[2], "blocked", "{row:?}");
+        assert_eq!(row[1], "1", "{row:?}");
+        assert_eq!(row[3], "blocked", "{row:?}");
         let wants = format!("{fork} (pthread mutex) at philosopher (philosophers.c:");
         assert!(
-            row[3].starts_with(&wants) && row[3].ends_with(&format!(", held by thread {h}")),
+            row[4].starts_with(&wants) && row[4].ends_with(&format!(", held by thread {h}")),
             "{row:?}"
         );
     }
@@ -870,10 +871,10 @@ fn monitor_locks_names_rust_locks_on_the_heap_by_where_the_program_made_them() {
             .into_iter()
             .find(|r| r[0] == *w)
             .unwrap_or_else(|| panic!("no thread {w} in {threads}"));
-        assert_eq!(row[2], "blocked", "{row:?}");
+        assert_eq!(row[3], "blocked", "{row:?}");
         assert!(
-            row[3].contains("Arc made at mutex_inversions.rs:3")
-                && row[3].ends_with(&format!(", held by thread {h}")),
+            row[4].contains("Arc made at mutex_inversions.rs:3")
+                && row[4].ends_with(&format!(", held by thread {h}")),
             "{row:?}"
         );
     }

@@ -375,7 +375,7 @@ pub fn thread_lines(vm: &Vm, heap: &mut HeapNames) -> Vec<String> {
     let names = lock_names(&mut sym, heap, wants.values().map(|w| w.lock));
     let kinds = locks.known();
     let mut rows = vec![
-        ["thread", "name", "state", "waits on"]
+        ["thread", "process", "name", "state", "waits on"]
             .map(String::from)
             .to_vec(),
     ];
@@ -407,6 +407,7 @@ pub fn thread_lines(vm: &Vm, heap: &mut HeapNames) -> Vec<String> {
         };
         rows.push(vec![
             t.tid.to_string(),
+            t.pid.to_string(),
             t.name.clone(),
             state_word(k, t).into(),
             waits,
