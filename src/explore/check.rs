@@ -178,6 +178,9 @@ pub fn check(
     } else {
         0
     };
+    // Every continuation of a fork runs the same prefix: they start from
+    // a snapshot at its end (the probe's default run has another prefix).
+    timed.fork_snapshot = plan.fork.as_ref().map(|f| f.at);
     let jobs = plan.jobs.clamp(1, plan.schedules as usize);
     let mut trials: Vec<Trial> = Vec::with_capacity(plan.schedules as usize);
     let spec = &plan.strategy;
