@@ -84,6 +84,12 @@ fn a_deadlock_forked_before_and_after_its_decisive_preemption_ends_differently()
         before["outcomes"].as_object().unwrap().len() >= 2,
         "{before}"
     );
+    // After the first run or two of each machine, the continuations start
+    // from a snapshot at the fork's step and take only what follows.
+    let at = before["at"].as_u64().unwrap();
+    let snapshot = before["snapshot_step"].as_u64().unwrap();
+    assert!(snapshot <= at && snapshot > at / 2, "{before}");
+    assert!(before["restored"].as_u64().unwrap() >= 56, "{before}");
     // The same fork gives the same table, whatever the jobs.
     assert_eq!(fork(&min, &last, &out, "1")["outcomes"], before["outcomes"]);
     // The first continuation of each outcome is a reproducer of it, whose

@@ -102,6 +102,7 @@ pub fn fork(a: ForkArgs) -> Result<u8, UserError> {
     let hits = rows.get(want).map_or(0, |r| r.count);
     let verdict = Verdict::of(hits, checked.trials.len() as u64);
     let kept = recorded.decisions.iter().filter(|d| d.step <= at).count();
+    let restored = Restored::of(&checked);
     if a.json {
         let outcomes: serde_json::Map<String, serde_json::Value> = rows
             .iter()
@@ -125,6 +126,9 @@ pub fn fork(a: ForkArgs) -> Result<u8, UserError> {
             "recorded": want,
             "verdict": verdict.as_str(),
             "outcomes": outcomes,
+            "snapshot_step": restored.step,
+            "restored": restored.runs,
+            "restore_us": restored.mean_us,
             "execs_per_sec": checked.execs_per_sec(),
             "elapsed_s": checked.elapsed.as_secs_f64(),
         }));
@@ -138,6 +142,12 @@ pub fn fork(a: ForkArgs) -> Result<u8, UserError> {
             verdict,
         };
         print_table(&a, &checked, &rows, &told, recorded.decisions.len());
+        if let Some(step) = restored.step {
+            eprintln!(
+                "  {} of them from a snapshot after step {step} ({:.0} µs a restore)",
+                restored.runs, restored.mean_us
+            );
+        }
     }
     Ok(0)
 }
@@ -150,6 +160,37 @@ struct Told<'a> {
     kept: usize,
     want: &'static str,
     verdict: Verdict,
+}
+
+/// The continuations that started from the latest snapshot: the fork's,
+/// unless the fork is before the usual one.
+struct Restored {
+    step: Option<u64>,
+    runs: u64,
+    mean_us: f64,
+}
+
+impl Restored {
+    fn of(checked: &Checked) -> Restored {
+        let step = checked
+            .trials
+            .iter()
+            .filter_map(|t| t.report.restored_at)
+            .max();
+        let from = || {
+            checked
+                .trials
+                .iter()
+                .filter(move |t| step.is_some() && t.report.restored_at == step)
+        };
+        let runs = from().count() as u64;
+        let us: u64 = from().map(|t| t.report.restore_us).sum();
+        Restored {
+            step,
+            runs,
+            mean_us: us as f64 / runs.max(1) as f64,
+        }
+    }
 }
 
 /// The outcome kind the recorded run had, as the table names kinds.
