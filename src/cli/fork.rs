@@ -65,7 +65,7 @@ pub struct ForkArgs {
     pub consent: super::common::Consent,
     /// Replay the prefix in every continuation instead of restoring a
     /// snapshot at the fork (to measure what the snapshot saves).
-    #[arg(long, hide = true)]
+    #[arg(long)]
     pub no_fork_snapshot: bool,
 }
 
