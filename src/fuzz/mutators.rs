@@ -427,7 +427,9 @@ where
         input: &mut ScheduleInput,
     ) -> Result<MutationResult, libafl::Error> {
         let result = self.mutate_any(state, input)?;
-        input.decisions.retain(|d| d.step > self.pinned);
+        if self.pinned > 0 {
+            input.decisions.retain(|d| d.step > self.pinned);
+        }
         Ok(result)
     }
 
