@@ -87,10 +87,12 @@ pub fn run(
     .map_err(err)?;
     let pinned = cfg.pin.as_ref().map_or(0, |p| p.until);
     // Mutations place decisions after the pinned steps, where they count.
-    state.add_metadata(super::mutators::RunProfile {
-        pinned,
-        ..Default::default()
-    });
+    if pinned > 0 {
+        state.add_metadata(super::mutators::RunProfile {
+            pinned,
+            ..Default::default()
+        });
+    }
     let mut fuzzer = StdFuzzer::new(QueueScheduler::new(), feedback, objective);
     let mut mgr = SimpleEventManager::new(NopMonitor::new());
 
