@@ -7,7 +7,7 @@ use common::{config, harness};
 use rewind_fuzz::engine::{RunReport, SnapshotAt, Vm};
 use rewind_fuzz::kernel::vfs::FileSource;
 use rewind_fuzz::observe::outcome::Outcome;
-use rewind_fuzz::sched::{RandomWalk, Replay};
+use rewind_fuzz::sched::{Prefixed, RandomWalk, Replay, Strategy};
 
 fn from_scratch(
     c: &rewind_fuzz::engine::RunConfig,
@@ -52,6 +52,81 @@ fn restored_runs_of_the_philosophers_equal_runs_from_scratch() {
 #[test]
 fn restored_runs_of_a_cpp_program_equal_runs_from_scratch() {
     equivalent_for_200_schedules("cpp-threads");
+}
+
+/// A fork's continuations, restored from a snapshot at the fork's step,
+/// are the runs from the start: the same continuation schedule gives the
+/// same trace either way, and so does its recorded schedule replayed.
+fn continuations_equal_runs_from_scratch(name: &str) {
+    common::require_kvm();
+    let c = config(&harness(name), &[]);
+    let mut vm = Vm::new(&c, FileSource::host()).unwrap();
+    vm.set_strategy(Box::new(RandomWalk::new(5)));
+    let recorded = vm.run().unwrap();
+    vm.set_strategy(Box::new(Replay::new(Default::default())));
+    let usual = vm.run().unwrap().restored_at.expect("the usual snapshot");
+    let decisions = recorded.schedule.decisions.clone();
+    let last = decisions.last().expect("a random walk preempts").step;
+    // Late in the run; just before a decision (the boundary where the
+    // continuation's own strategy takes the first pick); and at the end,
+    // where no exit follows the fork's step: the snapshot goes at the last
+    // exit before it.
+    let end = recorded.steps.0;
+    for at in [end * 3 / 4, last - 1, end] {
+        assert!(at > usual, "{at} after the usual snapshot at {usual}");
+        let cont = |seed| -> Box<dyn Strategy> {
+            let tail = Box::new(RandomWalk::new(seed));
+            Box::new(Prefixed::until(&decisions, at, tail))
+        };
+        let mut forked = c.clone();
+        forked.fork_snapshot = Some(at);
+        let mut vm = Vm::new(&forked, FileSource::host()).unwrap();
+        let mut scratch = c.clone();
+        scratch.snapshot_at = SnapshotAt::Never;
+        let (mut late, mut before) = (0, 0);
+        for seed in 0..50 {
+            vm.set_strategy(cont(seed));
+            let r = vm.run().unwrap();
+            if let Some(s) = r.restored_at {
+                assert!(s <= at, "restored after the fork: {s} > {at}");
+                late += u32::from(s > usual);
+                before += u32::from(s < at);
+            }
+            let mut fresh = Vm::new(&scratch, FileSource::host()).unwrap();
+            fresh.set_strategy(cont(seed));
+            let fresh = fresh.run().unwrap();
+            let what = format!(
+                "at {at} seed {seed}: {:?} vs {:?}",
+                r.outcome, fresh.outcome
+            );
+            assert_eq!(r.trace_hash, fresh.trace_hash, "{what}");
+            assert_eq!(r.outcome, fresh.outcome, "{what}");
+            assert_eq!(r.stdout, fresh.stdout, "{what}");
+            assert_eq!(r.schedule.decisions, fresh.schedule.decisions, "{what}");
+            let replayed = from_scratch(&c, r.schedule.clone());
+            assert_eq!(r.trace_hash, replayed.trace_hash, "{what}");
+        }
+        // The first run finds where the snapshot goes, the second takes
+        // it when no exit follows the fork's step itself.
+        assert!(late >= 48, "at {at}: {late} of 50 from the fork's snapshot");
+        if at == end {
+            assert!(
+                before >= 48,
+                "at the end: {before} of 50 restored before it"
+            );
+        }
+    }
+}
+
+#[test]
+fn continuations_of_the_philosophers_restored_at_the_fork_equal_runs_from_scratch() {
+    continuations_equal_runs_from_scratch("philosophers");
+}
+
+/// Its locks are atomics: sync sites, not pthread calls.
+#[test]
+fn continuations_of_a_rust_program_restored_at_the_fork_equal_runs_from_scratch() {
+    continuations_equal_runs_from_scratch("rust-mutex-inversion");
 }
 
 #[test]

@@ -381,6 +381,7 @@ pub fn session(a: FuzzArgs) -> Result<(u8, Option<FuzzSummary>), UserError> {
             crate::fuzz::WorkerKind::Processes
         },
         nodes,
+        pin: None,
     };
     let _sync_lock = match &cfg.sync_dir {
         Some(dir) => Some(lock_dir(&dir.join(&cfg.sync_id), "the --sync-dir entry")?),

@@ -104,6 +104,21 @@ impl From<crate::engine::VmError> for UserError {
     }
 }
 
+/// An option's value refused (`--time 0s`) as one line, like other bad
+/// input: what was given and why it is refused, which says what to do.
+fn one_line(e: &clap::Error) -> Option<String> {
+    use clap::error::ErrorKind;
+    if !matches!(
+        e.kind(),
+        ErrorKind::ValueValidation | ErrorKind::InvalidValue
+    ) {
+        return None;
+    }
+    let text = e.render().to_string();
+    let first = text.lines().next()?;
+    Some(first.strip_prefix("error: ").unwrap_or(first).to_string())
+}
+
 /// Parses the command line and runs the command.
 pub fn main() -> ExitCode {
     // `rewind-fuzz --target T ...` is the main job: fuzzing.
@@ -122,7 +137,12 @@ pub fn main() -> ExitCode {
         Ok(c) => c,
         Err(e) => {
             let code = if e.use_stderr() { 2 } else { 0 };
-            let _ = e.print();
+            match one_line(&e) {
+                Some(line) => eprintln!("rewind-fuzz: {line}"),
+                None => {
+                    let _ = e.print();
+                }
+            }
             return ExitCode::from(code);
         }
     };

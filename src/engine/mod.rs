@@ -52,6 +52,11 @@ pub struct RunConfig {
     pub shim: bool,
     /// Where to take the snapshot later runs start from.
     pub snapshot_at: SnapshotAt,
+    /// A fork's step: take the snapshot again, as late as a system call
+    /// exit at or before it, when that is later than the usual point. A
+    /// fork's continuations all run the same prefix to this step, so each
+    /// restores it and runs only what comes after (see [`Vm`]).
+    pub fork_snapshot: Option<u64>,
     /// Let the shim buffer hints that cannot change who runs next in the
     /// hint ring instead of leaving the guest for each (the run is the same
     /// either way; this only changes how many exits it takes).
@@ -100,6 +105,7 @@ impl RunConfig {
             stream_output: false,
             shim: true,
             snapshot_at: SnapshotAt::FirstThread,
+            fork_snapshot: None,
             hint_ring: true,
             site_path: true,
             site_jumps: true,
@@ -184,6 +190,9 @@ pub struct RunReport {
     pub restored_pages: u64,
     /// Time the restore took, in microseconds (0 when it started fresh).
     pub restore_us: u64,
+    /// The step the restored snapshot was taken after (`None` when the
+    /// run started fresh): what the run did not take again.
+    pub restored_at: Option<u64>,
     /// The run's coverage features.
     #[serde(skip)]
     pub coverage: Coverage,
@@ -257,6 +266,10 @@ struct Snapshot {
     /// zero at the snapshot.
     memory: Vec<u8>,
     high_water: u64,
+    /// The steps taken before it.
+    step: u64,
+    /// Whether it is a fork's (taken at [`RunConfig::fork_snapshot`]).
+    fork: bool,
 }
 
 /// A program loaded into a machine: runs once from scratch, then again and
@@ -276,10 +289,18 @@ pub struct Vm {
     hint_ring: bool,
     site_path: bool,
     snapshot: Option<Snapshot>,
+    /// [`RunConfig::fork_snapshot`].
+    fork_at: Option<u64>,
+    /// The last step at or before `fork_at` that a system call exit
+    /// followed in this run, and in the runs before: where the fork's
+    /// snapshot goes when no exit follows `fork_at` itself.
+    fork_exit: Option<u64>,
+    fork_exit_before: Option<u64>,
     /// Whether the kernel is as loaded, not yet run.
     fresh: bool,
     restored_pages: u64,
     restore_us: u64,
+    restored_at: u64,
 }
 
 impl Vm {
@@ -313,9 +334,13 @@ impl Vm {
             hint_ring: cfg.hint_ring,
             site_path: cfg.site_path,
             snapshot: None,
+            fork_at: cfg.fork_snapshot,
+            fork_exit: None,
+            fork_exit_before: None,
             fresh: true,
             restored_pages: 0,
             restore_us: 0,
+            restored_at: 0,
         })
     }
 
@@ -367,12 +392,15 @@ impl Vm {
     /// snapshot when it belongs at the start), the snapshot restored after
     /// that; the system call exit to handle first, if any.
     fn start(&mut self) -> Result<Option<UserRegs>, VmError> {
+        if let Some(s) = self.fork_exit.take() {
+            self.fork_exit_before = Some(s);
+        }
         if !self.fresh {
             return self.restore();
         }
         self.fresh = false;
         if self.snapshot_at == SnapshotAt::Start {
-            self.take_snapshot(None)?;
+            self.take_snapshot(None, false)?;
         }
         Ok(None)
     }
@@ -449,6 +477,7 @@ impl Vm {
                 0
             },
             restore_us: if from_snapshot { self.restore_us } else { 0 },
+            restored_at: from_snapshot.then_some(self.restored_at),
             coverage: Coverage {
                 lock_order: obs.locks().order_site_pairs(),
                 interleavings: self.sched.choices.interleavings.clone(),
@@ -497,10 +526,33 @@ impl Vm {
     /// A system call exit: the snapshot when this is its point, then the step.
     fn on_syscall_exit(&mut self, regs: UserRegs) -> Result<(), VmError> {
         if self.is_snapshot_point(&regs) {
-            self.take_snapshot(Some(regs))?;
+            self.take_snapshot(Some(regs), false)?;
+        } else if self.is_fork_point() {
+            self.take_snapshot(Some(regs), true)?;
         }
         self.syscall(regs);
         Ok(())
+    }
+
+    /// Whether the fork's snapshot belongs at this system call exit, the
+    /// steps taken so far being all the fork's prefix. Only a system call
+    /// exit can hold a snapshot, and steps buffered in the guest have none,
+    /// so the first run looks for an exit right after the fork's step and
+    /// notes the last one before it; a later run takes that one. A fork
+    /// before the usual snapshot (or in a program that never reaches it)
+    /// keeps the usual one: the runs share the same prefix up to it anyway.
+    fn is_fork_point(&mut self) -> bool {
+        let (Some(at), Some(snap)) = (self.fork_at, &self.snapshot) else {
+            return false;
+        };
+        let step = self.kernel.step();
+        if snap.fork || step <= snap.step || step > at {
+            return false;
+        }
+        self.fork_exit = Some(self.fork_exit.map_or(step, |s| s.max(step)));
+        // Until a run has ended, only the exit right after the fork's step
+        // is known to be the last.
+        step >= self.fork_exit_before.unwrap_or(at)
     }
 
     /// Publishes how far the shim may buffer hints for the thread about to
@@ -582,8 +634,9 @@ impl Vm {
         }
     }
 
-    /// Takes the snapshot; `pending` is the system call exit being handled.
-    fn take_snapshot(&mut self, pending: Option<UserRegs>) -> Result<(), VmError> {
+    /// Takes the snapshot (the fork's, replacing the usual one, when
+    /// `fork`); `pending` is the system call exit being handled.
+    fn take_snapshot(&mut self, pending: Option<UserRegs>, fork: bool) -> Result<(), VmError> {
         // Park the live extended state in its thread so the kernel holds all.
         if let Some(owner) = self.fpu_owner.take() {
             let s = self.machine.extended_state()?;
@@ -605,6 +658,8 @@ impl Vm {
             pending,
             memory,
             high_water,
+            step: self.kernel.step(),
+            fork,
         });
         Ok(())
     }
@@ -649,6 +704,7 @@ impl Vm {
         self.fpu_owner = None;
         self.restored_pages = pages;
         self.restore_us = start.elapsed().as_micros() as u64;
+        self.restored_at = snap.step;
         Ok(snap.pending)
     }
 

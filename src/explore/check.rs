@@ -37,6 +37,9 @@ pub struct ForkPoint {
     pub at: u64,
     /// The recorded run, for people (its file).
     pub from: String,
+    /// Start the continuations from a snapshot at `at` (off only to
+    /// measure what it saves).
+    pub snapshot: bool,
 }
 
 /// Why a check gave no results.
@@ -178,6 +181,9 @@ pub fn check(
     } else {
         0
     };
+    // Every continuation of a fork runs the same prefix: they start from
+    // a snapshot at its end (the probe's default run has another prefix).
+    timed.fork_snapshot = plan.fork.as_ref().filter(|f| f.snapshot).map(|f| f.at);
     let jobs = plan.jobs.clamp(1, plan.schedules as usize);
     let mut trials: Vec<Trial> = Vec::with_capacity(plan.schedules as usize);
     let spec = &plan.strategy;

@@ -29,6 +29,8 @@ pub struct VmExecutor {
     /// Symbolizes failures' sites for their signatures (caches each
     /// object's debug information).
     sym: crate::report::symbols::Symbolizer,
+    /// The run every input's schedule starts as (a fork's prefix).
+    pin: Option<super::Pin>,
 }
 
 impl VmExecutor {
@@ -46,7 +48,15 @@ impl VmExecutor {
             worker,
             observers: super::observers::observers(),
             sym: crate::report::symbols::Symbolizer::new(),
+            pin: None,
         }
+    }
+
+    /// Every input's run starts as `pin` says, whatever its decisions up
+    /// to the pinned step.
+    pub fn pinned(mut self, pin: Option<super::Pin>) -> Self {
+        self.pin = pin;
+        self
     }
 
     /// The signature of the failing run just made.
@@ -61,14 +71,17 @@ impl VmExecutor {
 
     /// Runs one input and returns its report.
     pub fn run_input(&mut self, input: &ScheduleInput) -> Result<RunReport, libafl::Error> {
-        self.runner
-            .run(input.strategy(self.steps))
-            .map_err(|e| match e {
-                // The session ended in the middle of the run: LibAFL's way
-                // to say "stop", which the worker's loop takes as its end.
-                crate::engine::VmError::Cancelled => libafl::Error::shutting_down(),
-                e => libafl::Error::illegal_state(e.to_string()),
-            })
+        let own = input.strategy(self.steps);
+        let strategy: Box<dyn crate::sched::Strategy> = match &self.pin {
+            Some(p) => Box::new(crate::sched::Prefixed::until(&p.decisions, p.until, own)),
+            None => own,
+        };
+        self.runner.run(strategy).map_err(|e| match e {
+            // The session ended in the middle of the run: LibAFL's way
+            // to say "stop", which the worker's loop takes as its end.
+            crate::engine::VmError::Cancelled => libafl::Error::shutting_down(),
+            e => libafl::Error::illegal_state(e.to_string()),
+        })
     }
 
     /// Counts a run's steps and machine exits.

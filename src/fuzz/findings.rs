@@ -466,6 +466,7 @@ mod tests {
             resume: false,
             workers: crate::fuzz::WorkerKind::Threads,
             nodes: Default::default(),
+            pin: None,
         };
         let text = finding_commands(&cfg, Path::new("/o/my findings/deadlocked-1.schedule.json"));
         assert_eq!(

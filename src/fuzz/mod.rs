@@ -15,6 +15,7 @@
 pub mod executor;
 mod feedbacks;
 mod findings;
+pub mod fork;
 pub mod input;
 pub mod mutators;
 pub mod nodes;
@@ -149,6 +150,17 @@ pub struct FuzzConfig {
     pub workers: WorkerKind,
     /// Other machines' sessions this one joins.
     pub nodes: nodes::NodesConfig,
+    /// Every run starts as this recorded run (a fork's continuations).
+    pub pin: Option<Pin>,
+}
+
+/// A recorded run up to a step, which every run of a session starts as:
+/// its decisions up to `until` replayed, the default policy's picks
+/// between them.
+#[derive(Clone, Debug)]
+pub struct Pin {
+    pub decisions: Vec<crate::sched::Decision>,
+    pub until: u64,
 }
 
 /// A condition on runs that ends a session when met, remembering when.
@@ -401,6 +413,7 @@ pub fn schedules_to_bug(
         resume: false,
         workers: WorkerKind::Threads,
         nodes: nodes::NodesConfig::default(),
+        pin: None,
     };
     fuzz(cfg, crate::machine::Cancel::new())?;
     let n = hit.load(Ordering::Relaxed);

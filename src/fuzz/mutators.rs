@@ -26,6 +26,10 @@ pub struct RunProfile {
     pub max_step: u64,
     /// Thread ids seen.
     pub threads: Vec<u32>,
+    /// The last step every input takes as pinned (a fork's): decisions
+    /// at or before it change nothing.
+    #[serde(default)]
+    pub pinned: u64,
 }
 
 impl RunProfile {
@@ -80,7 +84,10 @@ fn below<R: Rand>(r: &mut R, n: usize) -> usize {
 fn pick_step<S: HasRand + HasMetadata>(state: &mut S) -> u64 {
     let (lo, hi) = state
         .metadata::<RunProfile>()
-        .map(|p| (p.first_step.max(1), p.max_step.max(p.first_step.max(1))))
+        .map(|p| {
+            let lo = p.first_step.max(p.pinned + 1).max(1);
+            (lo, p.max_step.max(lo))
+        })
         .unwrap_or((1, 64));
     lo + state.rand_mut().below_or_zero((hi - lo + 1) as usize) as u64
 }
@@ -397,6 +404,9 @@ pub struct MixMutator<H> {
     pub kinds: Vec<StrategyKind>,
     pub target: u64,
     pub havoc: H,
+    /// The last step every input takes as pinned (a fork's; 0 for none):
+    /// decisions up to it are dropped, the run makes them as pinned.
+    pub pinned: u64,
 }
 
 impl<H> Named for MixMutator<H> {
@@ -416,6 +426,32 @@ where
         state: &mut S,
         input: &mut ScheduleInput,
     ) -> Result<MutationResult, libafl::Error> {
+        let result = self.mutate_any(state, input)?;
+        if self.pinned > 0 {
+            input.decisions.retain(|d| d.step > self.pinned);
+        }
+        Ok(result)
+    }
+
+    fn post_exec(
+        &mut self,
+        state: &mut S,
+        id: Option<libafl::corpus::CorpusId>,
+    ) -> Result<(), libafl::Error> {
+        self.havoc.post_exec(state, id)
+    }
+}
+
+impl<H> MixMutator<H> {
+    fn mutate_any<S>(
+        &mut self,
+        state: &mut S,
+        input: &mut ScheduleInput,
+    ) -> Result<MutationResult, libafl::Error>
+    where
+        H: Mutator<ScheduleInput, S>,
+        S: HasRand + HasMetadata,
+    {
         let r = state.rand_mut();
         if !self.kinds.is_empty() && r.coinflip(self.fresh) {
             let seed = r.next();
@@ -440,12 +476,50 @@ where
         }
         Ok(result)
     }
+}
 
-    fn post_exec(
-        &mut self,
-        state: &mut S,
-        id: Option<libafl::corpus::CorpusId>,
-    ) -> Result<(), libafl::Error> {
-        self.havoc.post_exec(state, id)
+#[cfg(test)]
+mod tests {
+    use libafl::HasMetadata;
+    use libafl::mutators::HavocScheduledMutator;
+    use libafl::state::NopState;
+    use libafl_bolts::tuples::tuple_list;
+
+    use super::*;
+
+    #[test]
+    fn a_pinned_session_places_and_keeps_decisions_after_the_pinned_steps() {
+        let mut state = NopState::<ScheduleInput>::new();
+        state.add_metadata(RunProfile {
+            first_step: 5,
+            max_step: 300,
+            threads: vec![1, 2, 3],
+            pinned: 200,
+        });
+        let havoc = HavocScheduledMutator::new(tuple_list!(
+            InsertPreemption,
+            RemovePreemption,
+            MovePreemption,
+            RetargetPreemption
+        ));
+        let mut m = MixMutator {
+            fresh: 0.1,
+            kinds: vec![StrategyKind::Random],
+            target: 0,
+            havoc,
+            pinned: 200,
+        };
+        let mut input = ScheduleInput::fresh(0, Tail::new(StrategyKind::Random, 1));
+        let mut placed = 0;
+        for _ in 0..2000 {
+            m.mutate(&mut state, &mut input).unwrap();
+            assert!(
+                input.decisions.iter().all(|d| d.step > 200),
+                "{:?}",
+                input.decisions
+            );
+            placed += input.decisions.len();
+        }
+        assert!(placed > 0, "mutations place decisions after the pin");
     }
 }

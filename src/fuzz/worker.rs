@@ -11,6 +11,7 @@ use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::Instant;
 
+use libafl::HasMetadata;
 use libafl::corpus::{Corpus, InMemoryCorpus};
 use libafl::events::SimpleEventManager;
 use libafl::executors::HasObservers;
@@ -57,7 +58,8 @@ pub fn run(
         e => FuzzError::Engine(e.to_string()),
     };
     // Executor and observers.
-    let mut executor = VmExecutor::new(cfg.run.clone(), source, steps, progress.clone(), id);
+    let mut executor = VmExecutor::new(cfg.run.clone(), source, steps, progress.clone(), id)
+        .pinned(cfg.pin.clone());
     let observers = executor.observers();
     let (map, run) = (&observers.0, &observers.1.0);
     // Feedback: a run that reaches a feature new to this worker's map
@@ -83,6 +85,14 @@ pub fn run(
         &mut objective,
     )
     .map_err(err)?;
+    let pinned = cfg.pin.as_ref().map_or(0, |p| p.until);
+    // Mutations place decisions after the pinned steps, where they count.
+    if pinned > 0 {
+        state.add_metadata(super::mutators::RunProfile {
+            pinned,
+            ..Default::default()
+        });
+    }
     let mut fuzzer = StdFuzzer::new(QueueScheduler::new(), feedback, objective);
     let mut mgr = SimpleEventManager::new(NopMonitor::new());
 
@@ -161,6 +171,7 @@ pub fn run(
             ),
             HAVOC_STACK_POW,
         ),
+        pinned,
     };
     // A few mutations per corpus entry and round: schedules that lead
     // nowhere are left soon, and every entry gets its turn.

@@ -56,7 +56,12 @@ impl Strategy for Prefixed {
     }
 
     fn horizon(&mut self, v: &SchedView) -> u64 {
-        if v.step < self.last {
+        // At the prefix's last step too: the tail is asked of nothing
+        // before its first pick, so a run restored from a snapshot taken
+        // there (a fork's) has a tail in the state a run from the start
+        // has; and the step after the prefix leaves the guest, where the
+        // snapshot can be.
+        if v.step <= self.last {
             self.replay.horizon(v).min(self.last + 1)
         } else {
             self.tail.horizon(v)
