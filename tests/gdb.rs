@@ -235,14 +235,24 @@ fn at_the_philosophers_deadlock_every_philosopher_waits_in_the_fork_taking_funct
         ],
     );
     let threads = section(&out, "threads");
+    // The main thread joins; each philosopher waits for a fork, named.
+    assert_eq!(threads.matches("blocked on futex").count(), 1, "{threads}");
     assert_eq!(
-        threads.matches("blocked on futex").count(),
-        6,
-        "main and five philosophers, each blocked: {threads}"
+        threads.matches("blocked on forks[").count(),
+        5,
+        "five philosophers, each blocked on a fork: {threads}"
+    );
+    assert_eq!(
+        threads
+            .matches(" (pthread mutex) at philosopher (philosophers.c:")
+            .count(),
+        5,
+        "{threads}"
     );
     let bt = section(&out, "bt");
     let in_philosopher = bt
         .lines()
+        .filter(|l| l.starts_with('#'))
         .filter(|l| l.contains(" philosopher (") && l.contains("philosophers.c:"))
         .count();
     assert_eq!(in_philosopher, 5, "{bt}");

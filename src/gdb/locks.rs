@@ -365,52 +365,79 @@ pub fn state_text(k: &Kernel, t: &Thread) -> String {
     }
 }
 
-/// The lines `monitor threads` prints for the run where `vm` stands: a
-/// row a thread, with what it waits on, a lock by its name.
-pub fn thread_lines(vm: &Vm, heap: &mut HeapNames) -> Vec<String> {
-    let k = vm.debug_kernel();
+/// What each thread waits on, a lock by its name, kind, where it was
+/// asked for and its holder; empty for one that waits for nothing.
+fn waits_by_thread(k: &Kernel, heap: &mut HeapNames) -> BTreeMap<Tid, String> {
     let locks = k.observer().locks();
     let wants = wants(k);
     let mut sym = Symbols::from_mappings(mappings(k.mm()));
     let names = lock_names(&mut sym, heap, wants.values().map(|w| w.lock));
     let kinds = locks.known();
+    k.threads()
+        .values()
+        .map(|t| {
+            let waits = match (wants.get(&t.tid), t.state()) {
+                (Some(w), _) => {
+                    let kind = kinds.get(&w.lock).map_or("lock", |k| k.describe());
+                    let how = if w.blocked { "" } else { "spinning on " };
+                    let holders: Vec<String> = locks
+                        .holders(w.lock)
+                        .into_iter()
+                        .map(|(h, _)| h)
+                        .filter(|h| *h != t.tid)
+                        .map(|h| h.to_string())
+                        .collect();
+                    let by = match holders.len() {
+                        0 => String::new(),
+                        1 => format!(", held by thread {}", holders[0]),
+                        _ => format!(", held by threads {}", holders.join(", ")),
+                    };
+                    format!(
+                        "{how}{} ({kind}) at {}{by}",
+                        names[&w.lock],
+                        sym.lock_site(w.site).short()
+                    )
+                }
+                (None, ThreadState::Blocked(w)) => wait_text(w),
+                (None, _) => String::new(),
+            };
+            (t.tid, waits)
+        })
+        .collect()
+}
+
+/// A thread's state as gdb's `info threads` shows it, a lock it waits for
+/// by its name: `blocked on forks[1] (pthread mutex) at philosopher
+/// (philosophers.c:44), held by thread 3`.
+pub fn thread_info(vm: &Vm, heap: &mut HeapNames, tid: Tid) -> Option<String> {
+    let k = vm.debug_kernel();
+    let t = k.threads().get(&tid)?;
+    let waits = waits_by_thread(k, heap).remove(&tid).unwrap_or_default();
+    Some(match t.state() {
+        _ if waits.is_empty() => state_text(k, t),
+        ThreadState::Blocked(Wait::Futex { .. }) => format!("blocked on {waits}"),
+        ThreadState::Runnable => format!("{}, {waits}", state_word(k, t)),
+        _ => state_text(k, t),
+    })
+}
+
+/// The lines `monitor threads` prints for the run where `vm` stands: a
+/// row a thread, with what it waits on, a lock by its name.
+pub fn thread_lines(vm: &Vm, heap: &mut HeapNames) -> Vec<String> {
+    let k = vm.debug_kernel();
+    let mut waits = waits_by_thread(k, heap);
     let mut rows = vec![
         ["thread", "process", "name", "state", "waits on"]
             .map(String::from)
             .to_vec(),
     ];
     for t in k.threads().values() {
-        let waits = match (wants.get(&t.tid), t.state()) {
-            (Some(w), _) => {
-                let kind = kinds.get(&w.lock).map_or("lock", |k| k.describe());
-                let how = if w.blocked { "" } else { "spinning on " };
-                let holders: Vec<String> = locks
-                    .holders(w.lock)
-                    .into_iter()
-                    .map(|(h, _)| h)
-                    .filter(|h| *h != t.tid)
-                    .map(|h| h.to_string())
-                    .collect();
-                let by = match holders.len() {
-                    0 => String::new(),
-                    1 => format!(", held by thread {}", holders[0]),
-                    _ => format!(", held by threads {}", holders.join(", ")),
-                };
-                format!(
-                    "{how}{} ({kind}) at {}{by}",
-                    names[&w.lock],
-                    sym.lock_site(w.site).short()
-                )
-            }
-            (None, ThreadState::Blocked(w)) => wait_text(w),
-            (None, _) => String::new(),
-        };
         rows.push(vec![
             t.tid.to_string(),
             t.pid.to_string(),
             t.name.clone(),
             state_word(k, t).into(),
-            waits,
+            waits.remove(&t.tid).unwrap_or_default(),
         ]);
     }
     table(&rows)

@@ -97,8 +97,9 @@ pub struct Session {
     next_fd: u32,
     /// Whether the ending signal of a crashed run was reported already.
     crash_reported: bool,
-    /// Names of heap locks for `monitor locks`, found once per session.
-    heap: HeapNames,
+    /// Names of heap locks for `monitor locks` and `info threads`, found
+    /// once per session (`info threads` reads the session unchanged).
+    heap: std::cell::RefCell<HeapNames>,
 }
 
 impl Session {
@@ -112,7 +113,7 @@ impl Session {
             open_files: BTreeMap::new(),
             next_fd: 3,
             crash_reported: false,
-            heap,
+            heap: std::cell::RefCell::new(heap),
         }
     }
 
@@ -483,7 +484,9 @@ impl ThreadExtraInfo for Session {
         let Some(t) = k.threads().get(&tid) else {
             return Ok(0);
         };
-        let state = super::locks::state_text(k, t);
+        let mut heap = self.heap.borrow_mut();
+        let state = super::locks::thread_info(self.tl.vm(), &mut heap, tid)
+            .unwrap_or_else(|| super::locks::state_text(k, t));
         let text = format!("{}, {state}", t.name);
         let n = text.len().min(buf.len());
         buf[..n].copy_from_slice(&text.as_bytes()[..n]);
@@ -523,12 +526,12 @@ impl MonitorCmd for Session {
                 Err(_) => gdbstub::outputln!(out, "goto wants a step number or `end`"),
             },
             ["locks"] => {
-                for line in super::locks::lines(self.tl.vm(), &mut self.heap) {
+                for line in super::locks::lines(self.tl.vm(), self.heap.get_mut()) {
                     gdbstub::outputln!(out, "{line}");
                 }
             }
             ["threads"] => {
-                for line in super::locks::thread_lines(self.tl.vm(), &mut self.heap) {
+                for line in super::locks::thread_lines(self.tl.vm(), self.heap.get_mut()) {
                     gdbstub::outputln!(out, "{line}");
                 }
             }
