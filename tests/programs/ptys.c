@@ -1,5 +1,6 @@
 // A pseudoterminal pair as programs use one: posix_openpt, grantpt,
-// unlockpt and ptsname; canonical mode (lines, echo, \n -> \r\n) and raw
+// unlockpt and ptsname; canonical mode (lines, echo and line editing,
+// \n -> \r\n, tabs) and raw
 // mode (bytes through unchanged); the window size; poll on both ends; a
 // child writing to the slave as its stderr; and the ends' hangups (the
 // master reads EIO once the slave is closed, the slave reads 0 and fails
@@ -50,6 +51,50 @@ static void polled(const char *what, int fd) {
     int n = poll(&p, 1, 0);
     printf("poll %s: %d in=%d out=%d hup=%d err=%d\n", what, n, !!(p.revents & POLLIN),
            !!(p.revents & POLLOUT), !!(p.revents & POLLHUP), !!(p.revents & POLLERR));
+}
+
+/// Writes `in` to the master and shows what it echoes. Linux's slave
+/// takes its input in on a worker, which a poll of it waits for: only
+/// then is the echo in the master.
+static void typed(int master, int slave, const char *in, size_t n, const char *what) {
+    write(master, in, n);
+    struct pollfd p = {.fd = slave, .events = POLLIN};
+    poll(&p, 1, 0);
+    drain(what, master);
+}
+
+/// Line editing as a terminal shows it: erasing a tab, a control
+/// character and a word, the kill character, without ECHOE and ECHOCTL;
+/// tabs on output, and expanded (XTABS).
+static void editing(void) {
+    int master = posix_openpt(O_RDWR | O_NOCTTY);
+    grantpt(master);
+    unlockpt(master);
+    int slave = open(ptsname(master), O_RDWR | O_NOCTTY | O_NONBLOCK);
+    fcntl(master, F_SETFL, O_NONBLOCK);
+    typed(master, slave, "ab\tc\x7f\x7f\x7f", 7, "echo, a tab erased");
+    typed(master, slave, "x\x01\x7f", 3, "echo, a control character erased");
+    typed(master, slave, "yz\x15", 3, "echo, the line killed");
+    typed(master, slave, "\x15", 1, "echo, an empty line killed");
+    typed(master, slave, "q\n", 2, "echo, a line");
+    drain("slave, the line", slave);
+    struct termios t;
+    tcgetattr(slave, &t);
+    t.c_lflag &= ~(ECHOE | ECHOKE);
+    tcsetattr(slave, TCSANOW, &t);
+    typed(master, slave, "ab\x7f\x15", 4, "echo without ECHOE");
+    t.c_lflag &= ~ECHOCTL;
+    tcsetattr(slave, TCSANOW, &t);
+    typed(master, slave, "a\x01\x7f\x7f\n", 5, "echo without ECHOCTL");
+    drain("slave, what is left", slave);
+    write(slave, "\tx\ty\r\n", 6);
+    drain("master, tabs", master);
+    t.c_oflag |= TAB3;
+    tcsetattr(slave, TCSANOW, &t);
+    write(slave, "ab\tc\n", 5);
+    drain("master, tabs expanded", master);
+    close(slave);
+    close(master);
 }
 
 int main(void) {
@@ -178,5 +223,6 @@ int main(void) {
     int fd = open("/dev/null", O_RDWR);
     int r = tcgetattr(fd, &t);
     printf("tcgetattr(/dev/null): %d (%s)\n", r, strerror(errno));
+    editing();
     return 0;
 }

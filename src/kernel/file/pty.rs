@@ -198,6 +198,9 @@ struct Pair {
     output: VecDeque<u8>,
     /// The output column, for tabs and `ONOCR`.
     column: u32,
+    /// The output column where the canonical line being edited began,
+    /// for erasing a tab.
+    line_column: u32,
 }
 
 /// The pseudoterminal pairs, by number.
@@ -259,6 +262,7 @@ pub fn create(k: &mut Kernel) -> u32 {
             partial: Vec::new(),
             output: VecDeque::new(),
             column: 0,
+            line_column: 0,
         },
     );
     id
@@ -522,7 +526,9 @@ fn echo(p: &mut Pair, c: u8) {
 }
 
 /// Erases the last character of the canonical line, on the screen too
-/// with `ECHOE`.
+/// as Linux's `eraser` does: `\b \b` (twice for a control character
+/// shown as `^X`), back to the tab's column for a tab, or the erase
+/// character itself without ECHOE.
 fn erase_one(p: &mut Pair) {
     let t = p.termios;
     let Some(mut c) = p.partial.pop() else {
@@ -536,17 +542,43 @@ fn erase_one(p: &mut Pair) {
             }
         }
     }
-    if t.has(ECHO) {
-        let width = if t.has(ECHOCTL) && c < 32 && c != b'\t' || c == 0x7f {
-            2
-        } else {
-            1
-        };
-        for _ in 0..width {
-            put_out(p, 8);
-            put_out(p, b' ');
+    if !t.has(ECHO) {
+        return;
+    }
+    if !t.has(ECHOE) {
+        echo(p, t.cc[VERASE]);
+        return;
+    }
+    let control = c < 32 || c == 0x7f;
+    if c == b'\t' {
+        // Where the tab began: the line's start column plus what the
+        // line before it shows.
+        let mut col = p.line_column;
+        for &b in &p.partial {
+            if b == b'\t' {
+                col = (col | 7) + 1;
+            } else if b < 32 || b == 0x7f {
+                if t.has(ECHOCTL) {
+                    col += 2;
+                }
+            } else if !(t.iflag & IUTF8 != 0 && b & 0xc0 == 0x80) {
+                col += 1;
+            }
+        }
+        for _ in 0..(8 - (col & 7)).min(p.column) {
             put_out(p, 8);
         }
+        return;
+    }
+    let width = match (control, t.has(ECHOCTL)) {
+        (true, true) => 2,
+        (true, false) => 0,
+        (false, _) => 1,
+    };
+    for _ in 0..width {
+        put_out(p, 8);
+        put_out(p, b' ');
+        put_out(p, 8);
     }
 }
 
@@ -608,20 +640,25 @@ fn receive(p: &mut Pair, mut c: u8) -> Result<(), String> {
         erase_one(p);
         return Ok(());
     }
+    if t.is(VKILL, c) && p.partial.is_empty() {
+        return Ok(());
+    }
     if t.is(VKILL, c) {
-        if t.has(ECHO) && t.has(ECHOK) && !t.has(ECHOKE) {
-            echo(p, c);
-            put_out(p, b'\n');
+        // As Linux's: the line erased on the screen only with ECHOK,
+        // ECHOKE and ECHOE all on; else the kill character echoed, and a
+        // newline after it with ECHOK.
+        if !t.has(ECHO) {
             p.partial.clear();
-        } else if t.has(ECHOKE) && t.has(ECHOE) {
+        } else if !(t.has(ECHOK) && t.has(ECHOKE) && t.has(ECHOE)) {
+            p.partial.clear();
+            echo(p, c);
+            if t.has(ECHOK) {
+                put_out(p, b'\n');
+            }
+        } else {
             while !p.partial.is_empty() {
                 erase_one(p);
             }
-        } else {
-            if t.has(ECHO) {
-                echo(p, c);
-            }
-            p.partial.clear();
         }
         return Ok(());
     }
@@ -642,6 +679,9 @@ fn receive(p: &mut Pair, mut c: u8) -> Result<(), String> {
         return Err(format!(
             "a terminal input line longer than {MAX_LINE} bytes"
         ));
+    }
+    if p.partial.is_empty() {
+        p.line_column = p.column;
     }
     if t.has(ECHO) {
         echo(p, c);

@@ -142,6 +142,16 @@ cases! {
         put(b, m, b"\x04");
         [s, SCRATCH + 8192, 64, 0, 0, 0]
     }, Want::Ret(0);
+    erasing_a_tab_backs_up_to_where_it_began: SYS_read, |b| {
+        let (m, s) = pair(b);
+        put(b, m, b"ab\t\x7f\x15");
+        assert_eq!(take(b, s), Err(-(EAGAIN as i64)));
+        [m, SCRATCH + 8192, 64, 0, 0, 0]
+    }, Want::Ret(15), then |b| {
+        // Six columns back (the tab began at column 2), then each of
+        // "ab" rubbed out.
+        assert_eq!(b.read(SCRATCH + 8192, 15), b"ab\t\x08\x08\x08\x08\x08\x08\x08 \x08\x08 \x08");
+    };
     an_interrupt_character_flushes_the_line_and_echoes: SYS_read, |b| {
         let (m, s) = pair(b);
         put(b, m, b"lost\x03kept\n");
