@@ -323,6 +323,7 @@ fn made_up_dev(path: &str) -> Option<HostNode> {
             ("stderr", NodeKind::Symlink),
             ("stdin", NodeKind::Symlink),
             ("stdout", NodeKind::Symlink),
+            ("tty", NodeKind::File),
             ("urandom", NodeKind::File),
             ("zero", NodeKind::File),
         ],

@@ -97,6 +97,8 @@ cases! {
         master(b);
         [FDCWD, b.str("/dev/pts/0"), (O_RDWR | O_NOCTTY) as u64, 0, 0, 0]
     }, Want::Ok;
+    dev_tty_is_no_device_without_a_controlling_terminal: SYS_openat,
+        |b| [FDCWD, b.str("/dev/tty"), (O_WRONLY | O_CREAT) as u64, 0o644, 0, 0], Want::Err(ENXIO);
     a_slave_with_no_pair_is_missing: SYS_openat,
         |b| [FDCWD, b.str("/dev/pts/3"), (O_RDWR | O_NOCTTY) as u64, 0, 0, 0], Want::Err(ENOENT);
     a_session_leader_opening_a_slave_as_its_controlling_terminal_is_unsupported: SYS_openat, |b| {
