@@ -1,6 +1,7 @@
 //! Descriptors and timers against the same programs run natively: timers
 //! on virtual time (alarm, interval and POSIX timers, timerfd), signalfd,
-//! select, and unix and loopback TCP sockets between threads and processes.
+//! select, unix and loopback TCP sockets between threads and processes,
+//! and pseudoterminals.
 
 mod common;
 
@@ -46,6 +47,11 @@ fn unix_and_loopback_tcp_sockets_connect_a_process_and_a_thread_as_natively() {
 #[test]
 fn unix_and_udp_datagrams_and_sendmsg_recvmsg_do_what_they_do_natively() {
     prints_what_it_prints_natively("datagrams");
+}
+
+#[test]
+fn a_pseudoterminal_pair_does_what_it_does_natively() {
+    prints_what_it_prints_natively("ptys");
 }
 
 #[test]

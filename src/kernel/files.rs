@@ -56,6 +56,10 @@ pub enum FileKind {
     /// One end of a connected unix socket pair (`socketpair`): it reads
     /// pipe `rx` and writes pipe `tx` (`sys_pipe`).
     SocketPair { rx: u64, tx: u64 },
+    /// The master of pseudoterminal pair `id` (`/dev/ptmx`, `file::pty`).
+    PtyMaster { id: u32 },
+    /// The slave of pseudoterminal pair `id` (`/dev/pts/N`).
+    PtySlave { id: u32 },
 }
 
 /// An open file description.
@@ -87,13 +91,19 @@ impl OpenFile {
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub enum Held {
     /// A pipe's read or write end (a socket pair's holds two).
-    PipeEnd { id: u64, write: bool },
+    PipeEnd {
+        id: u64,
+        write: bool,
+    },
     /// An event counter.
     Counter(u64),
     /// An epoll instance.
     Epoll(u64),
     /// A bound socket.
     Bound(u64),
+    /// A pseudoterminal pair's master, or its slave.
+    PtyMaster(u32),
+    PtySlave(u32),
 }
 
 impl FileKind {
@@ -114,6 +124,8 @@ impl FileKind {
             FileKind::EventFd { id, .. } => (Some(Held::Counter(id)), None),
             FileKind::Epoll { id } => (Some(Held::Epoll(id)), None),
             FileKind::BoundSocket { id, .. } => (Some(Held::Bound(id)), None),
+            FileKind::PtyMaster { id } => (Some(Held::PtyMaster(id)), None),
+            FileKind::PtySlave { id } => (Some(Held::PtySlave(id)), None),
             _ => (None, None),
         };
         one.into_iter().chain(two)

@@ -241,6 +241,8 @@ pub struct Kernel {
     timers: timers::Timers,
     /// Bound and listening sockets (`sys_net`).
     sockets: file::socket::Sockets,
+    /// Pseudoterminal pairs (`file::pty`).
+    ptys: file::pty::Ptys,
     /// Offsets and status flags of open file descriptions processes
     /// share, by id (see `OpenFile::shared`).
     shared_files: BTreeMap<u64, SharedFile>,
@@ -338,6 +340,7 @@ impl Kernel {
             first_pid: MAIN_PID,
             timers: Default::default(),
             sockets: Default::default(),
+            ptys: Default::default(),
             shared_files: BTreeMap::new(),
             shared: Default::default(),
             children: BTreeMap::new(),
@@ -1205,7 +1208,7 @@ impl Kernel {
                     (Wait::Child { .. }, ..) => "a child process to end".into(),
                     (Wait::Readable { fd, .. }, ..) => {
                         format!(
-                            "descriptor {fd} to be ready (a timer, signal descriptor or socket)"
+                            "descriptor {fd} to be ready (a timer, signal descriptor, socket or terminal)"
                         )
                     }
                     (Wait::Vfork { child }, ..) => {

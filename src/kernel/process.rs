@@ -51,6 +51,9 @@ pub struct Options {
     pub keep_caps: bool,
     /// `PR_SET_NO_NEW_PRIVS`: inherited and never cleared.
     pub no_new_privs: bool,
+    /// The execution domain and its flags (`personality`): inherited
+    /// and kept across `execve`.
+    pub personality: u32,
 }
 
 impl Default for Options {
@@ -61,6 +64,7 @@ impl Default for Options {
             child_subreaper: false,
             keep_caps: false,
             no_new_privs: false,
+            personality: 0,
         }
     }
 }
@@ -71,6 +75,7 @@ impl Options {
         Options {
             thp_disabled: self.thp_disabled,
             no_new_privs: self.no_new_privs,
+            personality: self.personality,
             ..Options::default()
         }
     }

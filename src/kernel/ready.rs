@@ -35,6 +35,9 @@ pub enum Ready {
     Ended(Pid),
     /// Epoll instance `id`: one of the descriptors it watches.
     Epoll(u64),
+    /// Pseudoterminal pair `id`: data moved, settings changed, an end
+    /// closed.
+    Pty(u32),
 }
 
 /// The `pid` of [`Ready::Signals`] that every signal touches: what an
@@ -138,6 +141,11 @@ impl Kernel {
             if let Held::PipeEnd { id, write } = *h {
                 if !self.held_anywhere(*h) && !self.sockets.queues_end(id, write) {
                     self.touch(Ready::Pipe(id));
+                }
+            }
+            if let Held::PtyMaster(id) | Held::PtySlave(id) = *h {
+                if !self.held_anywhere(*h) {
+                    self.touch(Ready::Pty(id));
                 }
             }
         }

@@ -10,7 +10,7 @@ use super::file::{self, data};
 use super::files::{FileKind, OpenFile};
 use super::synth::{device, exe_link, is_virtual_tree, listing, proc_path, synthetic};
 use super::thread::Wait;
-use super::vfs::{Resolved, parent_of};
+use super::vfs::{NodeKind, Resolved, parent_of};
 use super::{FpuAccess, Kernel, SysResult, err};
 
 pub const CALLS: &[SyscallDef] = &[
@@ -40,7 +40,11 @@ pub const CALLS: &[SyscallDef] = &[
         sys_fcntl,
         "record locks always succeed (one process)",
     ),
-    def(libc::SYS_ioctl, sys_ioctl, "no file is a terminal"),
+    def(
+        libc::SYS_ioctl,
+        sys_ioctl,
+        "terminals are the machine's pseudoterminals; none is a controlling terminal",
+    ),
     def(
         libc::SYS_sendfile,
         sys_sendfile,
@@ -156,7 +160,14 @@ fn open(k: &mut Kernel, path: &str, flags: i32, mode: u32) -> Result<i64, i32> {
             if acc != libc::O_RDONLY {
                 return Err(libc::EISDIR);
             }
-            FileKind::Dir(Arc::new(k.vfs.list(path)))
+            if path == "/dev/pts" {
+                let names = file::pty::names(k);
+                FileKind::Dir(Arc::new(
+                    names.into_iter().map(|n| (n, NodeKind::File)).collect(),
+                ))
+            } else {
+                FileKind::Dir(Arc::new(k.vfs.list(path)))
+            }
         }
         Resolved::Symlink { .. } => return Err(libc::ELOOP),
         // A socket is reached with connect, not open.
@@ -192,20 +203,74 @@ fn open(k: &mut Kernel, path: &str, flags: i32, mode: u32) -> Result<i64, i32> {
 
 fn openat(k: &mut Kernel, dirfd: i32, ptr: u64, flags: u64, mode: u64) -> SysResult {
     match path_at(k, dirfd, ptr) {
-        // The host's would be the monitor's terminals: the machine has
-        // none, and says so rather than pretend the device is missing.
-        Ok(p) if is_pseudoterminal(&p) => {
-            SysResult::Unsupported(format!("pseudoterminals (open of {p})"))
-        }
+        Ok(p) if is_pseudoterminal(&p) => open_pty(k, &p, flags as i32),
+        // The caller's controlling terminal, which no process in the
+        // machine has: Linux's answer then.
+        Ok(p) if p == "/dev/tty" => err(libc::ENXIO),
         Ok(p) => ret(open(k, &p, flags as i32, mode as u32)),
         Err(e) => err(e),
     }
 }
 
 /// Whether `path` is a pseudoterminal device: the multiplexer or a pair's
-/// end.
+/// end (the machine's own, never the host's).
 fn is_pseudoterminal(path: &str) -> bool {
-    path == "/dev/ptmx" || path == "/dev/pts/ptmx" || path.starts_with("/dev/pts/")
+    path == "/dev/ptmx" || path.starts_with("/dev/pts/")
+}
+
+/// Opens `/dev/ptmx` (a new pair's master) or `/dev/pts/N` (a slave).
+fn open_pty(k: &mut Kernel, path: &str, flags: i32) -> SysResult {
+    let master = path == "/dev/ptmx" || path == "/dev/pts/ptmx";
+    let id = if master {
+        None
+    } else {
+        match file::pty::slave_named(k, path) {
+            Some(id) => Some(id),
+            None => return err(libc::ENOENT),
+        }
+    };
+    // A session leader opening a terminal without O_NOCTTY would make it
+    // its controlling terminal, which the machine's terminals never are.
+    let leader = k.processes().get(&k.pid).is_some_and(|p| p.sid == k.pid);
+    if !master && flags & libc::O_NOCTTY == 0 && leader {
+        return SysResult::Unsupported(format!(
+            "controlling terminals (open of {path} by a session leader without O_NOCTTY)"
+        ));
+    }
+    let kind = match id {
+        None => FileKind::PtyMaster {
+            id: file::pty::create(k),
+        },
+        Some(id) => {
+            if let Err(e) = file::pty::open_slave(k, id) {
+                return err(e);
+            }
+            FileKind::PtySlave { id }
+        }
+    };
+    install_pty(k, kind, path, flags)
+}
+
+/// A descriptor for an end of a pair, named `path`.
+fn install_pty(k: &mut Kernel, kind: FileKind, path: &str, flags: i32) -> SysResult {
+    let f = OpenFile {
+        kind: kind.clone(),
+        path: path.to_string(),
+        offset: 0,
+        flags: flags
+            & !(libc::O_CLOEXEC | libc::O_CREAT | libc::O_EXCL | libc::O_TRUNC | libc::O_NOCTTY),
+        shared: None,
+    };
+    let id = match kind {
+        FileKind::PtyMaster { id } | FileKind::PtySlave { id } => id,
+        _ => unreachable!("an end of a pair"),
+    };
+    let r = k.files_mut().install(f, flags & libc::O_CLOEXEC != 0, 0);
+    if r.is_err() {
+        // A pair no descriptor holds goes at once (EMFILE).
+        file::pty::let_go_of_end(k, id);
+    }
+    ret(r.map(i64::from))
 }
 
 fn sys_open(k: &mut Kernel, _: &mut dyn FpuAccess, a: [u64; 6]) -> SysResult {
@@ -644,8 +709,28 @@ fn sys_ioctl(k: &mut Kernel, _: &mut dyn FpuAccess, a: [u64; 6]) -> SysResult {
                 Err(_) => err(libc::EFAULT),
             }
         }
-        // Terminal requests (TCGETS, TIOCGWINSZ, ...) and the rest: no file
-        // here is a terminal or a device with ioctls, which is ENOTTY.
-        _ => err(libc::ENOTTY),
+        _ => match f.kind {
+            FileKind::PtyMaster { id } | FileKind::PtySlave { id } => {
+                let end = if matches!(f.kind, FileKind::PtyMaster { .. }) {
+                    file::pty::End::Master
+                } else {
+                    file::pty::End::Slave
+                };
+                match file::pty::ioctl(k, id, end, req, a[2]) {
+                    file::pty::Ioctl::Done(r) => r,
+                    file::pty::Ioctl::OpenPeer(flags) => {
+                        if let Err(e) = file::pty::open_slave(k, id) {
+                            return err(e);
+                        }
+                        let path = format!("/dev/pts/{id}");
+                        install_pty(k, FileKind::PtySlave { id }, &path, flags)
+                    }
+                }
+            }
+            // Terminal requests (TCGETS, TIOCGWINSZ, ...) and the rest on
+            // any other file: it is no terminal or device with ioctls,
+            // which is ENOTTY.
+            _ => err(libc::ENOTTY),
+        },
     }
 }

@@ -73,7 +73,11 @@ pub const CALLS: &[SyscallDef] = &[
         "bytes come from the run's seed",
     ),
     def(libc::SYS_umask, sys_umask, ""),
-    def(libc::SYS_personality, sys_personality, "queries only"),
+    def(
+        libc::SYS_personality,
+        sys_personality,
+        "the Linux domain, ADDR_NO_RANDOMIZE or not",
+    ),
     def(libc::SYS_getpriority, sys_getpriority, ""),
     def(
         libc::SYS_setpriority,
@@ -257,10 +261,27 @@ fn sys_umask(k: &mut Kernel, _: &mut dyn FpuAccess, a: [u64; 6]) -> SysResult {
     SysResult::Ret(old as i64)
 }
 
-fn sys_personality(_: &mut Kernel, _: &mut dyn FpuAccess, a: [u64; 6]) -> SysResult {
+/// `ADDR_NO_RANDOMIZE`: what the machine does anyway, since its layout
+/// never depends on chance.
+const ADDR_NO_RANDOMIZE: u32 = 0x0004_0000;
+
+/// `personality`: the Linux domain, with or without address
+/// randomization, which the machine never does either way. Other
+/// domains and flags (a 32-bit layout, READ_IMPLIES_EXEC, ...) change
+/// what the machine would have to do and are named.
+fn sys_personality(k: &mut Kernel, _: &mut dyn FpuAccess, a: [u64; 6]) -> SysResult {
+    let pid = k.pid;
+    let Some(p) = k.procs.get_mut(&pid) else {
+        return err(libc::ESRCH);
+    };
+    let old = p.options.personality;
     match a[0] as u32 {
-        0xffff_ffff | 0 => SysResult::Ret(0),
-        p => SysResult::Unsupported(format!("personality({p:#x})")),
+        0xffff_ffff => SysResult::Ret(i64::from(old)),
+        new if new & !ADDR_NO_RANDOMIZE == 0 => {
+            p.options.personality = new;
+            SysResult::Ret(i64::from(old))
+        }
+        new => SysResult::Unsupported(format!("personality({new:#x})")),
     }
 }
 

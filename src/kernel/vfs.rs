@@ -333,20 +333,25 @@ fn made_up_dev(path: &str) -> Option<HostNode> {
         "/dev" => &[
             ("fd", NodeKind::Symlink),
             ("null", NodeKind::File),
+            ("ptmx", NodeKind::File),
+            ("pts", NodeKind::Dir),
             ("random", NodeKind::File),
             ("shm", NodeKind::Dir),
             ("stderr", NodeKind::Symlink),
             ("stdin", NodeKind::Symlink),
             ("stdout", NodeKind::Symlink),
+            ("tty", NodeKind::File),
             ("urandom", NodeKind::File),
             ("zero", NodeKind::File),
         ],
         "/dev/shm" => &[],
+        // Its slaves are listed by the kernel, which knows the pairs.
+        "/dev/pts" => &[("ptmx", NodeKind::File)],
         p if monitors_own(Path::new(p)) && p.starts_with("/dev") => return Some(HostNode::Missing),
         _ => return None,
     };
     let entries = names.iter().map(|(n, k)| (n.to_string(), *k)).collect();
-    let mode = if path == "/dev" { 0o755 } else { 0o1777 };
+    let mode = if path == "/dev/shm" { 0o1777 } else { 0o755 };
     Some(HostNode::Dir {
         mode,
         entries: Some(entries),

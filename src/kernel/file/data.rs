@@ -52,7 +52,9 @@ pub(in crate::kernel) fn read_bytes(
         | FileKind::PidFd { .. }
         | FileKind::TimerFd { .. }
         | FileKind::SignalFd { .. }
-        | FileKind::SocketPair { .. } => {
+        | FileKind::SocketPair { .. }
+        | FileKind::PtyMaster { .. }
+        | FileKind::PtySlave { .. } => {
             return Err(libc::EINVAL);
         }
     };

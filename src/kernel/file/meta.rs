@@ -3,6 +3,7 @@
 //! owner and links, which are the host's as recorded.
 
 use crate::kernel::Kernel;
+use crate::kernel::file::pty;
 use crate::kernel::files::FileKind;
 use crate::kernel::synth::{device, exe_link, is_proc_dir, is_virtual_tree, proc_path, synthetic};
 use crate::kernel::vfs::{HostStat, Resolved, inode_of};
@@ -39,6 +40,22 @@ pub(in crate::kernel) const S_IFLNK: u32 = 0o120000;
 pub(in crate::kernel) const S_IFSOCK: u32 = 0o140000;
 pub(in crate::kernel) const S_IFCHR: u32 = 0o020000;
 
+/// What `stat` says of an end of pseudoterminal pair `id`: the
+/// multiplexer's device (`/dev/ptmx`, which every master is; devpts's own
+/// `/dev/pts/ptmx` has no permissions) or the slave's (`/dev/pts/N`,
+/// root's and private, devpts's default when mounted with no options).
+fn pty_meta(id: u32, end: pty::End, path: &str) -> Meta {
+    let mode = match end {
+        pty::End::Master if path == "/dev/pts/ptmx" => 0,
+        pty::End::Master => 0o666,
+        pty::End::Slave => 0o600,
+    };
+    Meta {
+        rdev: pty::rdev(id, end),
+        ..Meta::new(S_IFCHR | mode, 0, inode_of(path))
+    }
+}
+
 /// What `stat` says of `path` (of where it leads, with `follow`).
 pub(in crate::kernel) fn meta_of_path(
     k: &mut Kernel,
@@ -46,6 +63,19 @@ pub(in crate::kernel) fn meta_of_path(
     follow: bool,
 ) -> Result<Meta, i32> {
     let ino = inode_of(path);
+    if path == "/dev/tty" {
+        return Ok(Meta {
+            // 5:0, as on Linux.
+            rdev: 0x500,
+            ..Meta::new(S_IFCHR | 0o666, 0, ino)
+        });
+    }
+    if path == "/dev/ptmx" || path == "/dev/pts/ptmx" {
+        return Ok(pty_meta(0, pty::End::Master, path));
+    }
+    if let Some(id) = pty::slave_named(k, path) {
+        return Ok(pty_meta(id, pty::End::Slave, path));
+    }
     if let Some(kind) = device(path) {
         let rdev = match kind {
             FileKind::Null => 0x103,
@@ -165,6 +195,8 @@ pub(in crate::kernel) fn meta_of_fd(k: &mut Kernel, fd: i32) -> Result<Meta, i32
             Ok(Meta::new(0o600, 0, 4000 + *id))
         }
         FileKind::Pipe { id, .. } => Ok(Meta::new(libc::S_IFIFO | 0o600, 0, 3000 + *id)),
+        FileKind::PtyMaster { id } => Ok(pty_meta(*id, pty::End::Master, &f.path)),
+        FileKind::PtySlave { id } => Ok(pty_meta(*id, pty::End::Slave, &f.path)),
         FileKind::Socket { .. } | FileKind::BoundSocket { .. } | FileKind::SocketPair { .. } => {
             Ok(Meta::new(libc::S_IFSOCK | 0o777, 0, 2000 + fd as u64))
         }

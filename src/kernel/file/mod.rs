@@ -14,13 +14,14 @@
 //! Each kind's state and rules live in its own module: [`data`] (host,
 //! overlay, generated files, directories, devices), [`pipe`] (pipes,
 //! socket pairs, event counters), [`socket`], [`epoll`], [`timerfd`],
-//! [`signalfd`]. The system-call families (`sys_*.rs`) decode arguments
+//! [`signalfd`], [`pty`] (pseudoterminals). The system-call families (`sys_*.rs`) decode arguments
 //! and call these; no object module imports a family.
 
 pub mod data;
 pub mod epoll;
 pub mod meta;
 pub mod pipe;
+pub mod pty;
 pub mod signalfd;
 pub mod socket;
 pub mod timerfd;
@@ -40,7 +41,7 @@ use crate::kernel::{Kernel, SysResult, err};
 /// at, so a step costs the same however many threads wait beside it.
 pub(in crate::kernel) fn settle(k: &mut Kernel) {
     k.sync_files();
-    if k.pipes.is_idle() && k.sockets.is_empty() && k.epolls.is_empty() {
+    if k.pipes.is_idle() && k.sockets.is_empty() && k.epolls.is_empty() && k.ptys.is_empty() {
         // Nothing anyone could wait on exists: what was let go of or
         // touched is gone already.
         k.changes.take_dropped();
@@ -92,6 +93,7 @@ fn collect(k: &mut Kernel) {
         match h {
             Held::PipeEnd { id, write } => pipe::let_go_of_end(k, id, write),
             Held::Counter(id) => k.pipes.forget_counter(id),
+            Held::PtyMaster(id) | Held::PtySlave(id) => pty::let_go_of_end(k, id),
             Held::Epoll(id) => epoll::forget(k, id),
             Held::Bound(id) => {
                 // Connections it never accepted go with it: their other
@@ -154,6 +156,14 @@ pub(in crate::kernel) fn read(
         FileKind::Pipe { write: true, .. } => err(libc::EBADF),
         FileKind::Pipe { .. } if at.is_some() => err(libc::ESPIPE),
         FileKind::Pipe { id, .. } => pipe::read(k, id, nonblock, buf, len, nr),
+        FileKind::PtyMaster { .. } | FileKind::PtySlave { .. } if at.is_some() => err(libc::ESPIPE),
+        FileKind::PtyMaster { .. } | FileKind::PtySlave { .. } if !f.readable() => err(libc::EBADF),
+        FileKind::PtyMaster { id } => {
+            pty::read(k, fd as i32, id, pty::End::Master, nonblock, buf, len)
+        }
+        FileKind::PtySlave { id } => {
+            pty::read(k, fd as i32, id, pty::End::Slave, nonblock, buf, len)
+        }
         _ => data::read(k, fd as i32, buf, len, at),
     }
 }
@@ -175,6 +185,12 @@ pub(in crate::kernel) fn write(k: &mut Kernel, fd: u64, data: &[u8], at: Option<
         FileKind::Pipe { write: false, .. } => err(libc::EBADF),
         FileKind::Pipe { .. } if at.is_some() => err(libc::ESPIPE),
         FileKind::Pipe { id, .. } => pipe::write(k, id, nonblock, data, nr),
+        FileKind::PtyMaster { .. } | FileKind::PtySlave { .. } if at.is_some() => err(libc::ESPIPE),
+        FileKind::PtyMaster { .. } | FileKind::PtySlave { .. } if !f.writable() => err(libc::EBADF),
+        FileKind::PtyMaster { id } => {
+            pty::write(k, fd as i32, id, pty::End::Master, nonblock, data)
+        }
+        FileKind::PtySlave { id } => pty::write(k, fd as i32, id, pty::End::Slave, nonblock, data),
         _ => ret(data::write(k, fd as i32, data, at).map(|n| n as i64)),
     }
 }
@@ -190,6 +206,8 @@ pub(in crate::kernel) fn may_wait(k: &Kernel, fd: u64) -> bool {
                 | FileKind::EventFd { .. }
                 | FileKind::TimerFd { .. }
                 | FileKind::SignalFd { .. }
+                | FileKind::PtyMaster { .. }
+                | FileKind::PtySlave { .. }
         )
     })
 }
@@ -200,6 +218,8 @@ pub(in crate::kernel) fn available(k: &Kernel, f: &OpenFile) -> u64 {
         FileKind::Pipe { id, write: false } | FileKind::SocketPair { rx: id, .. } => {
             pipe::buffered(k, id) as u64
         }
+        FileKind::PtyMaster { id } => pty::available(k, id, pty::End::Master),
+        FileKind::PtySlave { id } => pty::available(k, id, pty::End::Slave),
         _ => data::seek_len(k, f).map_or(0, |l| l.saturating_sub(k.offset_of(f))),
     }
 }
@@ -271,6 +291,18 @@ pub(in crate::kernel) fn readiness(k: &Kernel, fd: i32) -> Option<i16> {
             let ended = k.processes().get(&pid).is_none_or(|p| p.ended.is_some());
             if ended { POLLIN } else { 0 }
         }
+        FileKind::PtyMaster { id } | FileKind::PtySlave { id } => {
+            let end = if matches!(f.kind, FileKind::PtyMaster { .. }) {
+                pty::End::Master
+            } else {
+                pty::End::Slave
+            };
+            let (can_read, can_write, hup, error) = pty::poll_state(k, id, end);
+            (if can_read { POLLIN } else { 0 })
+                | (if can_write { POLLOUT } else { 0 })
+                | (if hup { POLLHUP } else { 0 })
+                | (if error { POLLERR } else { 0 })
+        }
         FileKind::Socket { .. } | FileKind::Epoll { .. } => 0,
         _ => {
             let mut r = 0;
@@ -300,6 +332,7 @@ pub(in crate::kernel) fn ready_keys(k: &Kernel, fd: i32, signals_of: Pid) -> Vec
         FileKind::TimerFd { id, .. } => vec![Ready::Timer(id)],
         FileKind::SignalFd { .. } => vec![Ready::Signals(signals_of)],
         FileKind::PidFd { pid } => vec![Ready::Ended(pid)],
+        FileKind::PtyMaster { id } | FileKind::PtySlave { id } => vec![Ready::Pty(id)],
         _ => Vec::new(),
     }
 }

@@ -6,7 +6,6 @@ use libc::*;
 const FDCWD: u64 = AT_FDCWD as u64;
 
 cases! {
-    opening_a_pseudoterminal_is_unsupported: SYS_openat, |b| [AT_FDCWD as u64, b.str("/dev/ptmx"), O_RDWR as u64, 0, 0, 0], Want::Unsupported;
     read_from_a_descriptor_never_opened_is_ebadf: SYS_read, |b| [99, b.buf(8), 8, 0, 0, 0], Want::Err(EBADF);
     read_into_an_unmapped_buffer_is_efault: SYS_read,
         |b| [b.open("/data/hello.txt", O_RDONLY), UNMAPPED, 5, 0, 0, 0], Want::Err(EFAULT);

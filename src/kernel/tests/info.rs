@@ -49,3 +49,13 @@ cases! {
     setgroups_from_a_bad_pointer_is_efault: SYS_setgroups, |b| [1, super::UNMAPPED, 0, 0, 0, 0], Want::Err(EFAULT);
     setgroups_to_none_is_accepted: SYS_setgroups, |b| [0, 0, 0, 0, 0, 0], Want::Ret(0);
 }
+
+cases! {
+    personality_asked_tells_linux: SYS_personality, |_b| [0xffff_ffff, 0, 0, 0, 0, 0], Want::Ret(0);
+    personality_without_address_randomization_is_kept_and_told: SYS_personality, |b| {
+        assert_eq!(b.ret(SYS_personality, [0x0004_0000, 0, 0, 0, 0, 0]), 0);
+        [0xffff_ffff, 0, 0, 0, 0, 0]
+    }, Want::Ret(0x0004_0000);
+    personality_read_implies_exec_is_unsupported: SYS_personality,
+        |_b| [0x0040_0000, 0, 0, 0, 0, 0], Want::Unsupported;
+}

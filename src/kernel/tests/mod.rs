@@ -11,6 +11,7 @@ mod net;
 mod pipe;
 mod poll;
 mod process;
+mod pty;
 mod signal;
 mod stat;
 mod thread;
