@@ -909,18 +909,7 @@ fn the_program_copy_of_a_killed_server_is_removed_by_the_next_server() {
     let exe = dir.path().join("hello-gone");
     std::fs::copy(common::harness("hello"), &exe).unwrap();
     let rwd = dir.path().join("hello.rwd");
-    let made = common::cli()
-        .args(["run", "--target"])
-        .arg(&exe)
-        .arg("--save-rwd")
-        .arg(&rwd)
-        .output()
-        .unwrap();
-    assert!(
-        made.status.success(),
-        "{}",
-        String::from_utf8_lossy(&made.stderr)
-    );
+    common::save_rwd(&exe, dir.path(), &rwd);
     std::fs::remove_file(&exe).unwrap();
     let rwd = rwd.to_string_lossy().into_owned();
     let mut killed = Server::start(&["gdb", &rwd]);

@@ -386,14 +386,7 @@ fn rebuilt_program_rwd(dir: &Path) -> PathBuf {
         &[],
     );
     let rwd = dir.join("prog.rwd");
-    let out = cli()
-        .args(["run", "--target"])
-        .arg(&exe)
-        .arg("--save-rwd")
-        .arg(&rwd)
-        .output()
-        .unwrap();
-    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    common::save_rwd(&exe, dir, &rwd);
     std::fs::write(&exe, "rebuilt since").unwrap();
     rwd
 }

@@ -117,15 +117,7 @@ int main(void) {
         &[],
     );
     let rwd = dir.path().join("writer.rwd");
-    let out = cli()
-        .current_dir(dir.path())
-        .args(["run", "--target"])
-        .arg(&exe)
-        .arg("--save-rwd")
-        .arg(&rwd)
-        .output()
-        .unwrap();
-    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    common::save_rwd(&exe, dir.path(), &rwd);
     let before = std::fs::read(&rwd).unwrap();
     let hash = replayed_hash(&rwd);
     let probe = dir.path().join("made-by-the-shell.txt");

@@ -129,11 +129,18 @@ pub fn example(name: &str) -> PathBuf {
 pub fn hello_rwd(dir: &std::path::Path) -> PathBuf {
     require_kvm();
     let rwd = dir.join("hello.rwd");
+    save_rwd(&harness("hello"), dir, &rwd);
+    rwd
+}
+
+/// `run --target exe --save-rwd rwd` in directory `cwd`, which must exit 0.
+pub fn save_rwd(exe: &std::path::Path, cwd: &std::path::Path, rwd: &std::path::Path) {
     let out = cli()
+        .current_dir(cwd)
         .args(["run", "--target"])
-        .arg(harness("hello"))
+        .arg(exe)
         .arg("--save-rwd")
-        .arg(&rwd)
+        .arg(rwd)
         .output()
         .unwrap();
     assert_eq!(
@@ -142,7 +149,6 @@ pub fn hello_rwd(dir: &std::path::Path) -> PathBuf {
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
-    rwd
 }
 
 /// The path of tool `name` on this host (found in PATH, or the given
