@@ -183,7 +183,7 @@ impl Kernel {
             .iter()
             .take_while(|(d, _)| *d <= now)
             .map(|(_, k)| *k)
-            .filter(|(pid, _)| self.may_fire(*pid))
+            .filter(|(pid, _)| self.may_run(pid.first_thread()))
             .collect();
         if due.is_empty() {
             return false;

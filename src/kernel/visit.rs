@@ -171,14 +171,10 @@ impl Kernel {
     }
 
     /// Whether thread `tid` may run now: any thread outside a visit, only
-    /// the visitor's during one.
+    /// the visitor's during one. A process's timers fire when its first
+    /// thread may run.
     pub(super) fn may_run(&self, tid: Tid) -> bool {
         self.visit.as_ref().is_none_or(|v| tid.0 >= v.root.0)
-    }
-
-    /// Whether process `pid`'s timers may fire now (see [`Self::may_run`]).
-    pub(super) fn may_fire(&self, pid: Pid) -> bool {
-        self.visit.as_ref().is_none_or(|v| pid.0 >= v.root.0)
     }
 
     /// Whether a visit is under way.
@@ -205,7 +201,10 @@ impl Kernel {
             .threads
             .next_deadline_of(|t| self.may_run(t))
             .into_iter()
-            .chain(self.timers.next_deadline_of(|p| self.may_fire(p)))
+            .chain(
+                self.timers
+                    .next_deadline_of(|p| self.may_run(p.first_thread())),
+            )
             .min();
         if let Some(d) = next {
             self.now = self.now.max(d);
