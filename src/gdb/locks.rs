@@ -406,19 +406,25 @@ fn waits_by_thread(k: &Kernel, heap: &mut HeapNames) -> BTreeMap<Tid, String> {
         .collect()
 }
 
-/// A thread's state as gdb's `info threads` shows it, a lock it waits for
-/// by its name: `blocked on forks[1] (pthread mutex) at philosopher
+/// Each thread's state as gdb's `info threads` shows it, a lock it waits
+/// for by its name: `blocked on forks[1] (pthread mutex) at philosopher
 /// (philosophers.c:44), held by thread 3`.
-pub fn thread_info(vm: &Vm, heap: &mut HeapNames, tid: Tid) -> Option<String> {
+pub fn thread_infos(vm: &Vm, heap: &mut HeapNames) -> BTreeMap<Tid, String> {
     let k = vm.debug_kernel();
-    let t = k.threads().get(&tid)?;
-    let waits = waits_by_thread(k, heap).remove(&tid).unwrap_or_default();
-    Some(match t.state() {
-        _ if waits.is_empty() => state_text(k, t),
-        ThreadState::Blocked(Wait::Futex { .. }) => format!("blocked on {waits}"),
-        ThreadState::Runnable => format!("{}, {waits}", state_word(k, t)),
-        _ => state_text(k, t),
-    })
+    let mut waits = waits_by_thread(k, heap);
+    k.threads()
+        .values()
+        .map(|t| {
+            let waits = waits.remove(&t.tid).unwrap_or_default();
+            let info = match t.state() {
+                _ if waits.is_empty() => state_text(k, t),
+                ThreadState::Blocked(Wait::Futex { .. }) => format!("blocked on {waits}"),
+                ThreadState::Runnable => format!("{}, {waits}", state_word(k, t)),
+                _ => state_text(k, t),
+            };
+            (t.tid, info)
+        })
+        .collect()
 }
 
 /// The lines `monitor threads` prints for the run where `vm` stands: a

@@ -100,6 +100,8 @@ pub struct Session {
     /// Names of heap locks for `monitor locks` and `info threads`, found
     /// once per session (`info threads` reads the session unchanged).
     heap: std::cell::RefCell<HeapNames>,
+    /// `info threads`' text for each thread, and where the run stood then.
+    thread_infos: std::cell::RefCell<Option<(super::Position, BTreeMap<Tid, String>)>>,
 }
 
 impl Session {
@@ -114,6 +116,7 @@ impl Session {
             next_fd: 3,
             crash_reported: false,
             heap: std::cell::RefCell::new(heap),
+            thread_infos: Default::default(),
         }
     }
 
@@ -484,8 +487,19 @@ impl ThreadExtraInfo for Session {
         let Some(t) = k.threads().get(&tid) else {
             return Ok(0);
         };
-        let mut heap = self.heap.borrow_mut();
-        let state = super::locks::thread_info(self.tl.vm(), &mut heap, tid)
+        // gdb asks thread by thread: the threads' states are made once for
+        // where the run stands.
+        let mut infos = self.thread_infos.borrow_mut();
+        if infos
+            .as_ref()
+            .is_none_or(|(at, _)| at != self.tl.position())
+        {
+            let all = super::locks::thread_infos(self.tl.vm(), &mut self.heap.borrow_mut());
+            *infos = Some((self.tl.position().clone(), all));
+        }
+        let state = infos
+            .as_ref()
+            .and_then(|(_, all)| all.get(&tid).cloned())
             .unwrap_or_else(|| super::locks::state_text(k, t));
         let text = format!("{}, {state}", t.name);
         let n = text.len().min(buf.len());
