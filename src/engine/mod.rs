@@ -506,7 +506,7 @@ impl Vm {
 
     /// Whether the run has ended.
     fn ended(&self) -> bool {
-        self.kernel.observer().ended() || self.kernel.visit_end().is_some()
+        self.kernel.observer().ended() || self.kernel.visitor_ended()
     }
 
     /// Hands one exit to the kernel (after the steps buffered before it).
@@ -549,7 +549,8 @@ impl Vm {
         if snap.fork || step <= snap.step || step > at {
             return false;
         }
-        self.fork_exit = Some(self.fork_exit.map_or(step, |s| s.max(step)));
+        // Steps only go up in a run: the latest exit is the last so far.
+        self.fork_exit = Some(step);
         // Until a run has ended, only the exit right after the fork's step
         // is known to be the last.
         step >= self.fork_exit_before.unwrap_or(at)

@@ -153,7 +153,7 @@ impl Kernel {
     }
 
     /// Whether the visitor's first process has ended.
-    fn visitor_ended(&self) -> bool {
+    pub(crate) fn visitor_ended(&self) -> bool {
         let root = self.visit.as_ref().map(|v| v.root);
         root.and_then(|r| self.procs.get(&r))
             .is_some_and(|p| p.ended.is_some())
