@@ -751,7 +751,6 @@ const TIOCSPGRP: u64 = 0x5410;
 const TIOCOUTQ: u64 = 0x5411;
 const TIOCGWINSZ: u64 = 0x5413;
 const TIOCSWINSZ: u64 = 0x5414;
-const FIONREAD: u64 = 0x541b;
 const TIOCPKT: u64 = 0x5420;
 const TIOCNOTTY: u64 = 0x5422;
 const TIOCGETD: u64 = 0x5424;
@@ -827,10 +826,6 @@ pub fn ioctl(k: &mut Kernel, id: u32, end: End, req: u64, arg: u64) -> Ioctl {
             let w = std::array::from_fn(|i| u16::from_le_bytes([raw[2 * i], raw[2 * i + 1]]));
             k.ptys.pairs.get_mut(&id).expect("looked up").winsize = w;
             done(Ok(0))
-        }
-        FIONREAD => {
-            let n = available(k, id, end).min(i32::MAX as u64) as u32;
-            done(fault(k.write(arg, &n.to_le_bytes())))
         }
         TIOCOUTQ => done(fault(k.write(arg, &0u32.to_le_bytes()))),
         TCFLSH => {
