@@ -202,11 +202,13 @@ fn open(k: &mut Kernel, path: &str, flags: i32, mode: u32) -> Result<i64, i32> {
 }
 
 fn openat(k: &mut Kernel, dirfd: i32, ptr: u64, flags: u64, mode: u64) -> SysResult {
+    // An O_PATH descriptor names a device without opening it.
+    let opens = flags as i32 & libc::O_PATH == 0;
     match path_at(k, dirfd, ptr) {
-        Ok(p) if is_pseudoterminal(&p) => open_pty(k, &p, flags as i32),
+        Ok(p) if opens && is_pseudoterminal(&p) => open_pty(k, &p, flags as i32),
         // The caller's controlling terminal, which no process in the
         // machine has: Linux's answer then.
-        Ok(p) if p == "/dev/tty" => err(libc::ENXIO),
+        Ok(p) if opens && p == "/dev/tty" => err(libc::ENXIO),
         Ok(p) => ret(open(k, &p, flags as i32, mode as u32)),
         Err(e) => err(e),
     }
