@@ -521,5 +521,17 @@ mod tests {
             placed += input.decisions.len();
         }
         assert!(placed > 0, "mutations place decisions after the pin");
+        // Placed there in the first place, not only kept there: a
+        // preemption inserted alone (nothing drops it afterwards) comes
+        // after the pin every time.
+        let mut alone = ScheduleInput::fresh(0, Tail::new(StrategyKind::Random, 1));
+        for _ in 0..500 {
+            InsertPreemption.mutate(&mut state, &mut alone).unwrap();
+        }
+        assert!(
+            alone.decisions.iter().all(|d| d.step > 200),
+            "{:?}",
+            alone.decisions
+        );
     }
 }
