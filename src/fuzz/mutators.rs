@@ -404,9 +404,6 @@ pub struct MixMutator<H> {
     pub kinds: Vec<StrategyKind>,
     pub target: u64,
     pub havoc: H,
-    /// The last step every input takes as pinned (a fork's; 0 for none):
-    /// decisions up to it are dropped, the run makes them as pinned.
-    pub pinned: u64,
 }
 
 impl<H> Named for MixMutator<H> {
@@ -427,8 +424,11 @@ where
         input: &mut ScheduleInput,
     ) -> Result<MutationResult, libafl::Error> {
         let result = self.mutate_any(state, input)?;
-        if self.pinned > 0 {
-            input.decisions.retain(|d| d.step > self.pinned);
+        // Decisions up to a pinned step (a fork's) are dropped: the run
+        // makes them as pinned.
+        let pinned = state.metadata::<RunProfile>().map_or(0, |p| p.pinned);
+        if pinned > 0 {
+            input.decisions.retain(|d| d.step > pinned);
         }
         Ok(result)
     }
@@ -507,7 +507,6 @@ mod tests {
             kinds: vec![StrategyKind::Random],
             target: 0,
             havoc,
-            pinned: 200,
         };
         let mut input = ScheduleInput::fresh(0, Tail::new(StrategyKind::Random, 1));
         let mut placed = 0;

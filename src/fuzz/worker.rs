@@ -86,7 +86,8 @@ pub fn run(
     )
     .map_err(err)?;
     let pinned = cfg.pin.as_ref().map_or(0, |p| p.until);
-    // Mutations place decisions after the pinned steps, where they count.
+    // Mutations place and keep decisions only after the pinned steps,
+    // where they count (the run profile says where that is).
     if pinned > 0 {
         state.add_metadata(super::mutators::RunProfile {
             pinned,
@@ -171,7 +172,6 @@ pub fn run(
             ),
             HAVOC_STACK_POW,
         ),
-        pinned,
     };
     // A few mutations per corpus entry and round: schedules that lead
     // nowhere are left soon, and every entry gets its turn.
