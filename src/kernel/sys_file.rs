@@ -63,22 +63,26 @@ pub const CALLS: &[SyscallDef] = &[
     ),
 ];
 
-// ----- paths
-
 // ----- open and close
 
-fn open(k: &mut Kernel, path: &str, flags: i32, mode: u32) -> Result<i64, i32> {
-    let cloexec = flags & libc::O_CLOEXEC != 0;
-    let acc = flags & libc::O_ACCMODE;
-    let writes = acc != libc::O_RDONLY || flags & libc::O_TRUNC != 0;
-    let file = |kind: FileKind| OpenFile {
+/// A new description of `kind` at `path`, opened with `flags`: it keeps
+/// the flags that last beyond `open` (the access mode, O_APPEND, ...).
+fn description(kind: FileKind, path: &str, flags: i32) -> OpenFile {
+    OpenFile {
         kind,
         path: path.to_string(),
         offset: 0,
         flags: flags
             & !(libc::O_CLOEXEC | libc::O_CREAT | libc::O_EXCL | libc::O_TRUNC | libc::O_NOCTTY),
         shared: None,
-    };
+    }
+}
+
+fn open(k: &mut Kernel, path: &str, flags: i32, mode: u32) -> Result<i64, i32> {
+    let cloexec = flags & libc::O_CLOEXEC != 0;
+    let acc = flags & libc::O_ACCMODE;
+    let writes = acc != libc::O_RDONLY || flags & libc::O_TRUNC != 0;
+    let file = |kind: FileKind| description(kind, path, flags);
     if flags & libc::O_TMPFILE == libc::O_TMPFILE {
         return Err(libc::EOPNOTSUPP);
     }
@@ -255,14 +259,7 @@ fn open_pty(k: &mut Kernel, path: &str, flags: i32) -> SysResult {
 
 /// A descriptor for an end of a pair, named `path`.
 fn install_pty(k: &mut Kernel, kind: FileKind, path: &str, flags: i32) -> SysResult {
-    let f = OpenFile {
-        kind: kind.clone(),
-        path: path.to_string(),
-        offset: 0,
-        flags: flags
-            & !(libc::O_CLOEXEC | libc::O_CREAT | libc::O_EXCL | libc::O_TRUNC | libc::O_NOCTTY),
-        shared: None,
-    };
+    let f = description(kind.clone(), path, flags);
     let id = match kind {
         FileKind::PtyMaster { id } | FileKind::PtySlave { id } => id,
         _ => unreachable!("an end of a pair"),
