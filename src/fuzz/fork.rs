@@ -124,34 +124,7 @@ pub fn fuzz_fork(
     let shared = super::feedbacks::Shared::default();
     let hub = Hub::default();
     let failed = std::thread::scope(|scope| {
-        let workers: Vec<_> = (0..f.jobs)
-            .map(|id| {
-                let (cfg, source, shared, hub) = (&cfg, source.clone(), shared.clone(), &hub);
-                let progress = progress.clone();
-                std::thread::Builder::new()
-                    .name(format!("fork-{id}"))
-                    .spawn_scoped(scope, move || {
-                        let r = super::worker::run(
-                            id,
-                            cfg,
-                            source,
-                            steps,
-                            shared,
-                            hub,
-                            progress.clone(),
-                        );
-                        if r.is_err() {
-                            progress.stop.store(true, Ordering::Relaxed);
-                        }
-                        match r {
-                            // The time ended in the middle of a run.
-                            Err(FuzzError::Vm(VmError::Cancelled)) => Ok(()),
-                            r => r,
-                        }
-                    })
-                    .expect("spawn a worker")
-            })
-            .collect();
+        let workers = super::spawn_threads(scope, &cfg, (source, steps), &shared, &hub, &progress);
         while !workers.iter().all(|w| w.is_finished()) {
             if cancel.is_cancelled() {
                 progress.stop.store(true, Ordering::Relaxed);
